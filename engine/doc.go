@@ -1,0 +1,48 @@
+// Package engine is t1's event machinery: the event envelope, the event log
+// on JetStream, the stage runner, dead letters, projections and replay.
+//
+// # Events
+//
+// An event is a small JSON envelope (id, type, run, time, causation id,
+// correlation id, schema version, payload) published on subject
+//
+//	t1.<run>.<type>            e.g. t1.nightly-07.task.audited
+//
+// into one Limits-retention stream (default T1) on file storage, so the log
+// is kept for replay rather than drained by consumers. Bulk data never rides
+// on events: an event carries object keys, row counts and hashes (a claim
+// check).
+//
+// # Exactly-once effects
+//
+// Event ids are derived from their cause (DeriveID: run, type, causing
+// event, stage config hash, sibling key) and sent as Nats-Msg-Id, which the
+// stream deduplicates within its window. A handler's emitted events are held
+// until it returns; the runner then publishes them, waits for every
+// acknowledgement, and only then double-acks the input. A crash anywhere in
+// between leads to a redelivery that emits the same ids again, which the
+// stream drops. Redelivery therefore never duplicates output, as long as it
+// falls inside the dedup window (default 10 minutes) and handlers are
+// deterministic.
+//
+// # Failure
+//
+//	handler error ──▶ retried in process (RetryBudget, exponential back-off)
+//	      │ still failing
+//	      ▼
+//	nak with delay (Backoff[delivery-1]) ──▶ redelivered … up to MaxDeliver
+//	      │ last delivery fails, or the server gives up (MAX_DELIVERIES advisory)
+//	      ▼
+//	copied to the dead-letter stream (default T1_DLQ, subjects t1dlq.<run>.<type>)
+//	with headers T1-Dead-Reason, -Consumer, -Stream-Seq, -Deliveries, -Subject
+//
+// A Permanent error skips all of that: the runner publishes
+// <type>.failed (payload Failure) and terminates the message.
+//
+// # Projections and replay
+//
+// A Projection folds events into state kept in the KV bucket t1_projections
+// as {seq, state}; updates use revision compare-and-set. Rebuild folds the
+// log from the start and must equal the stored state. Log.Replay reads a
+// subject filter from a sequence or a time with an ordered consumer.
+package engine

@@ -1,0 +1,474 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/t1pipe/t1/infra/telemetry"
+)
+
+// RunnerConfig tunes how a stage consumes its events. Zero values take the
+// defaults in parentheses.
+type RunnerConfig struct {
+	// Concurrency is how many handlers run at once (4).
+	Concurrency int
+	// AckWait is how long the server waits for an ack or heartbeat before
+	// redelivering (30s).
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries; the last failure dead-letters (5).
+	MaxDeliver int
+	// Backoff is the delay before redelivery after the n-th failed
+	// delivery; the last entry repeats (1s, 5s, 15s). It also lengthens
+	// the server's ack wait for later deliveries, so a crashed handler's
+	// message comes back later each time.
+	Backoff []time.Duration
+	// Heartbeat is the InProgress interval that keeps long handlers alive
+	// (AckWait/3). Negative disables heartbeats, which only tests want.
+	Heartbeat time.Duration
+	// MaxAckPending caps unacknowledged messages across every process
+	// sharing the consumer (Concurrency). Messages pulled beyond what a
+	// process can start would otherwise sit idle while their ack timers run.
+	MaxAckPending int
+	// RetryBudget is how long transient errors are retried in process
+	// before the message is handed back to the server (5s).
+	RetryBudget time.Duration
+	// ConfigHash identifies the stage's configuration; it feeds event ids,
+	// so changed settings produce new events instead of being deduplicated
+	// against old ones.
+	ConfigHash string
+	// Durable names the consumer (the stage name).
+	Durable string
+	Logger  *slog.Logger
+}
+
+func (c RunnerConfig) withDefaults(stage string) RunnerConfig {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second}
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.AckWait / 3
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = c.Concurrency
+	}
+	if c.RetryBudget <= 0 {
+		c.RetryBudget = 5 * time.Second
+	}
+	if c.Durable == "" {
+		c.Durable = stage
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// RunnerStats counts outcomes since the runner started.
+type RunnerStats struct {
+	Acked, Failed, Retried, DeadLettered int64
+}
+
+// Runner feeds one stage from a durable pull consumer.
+type Runner struct {
+	log   *Log
+	stage Stage
+	cfg   RunnerConfig
+
+	lastErr sync.Map // stream seq -> last handler error, for dead-letter reasons
+
+	acked, failed, retried, dead atomic.Int64
+
+	// afterPublish, when set, runs between publishing outputs and acking;
+	// tests use it to crash at the worst moment.
+	afterPublish func()
+
+	tracer   trace.Tracer
+	handled  metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+// NewRunner prepares a runner; Run starts it.
+func NewRunner(l *Log, s Stage, cfg RunnerConfig) *Runner {
+	cfg = cfg.withDefaults(s.Name())
+	meter := otel.Meter("github.com/t1pipe/t1/engine")
+	handled, _ := meter.Int64Counter("t1.engine.events",
+		metric.WithDescription("events handled, by stage, type and outcome"))
+	duration, _ := meter.Float64Histogram("t1.engine.handler.duration",
+		metric.WithUnit("s"), metric.WithDescription("handler wall time"))
+	return &Runner{
+		log: l, stage: s, cfg: cfg,
+		tracer:  otel.Tracer("github.com/t1pipe/t1/engine"),
+		handled: handled, duration: duration,
+	}
+}
+
+// Stats returns outcome counts.
+func (r *Runner) Stats() RunnerStats {
+	return RunnerStats{Acked: r.acked.Load(), Failed: r.failed.Load(), Retried: r.retried.Load(), DeadLettered: r.dead.Load()}
+}
+
+// ConsumerConfig is the durable consumer the runner creates for a stage.
+func (r *Runner) ConsumerConfig() jetstream.ConsumerConfig {
+	filters := make([]string, 0, len(r.stage.Consumes()))
+	for _, t := range r.stage.Consumes() {
+		filters = append(filters, SubjectFilter(t))
+	}
+	// Entry i is the ack wait of delivery i+1: the server redelivers a
+	// message whose handler died later each time.
+	bo := []time.Duration{r.cfg.AckWait}
+	for _, d := range r.cfg.Backoff {
+		if len(bo) >= r.cfg.MaxDeliver {
+			break
+		}
+		bo = append(bo, r.cfg.AckWait+d)
+	}
+	return jetstream.ConsumerConfig{
+		Durable:        r.cfg.Durable,
+		Description:    "t1 stage " + r.stage.Name(),
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckWait:        r.cfg.AckWait,
+		BackOff:        bo,
+		MaxDeliver:     r.cfg.MaxDeliver,
+		MaxAckPending:  r.cfg.MaxAckPending,
+	}
+}
+
+// Run consumes until ctx is cancelled, then stops pulling, waits for
+// handlers in flight (their context is cancelled too) and returns nil.
+// Messages whose handlers did not finish are naked for prompt redelivery.
+func (r *Runner) Run(ctx context.Context) error {
+	if len(r.stage.Consumes()) == 0 {
+		return fmt.Errorf("engine: stage %s consumes nothing", r.stage.Name())
+	}
+	cons, err := r.log.js.CreateOrUpdateConsumer(ctx, r.log.cfg.Stream, r.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("engine: consumer %s: %w", r.cfg.Durable, err)
+	}
+	adv, err := r.log.nc.Subscribe(maxDeliveriesSubject(r.log.cfg.Stream, r.cfg.Durable), func(m *nats.Msg) {
+		r.onMaxDeliveries(ctx, m.Data)
+	})
+	if err != nil {
+		return fmt.Errorf("engine: advisory subscription: %w", err)
+	}
+	defer adv.Unsubscribe()
+
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		msg, err := it.Next()
+		if err != nil {
+			<-sem
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				return nil
+			}
+			r.cfg.Logger.Warn("consume", "stage", r.stage.Name(), "err", err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.process(ctx, msg)
+		}()
+	}
+}
+
+func maxDeliveriesSubject(stream, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + stream + "." + consumer
+}
+
+// heartbeat keeps msg in progress until the returned func is called.
+func (r *Runner) heartbeat(msg jetstream.Msg) func() {
+	if r.cfg.Heartbeat < 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					r.cfg.Logger.Debug("heartbeat", "stage", r.stage.Name(), "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
+	start := time.Now()
+	stopHB := r.heartbeat(msg)
+	defer stopHB()
+	meta, err := msg.Metadata()
+	if err != nil {
+		r.cfg.Logger.Error("message without metadata", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	seq := meta.Sequence.Stream
+	ev, err := ParseMessage(msg.Subject(), msg.Data(), seq)
+	if err != nil {
+		r.fail(ctx, msg, meta, ev, Permanent(err))
+		return
+	}
+	hctx := telemetry.Extract(ctx, msg.Headers())
+	hctx, span := r.tracer.Start(hctx, r.stage.Name()+" "+ev.Type,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("t1.stage", r.stage.Name()),
+			attribute.String("t1.event.id", ev.ID),
+			attribute.String("t1.event.type", ev.Type),
+			attribute.String("t1.run", ev.Run),
+			attribute.Int64("t1.delivery", int64(meta.NumDelivered)),
+		))
+	defer span.End()
+
+	out, err := r.handle(hctx, ev)
+	if err == nil {
+		err = r.log.publishAll(hctx, out)
+	}
+	if err == nil && r.afterPublish != nil {
+		r.afterPublish()
+	}
+	outcome := "acked"
+	defer func() {
+		attrs := metric.WithAttributes(attribute.String("stage", r.stage.Name()),
+			attribute.String("type", ev.Type), attribute.String("outcome", outcome))
+		r.handled.Add(context.Background(), 1, attrs)
+		r.duration.Record(context.Background(), time.Since(start).Seconds(), attrs)
+	}()
+	switch {
+	case err == nil:
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := msg.DoubleAck(actx)
+		cancel()
+		if err != nil {
+			// Outputs are durable and deduplicated, so a lost ack costs only
+			// a redelivery.
+			r.cfg.Logger.Warn("ack", "stage", r.stage.Name(), "event", ev.ID, "err", err)
+		}
+		r.lastErr.Delete(seq)
+		r.acked.Add(1)
+	case IsPermanent(err):
+		outcome = "failed"
+		span.SetStatus(codes.Error, err.Error())
+		r.fail(ctx, msg, meta, ev, err)
+	case ctx.Err() != nil:
+		outcome = "interrupted"
+		// Shutting down: hand the message straight back to whoever is left.
+		_ = msg.Nak()
+	default:
+		outcome = "retried"
+		span.SetStatus(codes.Error, err.Error())
+		r.lastErr.Store(seq, err.Error())
+		if int(meta.NumDelivered) >= r.cfg.MaxDeliver {
+			outcome = "dead"
+			r.deadLetter(ctx, seq, meta.NumDelivered, err.Error())
+			_ = msg.TermWithReason("dead-lettered: " + truncate(err.Error(), 200))
+			return
+		}
+		r.retried.Add(1)
+		r.cfg.Logger.Warn("handler failed, will retry", "stage", r.stage.Name(), "event", ev.ID,
+			"type", ev.Type, "delivery", meta.NumDelivered, "err", err)
+		_ = msg.NakWithDelay(r.delay(int(meta.NumDelivered)))
+	}
+}
+
+func (r *Runner) delay(delivered int) time.Duration {
+	i := delivered - 1
+	if i >= len(r.cfg.Backoff) {
+		i = len(r.cfg.Backoff) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	return r.cfg.Backoff[i]
+}
+
+// handle runs the handler, retrying transient errors within RetryBudget.
+// Each attempt gets a fresh emitter, so a failed attempt leaves nothing.
+func (r *Runner) handle(ctx context.Context, ev Event) ([]Event, error) {
+	var out []Event
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxElapsedTime = r.cfg.RetryBudget
+	op := func() error {
+		em := newEmitter(ev, r.cfg.ConfigHash)
+		err := r.safeHandle(ctx, ev, em)
+		if err == nil {
+			out = em.out
+			return nil
+		}
+		if IsPermanent(err) || ctx.Err() != nil {
+			return backoff.Permanent(err)
+		}
+		return err
+	}
+	err := backoff.Retry(op, backoff.WithContext(b, ctx))
+	return out, err
+}
+
+// safeHandle turns a handler panic into a permanent error: a panic on one
+// input will panic again on redelivery.
+func (r *Runner) safeHandle(ctx context.Context, ev Event, em *emitter) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Permanent(fmt.Errorf("stage %s panicked on %s: %v", r.stage.Name(), ev.ID, p))
+		}
+	}()
+	return r.stage.Handle(ctx, ev, em)
+}
+
+// fail publishes <type>.failed and terminates the message. When no failed
+// event can be formed (the subject itself is unusable) the message is
+// dead-lettered instead, so it is never silently dropped.
+func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, ev Event, cause error) {
+	r.failed.Add(1)
+	reason := cause.Error()
+	r.cfg.Logger.Warn("event failed", "stage", r.stage.Name(), "subject", msg.Subject(), "event", ev.ID, "reason", reason)
+	run, typ, ok := splitSubject(msg.Subject())
+	causeID := ev.ID
+	if causeID == "" {
+		causeID = "seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	}
+	if ok && ValidRun(run) == nil && ValidType(typ) == nil {
+		payload, _ := json.Marshal(Failure{
+			Stage: r.stage.Name(), EventID: causeID, Type: typ, Reason: reason, Attempts: int(meta.NumDelivered),
+		})
+		corr := ev.CorrelationID
+		if corr == "" {
+			corr = causeID
+		}
+		failed := Event{
+			ID:            DeriveID(run, FailedType(typ), causeID, r.cfg.ConfigHash, r.stage.Name()),
+			Type:          FailedType(typ),
+			Run:           run,
+			CausationID:   causeID,
+			CorrelationID: corr,
+			SchemaVersion: 1,
+			Payload:       payload,
+		}
+		if _, err := r.log.Publish(ctx, failed); err != nil {
+			// Without the failed event the input must come back, or it is lost.
+			r.cfg.Logger.Error("publish failed event", "stage", r.stage.Name(), "err", err)
+			_ = msg.NakWithDelay(r.delay(int(meta.NumDelivered)))
+			return
+		}
+	} else {
+		r.deadLetter(ctx, meta.Sequence.Stream, meta.NumDelivered, reason)
+	}
+	_ = msg.TermWithReason(truncate(reason, 200))
+}
+
+type maxDeliveriesAdvisory struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+func (r *Runner) onMaxDeliveries(ctx context.Context, data []byte) {
+	var a maxDeliveriesAdvisory
+	if err := json.Unmarshal(data, &a); err != nil {
+		r.cfg.Logger.Error("bad max-deliveries advisory", "err", err)
+		return
+	}
+	reason := "delivered " + strconv.FormatUint(a.Deliveries, 10) + " times without an acknowledgement (handler crashed or outlived its ack wait)"
+	if v, ok := r.lastErr.Load(a.StreamSeq); ok {
+		reason = v.(string)
+	}
+	r.deadLetter(ctx, a.StreamSeq, a.Deliveries, reason)
+}
+
+// deadLetter copies the stream message at seq to the dead-letter stream.
+// Its message id is derived from consumer and sequence, so the in-process
+// path and the advisory path, in any number of processes, store it once.
+func (r *Runner) deadLetter(ctx context.Context, seq, deliveries uint64, reason string) {
+	raw, err := r.log.stream.GetMsg(ctx, seq)
+	if err != nil {
+		r.cfg.Logger.Error("dead-letter: read original", "seq", seq, "err", err)
+		return
+	}
+	msg := nats.NewMsg(dlqPrefix(r.log.cfg) + "." + strings.TrimPrefix(raw.Subject, "t1."))
+	msg.Data = raw.Data
+	for k, v := range raw.Header {
+		if k == jetstream.MsgIDHeader {
+			continue
+		}
+		msg.Header[k] = v
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, "dlq-"+r.cfg.Durable+"-"+strconv.FormatUint(seq, 10))
+	msg.Header.Set(HeaderDeadReason, truncate(reason, 4096))
+	msg.Header.Set(HeaderDeadConsumer, r.cfg.Durable)
+	msg.Header.Set(HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
+	msg.Header.Set(HeaderDeadDeliveries, strconv.FormatUint(deliveries, 10))
+	msg.Header.Set(HeaderDeadSubject, raw.Subject)
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	ack, err := r.log.js.PublishMsg(bctx, msg)
+	if err != nil {
+		r.cfg.Logger.Error("dead-letter: publish", "seq", seq, "err", err)
+		return
+	}
+	if !ack.Duplicate {
+		r.dead.Add(1)
+		r.cfg.Logger.Warn("dead-lettered", "stage", r.stage.Name(), "seq", seq, "reason", reason)
+	}
+	r.lastErr.Delete(seq)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
