@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,8 +16,12 @@ import (
 
 // Header names carried on every event message.
 const (
-	HeaderType = "T1-Type"
-	HeaderRun  = "T1-Run"
+	HeaderType        = "T1-Type"
+	HeaderRun         = "T1-Run"
+	HeaderTime        = "T1-Time"
+	HeaderSchema      = "T1-Schema"
+	HeaderCausation   = "T1-Causation"
+	HeaderCorrelation = "T1-Correlation"
 	// Dead-letter headers describe why a message left its consumer.
 	HeaderDeadReason     = "T1-Dead-Reason"
 	HeaderDeadConsumer   = "T1-Dead-Consumer"
@@ -138,15 +142,22 @@ func (l *Log) message(ctx context.Context, ev *Event) (*nats.Msg, error) {
 	if ev.SchemaVersion == 0 {
 		ev.SchemaVersion = 1
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("engine: publish %s: %w", ev.Type, err)
-	}
+	// Binary mode, as in CloudEvents: the envelope rides in headers and the
+	// body is the payload alone, so routing an event never parses its
+	// payload.
 	msg := nats.NewMsg(ev.Subject())
-	msg.Data = data
+	msg.Data = ev.Payload
 	msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
 	msg.Header.Set(HeaderType, ev.Type)
 	msg.Header.Set(HeaderRun, ev.Run)
+	msg.Header.Set(HeaderTime, ev.Time.Format(time.RFC3339Nano))
+	msg.Header.Set(HeaderSchema, strconv.Itoa(ev.SchemaVersion))
+	if ev.CausationID != "" {
+		msg.Header.Set(HeaderCausation, ev.CausationID)
+	}
+	if ev.CorrelationID != "" {
+		msg.Header.Set(HeaderCorrelation, ev.CorrelationID)
+	}
 	telemetry.Inject(ctx, msg.Header)
 	return msg, nil
 }
@@ -197,18 +208,35 @@ func (l *Log) publishAll(ctx context.Context, evs []Event) error {
 
 // ParseMessage decodes an event message. A message that is not a valid
 // envelope yields an error naming its subject.
-func ParseMessage(subject string, data []byte, seq uint64) (Event, error) {
-	var ev Event
-	if err := json.Unmarshal(data, &ev); err != nil {
-		return ev, fmt.Errorf("malformed event envelope on %s: %w", subject, err)
+func ParseMessage(subject string, h nats.Header, data []byte, seq uint64) (Event, error) {
+	ev := Event{
+		ID:            h.Get(jetstream.MsgIDHeader),
+		Type:          h.Get(HeaderType),
+		Run:           h.Get(HeaderRun),
+		CausationID:   h.Get(HeaderCausation),
+		CorrelationID: h.Get(HeaderCorrelation),
+		Payload:       data,
+		Seq:           seq,
 	}
 	if ev.ID == "" || ev.Type == "" || ev.Run == "" {
-		return ev, fmt.Errorf("malformed event envelope on %s: id, type and run are required", subject)
+		return ev, fmt.Errorf("malformed event envelope on %s: headers %s, %s and %s are required",
+			subject, jetstream.MsgIDHeader, HeaderType, HeaderRun)
 	}
 	if want := Subject(ev.Run, ev.Type); want != subject {
 		return ev, fmt.Errorf("event %s published on %s but its envelope says %s", ev.ID, subject, want)
 	}
-	ev.Seq = seq
+	v, err := strconv.Atoi(h.Get(HeaderSchema))
+	if err != nil || v < 1 {
+		return ev, fmt.Errorf("malformed event envelope on %s: bad %s %q", subject, HeaderSchema, h.Get(HeaderSchema))
+	}
+	ev.SchemaVersion = v
+	if ts := h.Get(HeaderTime); ts != "" {
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return ev, fmt.Errorf("malformed event envelope on %s: bad %s %q", subject, HeaderTime, ts)
+		}
+		ev.Time = t
+	}
 	return ev, nil
 }
 
@@ -228,5 +256,5 @@ func (l *Log) Get(ctx context.Context, seq uint64) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("engine: read seq %d: %w", seq, err)
 	}
-	return ParseMessage(raw.Subject, raw.Data, raw.Sequence)
+	return ParseMessage(raw.Subject, raw.Header, raw.Data, raw.Sequence)
 }

@@ -66,7 +66,7 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 		if err != nil {
 			return fmt.Errorf("engine: replay: %w", err)
 		}
-		ev, err := ParseMessage(msg.Subject(), msg.Data(), meta.Sequence.Stream)
+		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
 		if err != nil {
 			return fmt.Errorf("engine: replay at seq %d: %w", meta.Sequence.Stream, err)
 		}

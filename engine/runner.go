@@ -100,7 +100,8 @@ type Runner struct {
 	stage Stage
 	cfg   RunnerConfig
 
-	lastErr sync.Map // stream seq -> last handler error, for dead-letter reasons
+	lastErr   sync.Map // stream seq -> last handler error, for dead-letter reasons
+	attrCache sync.Map // type+outcome -> metric.MeasurementOption
 
 	acked, failed, retried, dead atomic.Int64
 
@@ -187,30 +188,36 @@ func (r *Runner) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 
-	sem := make(chan struct{}, r.cfg.Concurrency)
+	// Long-lived workers rather than a goroutine per message: handlers
+	// then start on warm stacks.
+	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
+	for range r.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range work {
+				r.process(ctx, msg)
+			}
+		}()
+	}
 	defer wg.Wait()
+	defer close(work)
 	for {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
 		msg, err := it.Next()
 		if err != nil {
-			<-sem
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				return nil
 			}
 			r.cfg.Logger.Warn("consume", "stage", r.stage.Name(), "err", err)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			r.process(ctx, msg)
-		}()
+		select {
+		case work <- msg:
+		case <-ctx.Done():
+			_ = msg.Nak()
+			return nil
+		}
 	}
 }
 
@@ -255,7 +262,7 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	seq := meta.Sequence.Stream
-	ev, err := ParseMessage(msg.Subject(), msg.Data(), seq)
+	ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), seq)
 	if err != nil {
 		r.fail(ctx, msg, meta, ev, Permanent(err))
 		return
@@ -281,8 +288,7 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	outcome := "acked"
 	defer func() {
-		attrs := metric.WithAttributes(attribute.String("stage", r.stage.Name()),
-			attribute.String("type", ev.Type), attribute.String("outcome", outcome))
+		attrs := r.attrs(ev.Type, outcome)
 		r.handled.Add(context.Background(), 1, attrs)
 		r.duration.Record(context.Background(), time.Since(start).Seconds(), attrs)
 	}()
@@ -321,6 +327,19 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 			"type", ev.Type, "delivery", meta.NumDelivered, "err", err)
 		_ = msg.NakWithDelay(r.delay(int(meta.NumDelivered)))
 	}
+}
+
+// attrs caches metric attribute sets: building one per event costs more
+// than the rest of a no-op handler.
+func (r *Runner) attrs(typ, outcome string) metric.MeasurementOption {
+	key := typ + "\x00" + outcome
+	if v, ok := r.attrCache.Load(key); ok {
+		return v.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", r.stage.Name()),
+		attribute.String("type", typ), attribute.String("outcome", outcome)))
+	r.attrCache.Store(key, opt)
+	return opt
 }
 
 func (r *Runner) delay(delivered int) time.Duration {
