@@ -78,3 +78,50 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 		}
 	}
 }
+
+// Follow is Replay without an end: after the events already in the log it
+// keeps delivering new ones until ctx ends or fn fails. from.Seq beyond the
+// end of the log waits for that sequence.
+func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	switch {
+	case from.Seq > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = from.Seq
+	case !from.Time.IsZero():
+		t := from.Time
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &t
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+	if err != nil {
+		return fmt.Errorf("engine: follow: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("engine: follow: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("engine: follow: %w", err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("engine: follow: %w", err)
+		}
+		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
+		if err != nil {
+			return fmt.Errorf("engine: follow at seq %d: %w", meta.Sequence.Stream, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}

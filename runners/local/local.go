@@ -1,0 +1,318 @@
+// Package local brings up what a t1 process needs from its configuration:
+// the bus (embedded nats-server or an external cluster), the object store
+// (embedded S3 gateway or any S3), telemetry, and the event log on top.
+//
+// An embedded data directory belongs to one process at a time, guarded by
+// an exclusive lock on <data>/lock. The owner writes <data>/endpoints.json;
+// any other t1 process pointed at the same directory reads it and connects
+// to the owner's servers as a client, so `t1 status` works beside
+// `t1 infra up` or `t1 run`.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/telemetry"
+	"github.com/t1pipe/t1/runners/config"
+)
+
+// Endpoints is the content of <data>/endpoints.json.
+type Endpoints struct {
+	PID int `json:"pid"`
+	// NATS is the client URL, usable with `nats --server`.
+	NATS string `json:"nats"`
+	// S3 is the gateway's host:port (plain HTTP).
+	S3     string `json:"s3"`
+	Bucket string `json:"bucket"`
+	// Credentials is the file holding the gateway's access keys.
+	Credentials string    `json:"credentials"`
+	Started     time.Time `json:"started"`
+}
+
+// EndpointsPath is where the owner of dataDir writes its endpoints.
+func EndpointsPath(dataDir string) string { return filepath.Join(dataDir, "endpoints.json") }
+
+// Infra is a connected bus, store and event log.
+type Infra struct {
+	Config    config.Config
+	DataDir   string
+	Conn      *nats.Conn
+	Log       *engine.Log
+	Store     store.ObjectStore
+	Endpoints Endpoints
+	// Owner is true when this process runs the embedded servers.
+	Owner bool
+
+	closers []func()
+}
+
+// Options adjusts Open.
+type Options struct {
+	// NoStore skips the object store (commands that only read events).
+	NoStore bool
+	Logger  *slog.Logger
+}
+
+// Open connects everything cfg describes. cfg.Data must already carry any
+// --data/T1_DATA override. Close releases it all.
+func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	// The embedded S3 gateway pins the working directory to its store root,
+	// so every path must be absolute before anything starts.
+	dataDir, err := filepath.Abs(cfg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	in := &Infra{Config: cfg, DataDir: dataDir}
+	defer func() {
+		if err != nil {
+			in.Close()
+		}
+	}()
+	prov, err := telemetry.Setup(ctx, cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	in.closers = append(in.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = prov.Shutdown(sctx)
+	})
+
+	embedded := cfg.Bus.Mode == config.Embedded || (!o.NoStore && cfg.Store.Mode == config.Embedded)
+	var peer *Endpoints
+	if embedded {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		owner, err := lock(dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if owner != nil {
+			in.Owner = true
+			in.closers = append(in.closers, func() { owner.Close() })
+		} else {
+			peer, err = readEndpoints(dataDir)
+			if err != nil {
+				return nil, err
+			}
+			log.Debug("data directory owned by another process; connecting to it", "pid", peer.PID)
+		}
+	}
+
+	if err := in.openBus(ctx, peer, log); err != nil {
+		return nil, err
+	}
+	if !o.NoStore {
+		if err := in.openStore(ctx, peer); err != nil {
+			return nil, err
+		}
+	}
+	lg, err := engine.OpenLog(ctx, in.Conn, engine.LogConfig{
+		Stream:      cfg.Bus.Stream.Name,
+		DeadLetter:  cfg.Bus.Stream.DeadLetter,
+		DedupWindow: cfg.Bus.Stream.DedupWindow,
+		MaxAge:      cfg.Bus.Stream.MaxAge,
+		Replicas:    cfg.Bus.Stream.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	in.Log = lg
+	if in.Owner {
+		in.Endpoints.PID = os.Getpid()
+		in.Endpoints.Started = time.Now().UTC()
+		if err := writeEndpoints(dataDir, in.Endpoints); err != nil {
+			return nil, err
+		}
+		in.closers = append(in.closers, func() { os.Remove(EndpointsPath(dataDir)) })
+	}
+	return in, nil
+}
+
+func (in *Infra) openBus(ctx context.Context, peer *Endpoints, log *slog.Logger) error {
+	cfg := in.Config.Bus
+	switch {
+	case cfg.Mode == config.External:
+		x := cfg.External
+		pw := x.Password
+		if x.PasswordEnv != "" {
+			pw = os.Getenv(x.PasswordEnv)
+		}
+		nc, err := bus.Connect(ctx, bus.ConnectOptions{
+			Name: "t1", URLs: x.URLs, User: x.User, Password: pw, NKeyFile: x.NKeyFile, CredsFile: x.CredsFile,
+			TLS:    bus.TLSOptions{CAFile: x.TLS.CAFile, CertFile: x.TLS.CertFile, KeyFile: x.TLS.KeyFile, InsecureSkipVerify: x.TLS.InsecureSkipVerify},
+			Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		in.Conn = nc
+		in.Endpoints.NATS = nc.ConnectedUrlRedacted()
+	case peer != nil:
+		nc, err := bus.Connect(ctx, bus.ConnectOptions{Name: "t1", URLs: []string{peer.NATS}, Logger: log})
+		if err != nil {
+			return fmt.Errorf("%w (is the process %d that owns %s still running?)", err, peer.PID, in.DataDir)
+		}
+		in.Conn = nc
+		in.Endpoints.NATS = peer.NATS
+	default:
+		srv, err := bus.StartEmbedded(bus.EmbeddedOptions{
+			StoreDir: filepath.Join(in.DataDir, "nats"),
+			Host:     cfg.Embedded.Host,
+			Port:     cfg.Embedded.Port,
+		})
+		if err != nil {
+			return err
+		}
+		in.closers = append(in.closers, srv.Shutdown)
+		nc, err := bus.Connect(ctx, bus.ConnectOptions{Name: "t1", InProcess: srv.Server(), Logger: log})
+		if err != nil {
+			return err
+		}
+		in.Conn = nc
+		in.Endpoints.NATS = srv.ClientURL()
+	}
+	in.closers = append(in.closers, in.Conn.Close)
+	return nil
+}
+
+func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
+	cfg := in.Config.Store
+	var sc store.Config
+	switch {
+	case cfg.Mode == config.External:
+		sc = store.Config{
+			Endpoint: cfg.External.Endpoint, Bucket: cfg.Bucket, Region: cfg.External.Region,
+			Secure: cfg.External.Secure, Prefix: cfg.External.Prefix,
+		}
+	case peer != nil:
+		creds, err := readCredentials(peer.Credentials)
+		if err != nil {
+			return err
+		}
+		sc = store.Config{Endpoint: peer.S3, Bucket: peer.Bucket, AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
+		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = peer.S3, peer.Bucket, peer.Credentials
+	default:
+		dir := filepath.Join(in.DataDir, "s3")
+		gw, err := store.StartEmbedded(ctx, store.EmbeddedOptions{
+			Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
+		})
+		if err != nil {
+			return err
+		}
+		in.closers = append(in.closers, func() { _ = gw.Close() })
+		sc = gw.Config()
+		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, store.CredentialsPath(dir)
+	}
+	s, err := store.Open(ctx, sc)
+	if err != nil {
+		return err
+	}
+	in.Store = s
+	if in.Endpoints.S3 == "" {
+		in.Endpoints.S3, in.Endpoints.Bucket = sc.Endpoint, sc.Bucket
+	}
+	return nil
+}
+
+// Close releases everything in reverse order of acquisition.
+func (in *Infra) Close() {
+	for i := len(in.closers) - 1; i >= 0; i-- {
+		in.closers[i]()
+	}
+	in.closers = nil
+}
+
+// lock takes the data directory's exclusive lock. It returns nil, nil when
+// another process holds it.
+func lock(dataDir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dataDir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("data directory lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("data directory lock: %w", err)
+	}
+	return f, nil
+}
+
+func writeEndpoints(dataDir string, e Endpoints) error {
+	data, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := EndpointsPath(dataDir) + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("endpoints file: %w", err)
+	}
+	return os.Rename(tmp, EndpointsPath(dataDir))
+}
+
+func readEndpoints(dataDir string) (*Endpoints, error) {
+	// The owner writes the file right after taking the lock; give it a
+	// moment when both start together.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, err := os.ReadFile(EndpointsPath(dataDir))
+		if err == nil {
+			var e Endpoints
+			if err := json.Unmarshal(data, &e); err != nil {
+				return nil, fmt.Errorf("endpoints file %s: %w", EndpointsPath(dataDir), err)
+			}
+			return &e, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("data directory %s is locked by another t1 process but it published no endpoints: %w", dataDir, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func readCredentials(path string) (struct{ AccessKey, SecretKey string }, error) {
+	var c struct {
+		AccessKey string `json:"access_key"`
+		SecretKey string `json:"secret_key"`
+	}
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &c)
+	}
+	if err != nil {
+		return struct{ AccessKey, SecretKey string }{}, fmt.Errorf("embedded S3 credentials: %w", err)
+	}
+	return struct{ AccessKey, SecretKey string }{c.AccessKey, c.SecretKey}, nil
+}
+
+// RunnerConfig turns the engine section into a runner configuration.
+func RunnerConfig(e config.Engine, configHash string) engine.RunnerConfig {
+	return engine.RunnerConfig{
+		Concurrency: e.Concurrency,
+		AckWait:     e.AckWait,
+		MaxDeliver:  e.MaxDeliver,
+		Backoff:     e.Backoff,
+		Heartbeat:   e.Heartbeat,
+		ConfigHash:  configHash,
+	}
+}

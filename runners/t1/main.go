@@ -1,0 +1,155 @@
+// Command t1 runs and inspects the t1 pipeline.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/t1pipe/t1/runners/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+type globals struct {
+	configPath string
+	dataDir    string
+	json       bool
+	logLevel   string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "t1: "+oneLine(err))
+		os.Exit(1)
+	}
+}
+
+// oneLine keeps errors to a single readable line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "t1",
+		Short:         "Event-sourced RL post-training pipeline for terminal agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "pipeline configuration (default: $T1_CONFIG, else ./pipeline.yaml if present, else built-in defaults)")
+	pf.StringVar(&g.dataDir, "data", "", "data directory for embedded NATS and S3 (default: $T1_DATA, else the config's data, .t1)")
+	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
+	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default: the config's log_level)")
+	root.AddCommand(
+		versionCmd(g),
+		infraCmd(g),
+		statusCmd(g),
+		eventsCmd(g),
+		runCmd(g),
+	)
+	return root
+}
+
+// load resolves the configuration and applies flag and environment
+// overrides, then sets up logging.
+func (g *globals) load() (config.Config, error) {
+	path := g.configPath
+	if path == "" {
+		path = os.Getenv("T1_CONFIG")
+	}
+	if path == "" {
+		if _, err := os.Stat("pipeline.yaml"); err == nil {
+			path = "pipeline.yaml"
+		}
+	}
+	cfg := config.Default()
+	if path != "" {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return cfg, err
+		}
+	}
+	if d := os.Getenv("T1_DATA"); d != "" {
+		cfg.Data = d
+	}
+	if g.dataDir != "" {
+		cfg.Data = g.dataDir
+	}
+	if g.logLevel != "" {
+		cfg.LogLevel = g.logLevel
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	return cfg, nil
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			if dirty {
+				rev += "-dirty"
+			}
+			return "dev-" + rev
+		}
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+	}
+	return "dev"
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the t1 version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.json {
+				return printJSON(cmd, map[string]string{"version": buildVersion(), "go": goVersion()})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "t1 %s (%s)\n", buildVersion(), goVersion())
+			return nil
+		},
+	}
+}
+
+func goVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "unknown"
+}
+
+var errInterrupted = errors.New("interrupted")
