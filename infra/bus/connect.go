@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -125,7 +127,7 @@ func Connect(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
 		return nil, fmt.Errorf("bus: connect to %s: %w", target, ctx.Err())
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("bus: cannot connect to NATS at %s: %s", redact(target), rootCause(r.err))
+			return nil, fmt.Errorf("bus: cannot connect to NATS at %s: %s", redact(target), dialCause(o.URLs, r.err))
 		}
 		return r.nc, nil
 	}
@@ -151,6 +153,29 @@ func redact(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// dialCause explains a failed connect. nats.go reports every unreachable
+// server as "no servers available"; dialing the first one ourselves
+// recovers the reason (refused, unresolvable, timed out).
+func dialCause(urls []string, err error) string {
+	if !errors.Is(err, nats.ErrNoServers) || len(urls) == 0 {
+		return rootCause(err)
+	}
+	u, perr := url.Parse(strings.TrimSpace(strings.Split(urls[0], ",")[0]))
+	if perr != nil || u.Host == "" {
+		return rootCause(err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "4222")
+	}
+	c, derr := net.DialTimeout("tcp", host, 2*time.Second)
+	if derr != nil {
+		return rootCause(derr)
+	}
+	c.Close()
+	return rootCause(err)
 }
 
 // rootCause reduces a wrapped dial error to its innermost message, e.g.

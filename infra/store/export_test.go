@@ -1,0 +1,5 @@
+package store
+
+// SetForceSidecar makes StartEmbedded keep metadata in a sidecar directory
+// even where extended attributes work.
+func SetForceSidecar(on bool) { forceSidecar = on }

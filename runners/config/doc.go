@@ -1,0 +1,20 @@
+// Package config loads pipeline.yaml, the one file that configures a t1
+// pipeline: run identity, data directory, bus, object store, telemetry,
+// engine settings and per-stage settings.
+//
+// Default holds the built-in configuration, so a pipeline runs with no file
+// at all; a file only needs the keys it changes. Decoding is strict: an
+// unknown key, a value of the wrong type, a duration that does not parse or
+// an invalid combination is an error that names the file, line and column
+// and the key path, one line per problem, suggesting the intended key for a
+// misspelt one:
+//
+//	pipeline.yaml:7:1: unknown key "sotre" (did you mean "store"?)
+//	pipeline.yaml:12:18: engine.ack_wait: want a duration such as "30s" or "10m", got "30x"
+//
+// Durations use Go syntax ("500ms", "10m", "1h30m"). Secrets stay out of the
+// file: the NATS password is read from the environment variable named by
+// bus.external.password_env, and S3 credentials from AWS_*. The loader itself
+// reads no environment; flags and variables that override a field (such as
+// --data and T1_DATA) are applied by the runner, which then calls Validate.
+package config
