@@ -212,8 +212,13 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = peer.S3, peer.Bucket, peer.Credentials
 	default:
 		dir := filepath.Join(in.DataDir, "s3")
-		gw, err := store.StartEmbedded(ctx, store.EmbeddedOptions{
-			Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
+		var gw *store.Embedded
+		err := quietStdout(func() error {
+			var err error
+			gw, err = store.StartEmbedded(ctx, store.EmbeddedOptions{
+				Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
+			})
+			return err
 		})
 		if err != nil {
 			return err
@@ -231,6 +236,21 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		in.Endpoints.S3, in.Endpoints.Bucket = sc.Endpoint, sc.Bucket
 	}
 	return nil
+}
+
+// quietStdout runs f with standard output discarded: the gateway announces
+// its IAM mode with a bare print at start-up, which would corrupt --json
+// output. Nothing else writes to stdout while infrastructure starts.
+func quietStdout(f func() error) error {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return f()
+	}
+	defer null.Close()
+	saved := os.Stdout
+	os.Stdout = null
+	defer func() { os.Stdout = saved }()
+	return f()
 }
 
 // Close releases everything in reverse order of acquisition.

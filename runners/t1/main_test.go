@@ -62,8 +62,8 @@ func TestRunDemoEndToEndAndResume(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	// A resumed run must not have added a single event.
-	if st.Streams[0].Messages != 51 {
-		t.Fatalf("stream holds %d events, want 1 + 25 + 25", st.Streams[0].Messages)
+	if st.Streams[0].Messages != 52 {
+		t.Fatalf("stream holds %d events, want 1 + 1 chunk + 25 + 25", st.Streams[0].Messages)
 	}
 	for _, c := range st.Consumers {
 		if c.Pending != 0 || c.AckPending != 0 {

@@ -113,10 +113,10 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 		sum = runSummary{
 			Run: run, Requested: dc.Count,
 			Produced: counts[demo.Item], Verified: counts[demo.Verified],
-			Failed: counts[engine.FailedType(demo.Item)] + counts[engine.FailedType(demo.Started)],
+			Failed: counts[engine.FailedType(demo.Item)] + counts[engine.FailedType(demo.Chunk)] + counts[engine.FailedType(demo.Started)],
 		}
 		progress.update(sum, time.Since(begin))
-		done := int(sum.Verified+counts[engine.FailedType(demo.Item)]) >= dc.Count || counts[engine.FailedType(demo.Started)] > 0
+		done := int(sum.Verified+counts[engine.FailedType(demo.Item)])+demo.ChunkSize*int(counts[engine.FailedType(demo.Chunk)]) >= dc.Count || counts[engine.FailedType(demo.Started)] > 0
 		if done {
 			break
 		}

@@ -7,7 +7,8 @@
 //
 // Events:
 //
-//	demo.started   {count, payload_bytes, seed}       → producer
+//	demo.started   {count, payload_bytes, seed}       → producer (fans out)
+//	demo.chunk     {first, count, payload_bytes, seed} → producer (writes blobs)
 //	demo.item      {index, key, size, sha256}         → verifier
 //	demo.verified  {index, key, sha256}
 package demo
@@ -31,6 +32,7 @@ import (
 // Event types.
 const (
 	Started  = "demo.started"
+	Chunk    = "demo.chunk"
 	Item     = "demo.item"
 	Verified = "demo.verified"
 )
@@ -41,6 +43,18 @@ const MaxPayloadBytes = 64 << 20
 
 // StartedPayload asks the producer for Count blobs of PayloadBytes.
 type StartedPayload struct {
+	Count        int    `json:"count"`
+	PayloadBytes int    `json:"payload_bytes"`
+	Seed         uint64 `json:"seed"`
+}
+
+// ChunkSize is how many blobs one demo.chunk covers: small enough that
+// progress shows early and chunks spread over handlers.
+const ChunkSize = 50
+
+// ChunkPayload asks the producer for blobs First..First+Count-1.
+type ChunkPayload struct {
+	First        int    `json:"first"`
 	Count        int    `json:"count"`
 	PayloadBytes int    `json:"payload_bytes"`
 	Seed         uint64 `json:"seed"`
@@ -79,19 +93,23 @@ func Blob(seed uint64, i, size int) []byte {
 	return b
 }
 
-// Producer writes the blobs and emits one demo.item each.
+// Producer splits a demo.started into chunks, then writes each chunk's
+// blobs and emits one demo.item per blob.
 func Producer(s store.ObjectStore) engine.Stage {
-	return engine.NewStage("demo-producer", []string{Started}, func(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-		var p StartedPayload
-		if err := ev.Decode(&p); err != nil {
+	return engine.NewStage("demo-producer", []string{Started, Chunk}, func(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+		if ev.Type == Started {
+			return fanOut(ev, out)
+		}
+		var c ChunkPayload
+		if err := ev.Decode(&c); err != nil {
 			return err
 		}
-		if p.Count < 0 || p.PayloadBytes < 0 || p.PayloadBytes > MaxPayloadBytes {
-			return engine.Permanent(fmt.Errorf("demo.started: count %d and payload_bytes %d must be >= 0, payload_bytes <= %d",
-				p.Count, p.PayloadBytes, MaxPayloadBytes))
+		if c.First < 0 || c.Count < 0 || c.Count > ChunkSize || c.PayloadBytes < 0 || c.PayloadBytes > MaxPayloadBytes {
+			return engine.Permanent(fmt.Errorf("demo.chunk: first %d, count %d (at most %d), payload_bytes %d (at most %d) out of range",
+				c.First, c.Count, ChunkSize, c.PayloadBytes, MaxPayloadBytes))
 		}
-		for i := range p.Count {
-			blob := Blob(p.Seed, i, p.PayloadBytes)
+		for i := c.First; i < c.First+c.Count; i++ {
+			blob := Blob(c.Seed, i, c.PayloadBytes)
 			sum := sha256.Sum256(blob)
 			key := Key(ev.Run, i)
 			if _, err := s.Put(ctx, key, bytes.NewReader(blob), int64(len(blob)), store.PutOptions{ContentType: "application/octet-stream"}); err != nil {
@@ -104,6 +122,24 @@ func Producer(s store.ObjectStore) engine.Stage {
 		}
 		return nil
 	})
+}
+
+func fanOut(ev engine.Event, out engine.Emitter) error {
+	var p StartedPayload
+	if err := ev.Decode(&p); err != nil {
+		return err
+	}
+	if p.Count < 0 || p.Count > 10_000_000 || p.PayloadBytes < 0 || p.PayloadBytes > MaxPayloadBytes {
+		return engine.Permanent(fmt.Errorf("demo.started: count %d (at most 10000000) and payload_bytes %d (at most %d) out of range",
+			p.Count, p.PayloadBytes, MaxPayloadBytes))
+	}
+	for first := 0; first < p.Count; first += ChunkSize {
+		c := ChunkPayload{First: first, Count: min(ChunkSize, p.Count-first), PayloadBytes: p.PayloadBytes, Seed: p.Seed}
+		if _, err := out.Emit(Chunk, c, engine.WithKey(strconv.Itoa(first))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Verifier reads each blob back and checks size and hash. A mismatch or a

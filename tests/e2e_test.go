@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var t1Bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "t1-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	t1Bin = filepath.Join(dir, "t1")
+	build := exec.Command("go", "build", "-o", t1Bin, "../runners/t1")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build t1:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func command(t *testing.T, data, cfg string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(t1Bin, append(args, "--data", data, "--config", cfg)...)
+	cmd.Dir = t.TempDir()
+	return cmd
+}
+
+func checkFor(t *testing.T, total time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s: %v", total, err)
+}
+
+type status struct {
+	Streams []struct {
+		Name     string `json:"name"`
+		Messages uint64 `json:"messages"`
+	} `json:"streams"`
+	Events []struct {
+		Type  string `json:"type"`
+		Count uint64 `json:"count"`
+	} `json:"events"`
+}
+
+func (s status) count(typ string) uint64 {
+	for _, e := range s.Events {
+		if e.Type == typ {
+			return e.Count
+		}
+	}
+	return 0
+}
+
+func readStatus(t *testing.T, data, cfg string) (status, error) {
+	out, err := command(t, data, cfg, "status", "--json").Output()
+	if err != nil {
+		return status{}, fmt.Errorf("status: %w: %s", err, out)
+	}
+	var s status
+	return s, json.Unmarshal(out, &s)
+}
+
+// A run interrupted with SIGINT stops cleanly (exit 0), another t1 process
+// can inspect it meanwhile through the owner's endpoints, and running again
+// finishes the work without a duplicate event.
+func TestInterruptInspectResume(t *testing.T) {
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	const n = 2000
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("run:\n  id: e2e\nstages:\n  demo:\n    count: %d\n    payload_bytes: 512\nengine:\n  concurrency: 2\n", n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	first := command(t, data, cfg, "run")
+	var stderr bytes.Buffer
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+
+	// While it runs, a second process reads its log through endpoints.json.
+	checkFor(t, 60*time.Second, func() error {
+		s, err := readStatus(t, data, cfg)
+		if err != nil {
+			return err
+		}
+		if s.count("demo.verified") == 0 {
+			return fmt.Errorf("nothing verified yet")
+		}
+		return nil
+	})
+	if err := first.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		first.Process.Kill()
+		t.Fatalf("run did not stop on SIGINT\n%s", stderr.String())
+	}
+
+	out, err := command(t, data, cfg, "run", "--json").Output()
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, out)
+	}
+	var sum struct {
+		Verified, Produced, Failed int
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if sum.Verified != n || sum.Produced != n || sum.Failed != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	s, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(1 + n/50 + 2*n); s.Streams[0].Messages != want {
+		t.Fatalf("log holds %d events, want %d: a resumed run duplicated work", s.Streams[0].Messages, want)
+	}
+	if !strings.Contains(stderr.String(), "run `t1 run` again to resume") {
+		t.Errorf("interrupted run did not say how to resume:\n%s", stderr.String())
+	}
+}
