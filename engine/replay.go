@@ -23,17 +23,7 @@ type ReplayFrom struct {
 // A malformed message stops the replay with an error naming it; so does an
 // error from fn.
 func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
-	switch {
-	case from.Seq > 0:
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = from.Seq
-	case !from.Time.IsZero():
-		t := from.Time
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &t
-	}
-	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+	cons, err := l.ordered(ctx, filters, from)
 	if err != nil {
 		return fmt.Errorf("engine: replay: %w", err)
 	}
@@ -44,45 +34,21 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 	if info.NumPending == 0 {
 		return nil
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("engine: replay: %w", err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return errors.New("engine: replay: consumer closed before the end of the log")
-			}
-			return fmt.Errorf("engine: replay: %w", err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("engine: replay: %w", err)
-		}
-		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
-		if err != nil {
-			return fmt.Errorf("engine: replay at seq %d: %w", meta.Sequence.Stream, err)
-		}
-		if err := fn(ev); err != nil {
-			return err
-		}
-		if meta.NumPending == 0 {
-			return nil
-		}
-	}
+	return l.read(ctx, cons, true, fn)
 }
 
 // Follow is Replay without an end: after the events already in the log it
-// keeps delivering new ones until ctx ends or fn fails. from.Seq beyond the
-// end of the log waits for that sequence.
+// keeps delivering new ones until ctx ends (returning nil) or fn fails.
+// from.Seq beyond the end of the log waits for that sequence.
 func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
+	cons, err := l.ordered(ctx, filters, from)
+	if err != nil {
+		return fmt.Errorf("engine: follow: %w", err)
+	}
+	return l.read(ctx, cons, false, fn)
+}
+
+func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom) (jetstream.Consumer, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case from.Seq > 0:
@@ -93,13 +59,15 @@ func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn 
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		cfg.OptStartTime = &t
 	}
-	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
-	if err != nil {
-		return fmt.Errorf("engine: follow: %w", err)
-	}
+	return l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+}
+
+// read feeds cons's events to fn; with stopAtEnd it returns after the
+// event that had nothing pending behind it.
+func (l *Log) read(ctx context.Context, cons jetstream.Consumer, stopAtEnd bool, fn func(Event) error) error {
 	it, err := cons.Messages()
 	if err != nil {
-		return fmt.Errorf("engine: follow: %w", err)
+		return fmt.Errorf("engine: read log: %w", err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -107,21 +75,29 @@ func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn 
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil && stopAtEnd:
+				return ctx.Err()
+			case ctx.Err() != nil:
 				return nil
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+				return errors.New("engine: read log: consumer closed before the end of the log")
 			}
-			return fmt.Errorf("engine: follow: %w", err)
+			return fmt.Errorf("engine: read log: %w", err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return fmt.Errorf("engine: follow: %w", err)
+			return fmt.Errorf("engine: read log: %w", err)
 		}
 		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
 		if err != nil {
-			return fmt.Errorf("engine: follow at seq %d: %w", meta.Sequence.Stream, err)
+			return fmt.Errorf("engine: read log at seq %d: %w", meta.Sequence.Stream, err)
 		}
 		if err := fn(ev); err != nil {
 			return err
+		}
+		if stopAtEnd && meta.NumPending == 0 {
+			return nil
 		}
 	}
 }
