@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -124,7 +125,7 @@ func Connect(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
 				r.nc.Close()
 			}
 		}()
-		return nil, fmt.Errorf("bus: connect to %s: %w", target, ctx.Err())
+		return nil, fmt.Errorf("bus: connect to %s: %w", redact(target), ctx.Err())
 	case r := <-done:
 		if r.err != nil {
 			return nil, fmt.Errorf("bus: cannot connect to NATS at %s: %s", redact(target), dialCause(o.URLs, r.err))
@@ -179,9 +180,14 @@ func dialCause(urls []string, err error) string {
 }
 
 // rootCause reduces a wrapped dial error to its innermost message, e.g.
-// "connection refused", so the user sees one line.
+// "connection refused", so the user sees one line. It stops at a path error:
+// below it is a bare errno that no longer says which file (CA, client
+// certificate) was missing.
 func rootCause(err error) string {
 	for {
+		if _, ok := err.(*fs.PathError); ok { //nolint:errorlint // this layer, not the chain
+			break
+		}
 		next := errors.Unwrap(err)
 		if next == nil {
 			break

@@ -51,6 +51,12 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	// nats-server does not report a failed listen to ReadyForConnections, so
+	// a taken port would otherwise cost the whole ready timeout before the
+	// check below explains it.
+	if opts.Port > 0 && portBusy(host, opts.Port) {
+		return nil, fmt.Errorf("bus: embedded server: port %d on %s is already in use", opts.Port, host)
+	}
 	so := &server.Options{
 		ServerName: "t1-embedded",
 		Host:       host,
@@ -74,7 +80,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if !srv.ReadyForConnections(timeout) {
 		srv.Shutdown()
-		if opts.Port != 0 && portBusy(host, opts.Port) {
+		if opts.Port > 0 && portBusy(host, opts.Port) {
 			return nil, fmt.Errorf("bus: embedded server: port %d on %s is already in use", opts.Port, host)
 		}
 		return nil, fmt.Errorf("bus: embedded server on %s not ready after %s", dir, timeout)
