@@ -114,3 +114,21 @@ func TestUnreachableServersAreOneLine(t *testing.T) {
 		})
 	}
 }
+
+// Input the producer refuses becomes a failed event, a non-zero exit and
+// a hint naming where the reason is.
+func TestHostileDemoInputFails(t *testing.T) {
+	data := t.TempDir()
+	cfg := writeConfig(t, "run:\n  id: bad\nstages:\n  demo:\n    count: 3\n    payload_bytes: 70000000\n")
+	_, err := t1(t, "run", "--data", data, "--config", cfg, "--log-level", "error")
+	if err == nil || !strings.Contains(err.Error(), "t1 events list --run bad --type demo.started.failed") {
+		t.Fatalf("error %v", err)
+	}
+	out, err := t1(t, "events", "list", "--data", data, "--config", cfg, "--run", "bad", "--type", "demo.started.failed", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `payload_bytes 70000000`) {
+		t.Fatalf("failed event lacks the reason: %s", out)
+	}
+}

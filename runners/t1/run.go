@@ -103,10 +103,12 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	begin := time.Now()
 	progress := newProgress(cmd.ErrOrStderr(), dc.Count)
 	var sum runSummary
+	var counts map[string]uint64
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		counts, err := runCounts(ctx, in.Log, run)
+		var err error
+		counts, err = runCounts(ctx, in.Log, run)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -159,7 +161,13 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 		printSummary(cmd.OutOrStdout(), sum)
 	}
 	if sum.Failed > 0 {
-		return fmt.Errorf("run %s: %d events failed (see `t1 events list --run %s --type demo.item.failed`)", run, sum.Failed, run)
+		var hints []string
+		for _, typ := range []string{demo.Started, demo.Chunk, demo.Item} {
+			if counts[engine.FailedType(typ)] > 0 {
+				hints = append(hints, "t1 events list --run "+run+" --type "+engine.FailedType(typ))
+			}
+		}
+		return fmt.Errorf("run %s: %d events failed; reasons: %s", run, sum.Failed, strings.Join(hints, "; "))
 	}
 	return nil
 }
