@@ -6,13 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 )
-
-// EnvelopeVersion is the version of the envelope itself; payload versions
-// are carried separately in Event.SchemaVersion.
-const EnvelopeVersion = 1
 
 // Event is the envelope every stage consumes and publishes. Events are small
 // facts; bulk data lives in the object store and events carry its keys.
@@ -105,9 +100,6 @@ func NewRootEvent(run, typ, key string, payload any) (Event, error) {
 // FailedType is the type of the event published when handling typ fails
 // permanently.
 func FailedType(typ string) string { return typ + ".failed" }
-
-// IsFailedType reports whether typ is a failure event.
-func IsFailedType(typ string) bool { return strings.HasSuffix(typ, ".failed") }
 
 // Failure is the payload of a <type>.failed event.
 type Failure struct {

@@ -114,9 +114,6 @@ func dlqPrefix(cfg LogConfig) string { return strings.ToLower(cfg.Stream) + "dlq
 // JetStream exposes the context for callers that need raw access (status).
 func (l *Log) JetStream() jetstream.JetStream { return l.js }
 
-// Conn is the underlying connection.
-func (l *Log) Conn() *nats.Conn { return l.nc }
-
 // Config is the effective configuration.
 func (l *Log) Config() LogConfig { return l.cfg }
 
@@ -248,13 +245,4 @@ func splitSubject(subject string) (run, typ string, ok bool) {
 	}
 	run, typ, found = strings.Cut(rest, ".")
 	return run, typ, found && run != "" && typ != ""
-}
-
-// Get reads the event stored at seq.
-func (l *Log) Get(ctx context.Context, seq uint64) (Event, error) {
-	raw, err := l.stream.GetMsg(ctx, seq)
-	if err != nil {
-		return Event{}, fmt.Errorf("engine: read seq %d: %w", seq, err)
-	}
-	return ParseMessage(raw.Subject, raw.Header, raw.Data, raw.Sequence)
 }

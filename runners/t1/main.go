@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -151,5 +150,3 @@ func goVersion() string {
 	}
 	return "unknown"
 }
-
-var errInterrupted = errors.New("interrupted")
