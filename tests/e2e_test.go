@@ -102,6 +102,19 @@ func TestInterruptInspectResume(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- first.Wait() }()
 
+	// A status started before the run holds the data directory would own it
+	// itself; wait until the run has published its endpoints.
+	checkFor(t, 60*time.Second, func() error {
+		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
+		if err != nil {
+			return err
+		}
+		var ep struct{ PID int }
+		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != first.Process.Pid {
+			return fmt.Errorf("endpoints.json not yet from the run: %s", raw)
+		}
+		return nil
+	})
 	// While it runs, a second process reads its log through endpoints.json.
 	checkFor(t, 60*time.Second, func() error {
 		s, err := readStatus(t, data, cfg)
