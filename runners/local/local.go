@@ -40,6 +40,10 @@ type Endpoints struct {
 	// Credentials is the file holding the gateway's access keys.
 	Credentials string    `json:"credentials"`
 	Started     time.Time `json:"started"`
+	// Transient marks an owner that is a short-lived command (status, a
+	// query): a long-lived process waits for it to exit and takes over,
+	// rather than attaching to servers that are about to stop.
+	Transient bool `json:"transient,omitempty"`
 }
 
 // EndpointsPath is where the owner of dataDir writes its endpoints.
@@ -63,8 +67,16 @@ type Infra struct {
 type Options struct {
 	// NoStore skips the object store (commands that only read events).
 	NoStore bool
-	Logger  *slog.Logger
+	// Serve marks a long-lived process (a pipeline, `infra up`) that other
+	// t1 processes attach to. Without it the process owns the embedded
+	// servers only for its own short life, and a Serve process that starts
+	// meanwhile waits for it instead of attaching.
+	Serve  bool
+	Logger *slog.Logger
 }
+
+// takeoverWait bounds how long Open waits for a transient owner to exit.
+const takeoverWait = 30 * time.Second
 
 // Open connects everything cfg describes. cfg.Data must already carry any
 // --data/T1_DATA override. Close releases it all.
@@ -105,14 +117,27 @@ func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err erro
 		if err != nil {
 			return nil, err
 		}
+		if owner == nil {
+			if peer, err = readEndpoints(dataDir); err != nil {
+				return nil, err
+			}
+			// A transient owner serves only what it needed: wait for it
+			// rather than attach to servers that stop in a moment.
+			if peer.Transient && (o.Serve || (!o.NoStore && peer.S3 == "")) {
+				log.Debug("data directory briefly owned by a short-lived t1 command; waiting for it", "pid", peer.PID)
+				if owner, err = waitLock(ctx, dataDir, takeoverWait); err != nil {
+					return nil, err
+				}
+				if owner == nil {
+					return nil, fmt.Errorf("data directory %s is still held by process %d after %s", dataDir, peer.PID, takeoverWait)
+				}
+				peer = nil
+			}
+		}
 		if owner != nil {
 			in.Owner = true
 			in.closers = append(in.closers, func() { owner.Close() })
 		} else {
-			peer, err = readEndpoints(dataDir)
-			if err != nil {
-				return nil, err
-			}
 			log.Debug("data directory owned by another process; connecting to it", "pid", peer.PID)
 		}
 	}
@@ -139,6 +164,7 @@ func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err erro
 	if in.Owner {
 		in.Endpoints.PID = os.Getpid()
 		in.Endpoints.Started = time.Now().UTC()
+		in.Endpoints.Transient = !o.Serve
 		if err := writeEndpoints(dataDir, in.Endpoints); err != nil {
 			return nil, err
 		}
@@ -276,6 +302,24 @@ func lock(dataDir string) (*os.File, error) {
 		return nil, fmt.Errorf("data directory lock: %w", err)
 	}
 	return f, nil
+}
+
+// waitLock polls for the data directory's lock until d has passed.
+func waitLock(ctx context.Context, dataDir string, d time.Duration) (*os.File, error) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(d)
+	for {
+		f, err := lock(dataDir)
+		if err != nil || f != nil || time.Now().After(deadline) {
+			return f, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func writeEndpoints(dataDir string, e Endpoints) error {

@@ -21,7 +21,7 @@ func infraCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{})
+			in, err := local.Open(cmd.Context(), cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}

@@ -39,7 +39,7 @@ func runCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{})
+			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}

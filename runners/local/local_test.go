@@ -1,0 +1,68 @@
+package local
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/runners/config"
+)
+
+// A long-lived process that starts while a short-lived command owns the
+// data directory must take it over, not attach to servers about to stop.
+func TestServeWaitsForTransientOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := config.Default()
+	cfg.Data = t.TempDir()
+
+	first, err := Open(ctx, cfg, Options{NoStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Owner {
+		t.Fatal("first opener should own the data directory")
+	}
+	ep, err := readEndpoints(first.DataDir)
+	if err != nil || !ep.Transient {
+		t.Fatalf("endpoints of a short-lived owner: %+v, %v", ep, err)
+	}
+
+	// Another short-lived command attaches.
+	peer, err := Open(ctx, cfg, Options{NoStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peer.Owner {
+		t.Fatal("second short-lived opener should attach, not own")
+	}
+	peer.Close()
+
+	type result struct {
+		in  *Infra
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		in, err := Open(ctx, cfg, Options{NoStore: true, Serve: true})
+		done <- result{in, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("serving opener returned while a transient owner held the directory: %+v %v", r.in, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	first.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.in.Close()
+	if !r.in.Owner {
+		t.Fatal("serving opener should own the directory once the transient owner exits")
+	}
+	ep, err = readEndpoints(r.in.DataDir)
+	if err != nil || ep.Transient {
+		t.Fatalf("endpoints of a serving owner: %+v, %v", ep, err)
+	}
+}
