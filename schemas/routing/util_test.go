@@ -1,0 +1,5 @@
+package routing
+
+import "strings"
+
+func stringsContains(a, b string) bool { return strings.Contains(a, b) }
