@@ -1,0 +1,175 @@
+package moe
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tinyConfig is small enough for finite differences over every tensor.
+func tinyConfig() Config {
+	return Config{Vocab: 40, Layers: 2, DModel: 8, Heads: 2, Experts: 4, TopK: 2, DFF: 6, Context: 16, Seed: 3}
+}
+
+// roughModel has weights of O(0.3) so that every nonlinearity is exercised
+// (the default initialisation is nearly linear).
+func roughModel(t testing.TB, cfg Config) *Model {
+	t.Helper()
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
+	for _, ten := range m.W.Tensors {
+		for i := range ten.Data {
+			v := rng.NormFloat64() * 0.3
+			if strings.HasSuffix(ten.Name, "norm") {
+				v += 1
+			}
+			ten.Data[i] = float32(v)
+		}
+	}
+	return m
+}
+
+// gradLoss is L = Σ c_t logp_t + Σ d_t v_t, in float64.
+func gradLoss(p *Pass, c, d []float32) float64 {
+	var s float64
+	for t, v := range p.LogProbs {
+		s += float64(c[t]) * float64(v)
+	}
+	for t, v := range p.Values {
+		s += float64(d[t]) * float64(v)
+	}
+	return s
+}
+
+func TestGradientsFiniteDifference(t *testing.T) {
+	for _, replay := range []bool{false, true} {
+		name := "live"
+		if replay {
+			name = "replay"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := tinyConfig()
+			m := roughModel(t, cfg)
+			rng := rand.New(rand.NewPCG(7, 8))
+			ids := make([]int, 12)
+			for i := range ids {
+				ids[i] = rng.IntN(cfg.Vocab)
+			}
+			c, d := make([]float32, len(ids)-1), make([]float32, len(ids))
+			for i := range c {
+				c[i] = float32(rng.NormFloat64())
+			}
+			for i := range d {
+				d[i] = float32(rng.NormFloat64())
+			}
+			var opt ForwardOptions
+			if replay {
+				// Replay a routing different from the live one: each set
+				// swaps its lowest expert for one the router did not pick.
+				p0, err := m.Forward(ids, ForwardOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := NewRouting(len(ids)-1, cfg.Layers, cfg.TopK)
+				for tk := 0; tk < r.Tokens; tk++ {
+					for l := 0; l < cfg.Layers; l++ {
+						live := p0.LiveRouting.At(tk, l)
+						set := r.At(tk, l)
+						copy(set, live)
+						for e := int32(0); e < int32(cfg.Experts); e++ {
+							if !slices.Contains(live, e) {
+								set[0] = e
+								break
+							}
+						}
+					}
+				}
+				opt.Replay = &r
+			}
+			p, err := m.Forward(ids, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if replay {
+				if mm, _ := CompareRouting(p.Routing, p.LiveRouting); mm == 0 {
+					t.Fatal("replayed routing equals live routing; the test would not exercise replay")
+				}
+			}
+			m.ZeroGrad()
+			if err := m.Backward(p, c, d); err != nil {
+				t.Fatal(err)
+			}
+			const eps = 1e-2
+			checked := 0
+			for ti, ten := range m.W.Tensors {
+				grad := m.G.Tensors[ti].Data
+				// The largest gradient entries plus a few random ones.
+				idx := make([]int, len(grad))
+				for i := range idx {
+					idx[i] = i
+				}
+				slices.SortFunc(idx, func(a, b int) int {
+					return -cmpF(math.Abs(float64(grad[a])), math.Abs(float64(grad[b])))
+				})
+				pick := idx[:min(3, len(idx))]
+				for k := 0; k < 2; k++ {
+					pick = append(pick, rng.IntN(len(grad)))
+				}
+				for _, i := range pick {
+					orig := ten.Data[i]
+					eval := func(v float32) (float64, Routing) {
+						ten.Data[i] = v
+						q, err := m.Forward(ids, opt)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return gradLoss(q, c, d), q.Routing
+					}
+					lp, rp := eval(orig + eps)
+					lm, rm := eval(orig - eps)
+					ten.Data[i] = orig
+					if mm, _ := CompareRouting(rp, p.Routing); mm > 0 {
+						continue // a live top-k flip: the loss is not differentiable here
+					}
+					if mm, _ := CompareRouting(rm, p.Routing); mm > 0 {
+						continue
+					}
+					num := (lp - lm) / (2 * eps)
+					ana := float64(grad[i])
+					if diff := math.Abs(num - ana); diff > 2e-3+3e-2*math.Max(math.Abs(num), math.Abs(ana)) {
+						t.Errorf("%s[%d]: analytic %.6g, numeric %.6g", ten.Name, i, ana, num)
+					}
+					checked++
+				}
+			}
+			// Every layer type must have been checked with a non-zero gradient.
+			for _, want := range []string{"embed", "attn_norm", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "moe_norm", "moe.router", "experts.0.w1", "experts.0.w2", "experts.0.w3", "final_norm", "lm_head", "value_head.w", "value_head.b"} {
+				found := false
+				for ti, ten := range m.W.Tensors {
+					if strings.Contains(ten.Name, want) && slices.ContainsFunc(m.G.Tensors[ti].Data, func(v float32) bool { return v != 0 }) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no non-zero gradient for %s", want)
+				}
+			}
+			t.Logf("%d entries checked", checked)
+		})
+	}
+}
+
+func cmpF(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,285 @@
+package moe
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ForwardOptions selects how the training forward routes.
+type ForwardOptions struct {
+	// Replay, when set, fixes the experts of the first Replay.Tokens tokens
+	// (R³). It may cover all tokens or all but the last (the sampler's
+	// [prompt+generated−1] record: the last token's output feeds no
+	// log-prob); uncovered tokens route live.
+	Replay *Routing
+}
+
+// Pass is one float32 forward over a whole sequence, with everything the
+// backward pass needs.
+type Pass struct {
+	IDs []int
+	// LogProbs[t] = log p(IDs[t+1] | IDs[:t+1]), length T−1.
+	LogProbs []float32
+	// Values[t] is the value head at position t, length T.
+	Values []float32
+	// Routing is the routing used (replayed where given); LiveRouting what
+	// the router chose on its own. Both [T, L, K].
+	Routing, LiveRouting Routing
+
+	layers []passLayer
+	xl     []float32 // final residual [T, D]
+	xf     []float32 // final norm output [T, D]
+	rmsF   []float32
+	logits []float32 // [T, V]
+}
+
+type passLayer struct {
+	x, h1, q, k, v, a, x2, h2 []float32 // [T, D]
+	rms1, rms2                []float32 // [T]
+	probs                     []float32 // [T, E]
+	gates                     []float32 // [T, K]
+	e1, e3                    []float32 // [T, K, F]
+	eout                      []float32 // [T, K, D]
+}
+
+// Forward runs the float32 training forward over ids (1 ≤ len ≤ Context).
+func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
+	cfg := m.Cfg
+	T, D, E, K, F, L, V := len(ids), cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Layers, cfg.Vocab
+	if T == 0 {
+		return nil, errors.New("moe forward: empty sequence")
+	}
+	if T > cfg.Context {
+		return nil, fmt.Errorf("moe forward: %d tokens exceed the context of %d", T, cfg.Context)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= V {
+			return nil, fmt.Errorf("moe forward: token %d: id %d outside the vocabulary [0,%d)", i, id, V)
+		}
+	}
+	if r := opt.Replay; r != nil {
+		if r.Tokens != T && r.Tokens != T-1 {
+			return nil, fmt.Errorf("moe forward: replayed routing covers %d tokens, want %d or %d", r.Tokens, T, T-1)
+		}
+		if err := r.Validate(cfg); err != nil {
+			return nil, fmt.Errorf("moe forward: replay: %w", err)
+		}
+	}
+	p := &Pass{IDs: append([]int(nil), ids...), Routing: NewRouting(T, L, K), LiveRouting: NewRouting(T, L, K)}
+	f := func(n int) []float32 { return make([]float32, n) }
+	x := f(T * D)
+	for t, id := range ids {
+		copy(x[t*D:(t+1)*D], m.W.Embed[id*D:(id+1)*D])
+	}
+	for l := 0; l < L; l++ {
+		lw := &m.W.Layers[l]
+		pl := passLayer{x: x, h1: f(T * D), q: f(T * D), k: f(T * D), v: f(T * D), a: f(T * D), x2: f(T * D), h2: f(T * D),
+			rms1: f(T), rms2: f(T), probs: f(T * E), gates: f(T * K), e1: f(T * K * F), e3: f(T * K * F), eout: f(T * K * D)}
+		parallel(T, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+				pl.rms1[t] = attnIn(lw, m.rope, F32, t, r(pl.x), r(pl.h1), r(pl.q), r(pl.k), r(pl.v))
+			}
+		})
+		xout := f(T * D)
+		parallel(T, func(lo, hi int) {
+			scores, act := f(T), f(F)
+			for t := lo; t < hi; t++ {
+				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+				attnOut(lw, F32, t, cfg.Heads, r(pl.q), pl.k, pl.v, r(pl.a), r(pl.x), r(pl.x2), scores)
+				var replay []int32
+				if opt.Replay != nil && t < opt.Replay.Tokens {
+					replay = opt.Replay.At(t, l)
+				}
+				pl.rms2[t] = moeRow(lw, F32, r(pl.x2), r(pl.h2), pl.probs[t*E:(t+1)*E], p.LiveRouting.At(t, l), replay, p.Routing.At(t, l),
+					pl.gates[t*K:(t+1)*K], pl.e1[t*K*F:(t+1)*K*F], pl.e3[t*K*F:(t+1)*K*F], pl.eout[t*K*D:(t+1)*K*D], act, r(xout))
+			}
+		})
+		p.layers = append(p.layers, pl)
+		x = xout
+	}
+	p.xl, p.xf, p.rmsF, p.logits = x, f(T*D), f(T), f(T*V)
+	p.LogProbs, p.Values = f(T-1), f(T)
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			xf := p.xf[t*D : (t+1)*D]
+			p.rmsF[t] = headRow(m.W, F32, p.xl[t*D:(t+1)*D], xf, p.logits[t*V:(t+1)*V])
+			p.Values[t] = dot(xf, m.W.ValueW) + m.W.ValueB[0]
+			if t+1 < T {
+				p.LogProbs[t] = logSoftmaxAt(p.logits[t*V:(t+1)*V], ids[t+1])
+			}
+		}
+	})
+	return p, nil
+}
+
+// attnIn is the first half of attention for one token, shared by both
+// paths: h1 = norm(x); q, k, v = W h1; RoPE on q and k at pos.
+func attnIn(lw *LayerWeights, rope ropeTable, p Precision, pos int, x, h1, q, k, v []float32) float32 {
+	r := rmsNorm(h1, x, lw.AttnNorm)
+	p.round(h1)
+	matvec(q, lw.Wq, h1)
+	matvec(k, lw.Wk, h1)
+	matvec(v, lw.Wv, h1)
+	rope.apply(q, pos, 1)
+	rope.apply(k, pos, 1)
+	p.round(q)
+	p.round(k)
+	p.round(v)
+	return r
+}
+
+// attnOut attends from q at pos over K, V rows [0, pos] and adds the output
+// projection to the residual: x2 = x + Wo·attn.
+func attnOut(lw *LayerWeights, p Precision, pos, heads int, q, K, V, a, x, x2, scores []float32) {
+	attendRow(a, q, K, V, pos, heads, scores)
+	p.round(a)
+	matvec(x2, lw.Wo, a)
+	p.round(x2)
+	for i := range x2 {
+		x2[i] += x[i]
+	}
+	p.round(x2)
+}
+
+// headRow is the final norm and the LM head for one token.
+func headRow(w *Weights, p Precision, x, xf, logits []float32) float32 {
+	r := rmsNorm(xf, x, w.FinalNorm)
+	p.round(xf)
+	matvec(logits, w.LMHead, xf)
+	p.round(logits)
+	return r
+}
+
+// Backward accumulates into m.G the gradient of a loss L given by the
+// caller through dLogProbs[t] = ∂L/∂LogProbs[t] (length T−1, or nil) and
+// dValues[t] = ∂L/∂Values[t] (length T, or nil). The pass must come from
+// m.Forward with unchanged weights. Replayed experts stay fixed; the
+// router still gets gradients through the gate weights.
+func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
+	cfg := m.Cfg
+	T, D, E, K, F, V := len(p.IDs), cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Vocab
+	if dLogProbs != nil && len(dLogProbs) != T-1 {
+		return fmt.Errorf("moe backward: %d log-prob gradients for %d targets", len(dLogProbs), T-1)
+	}
+	if dValues != nil && len(dValues) != T {
+		return fmt.Errorf("moe backward: %d value gradients for %d positions", len(dValues), T)
+	}
+	f := func(n int) []float32 { return make([]float32, n) }
+	g := m.G
+	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t)).
+	dlogits := f(T * V)
+	if dLogProbs != nil {
+		parallel(T-1, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				d := dLogProbs[t]
+				if d == 0 {
+					continue
+				}
+				row, dr := p.logits[t*V:(t+1)*V], dlogits[t*V:(t+1)*V]
+				softmax(dr, row)
+				for i := range dr {
+					dr[i] *= -d
+				}
+				dr[p.IDs[t+1]] += d
+			}
+		})
+	}
+	dxf := f(T * D)
+	linearBackward(dxf, g.LMHead, dlogits, p.xf, m.W.LMHead, T, V, D)
+	if dValues != nil {
+		for t := 0; t < T; t++ {
+			if dv := dValues[t]; dv != 0 {
+				axpy(dxf[t*D:(t+1)*D], dv, m.W.ValueW)
+				axpy(g.ValueW, dv, p.xf[t*D:(t+1)*D])
+				g.ValueB[0] += dv
+			}
+		}
+	}
+	rmsNormGainGrad(g.FinalNorm, dxf, p.xl, p.rmsF)
+	dx := f(T * D)
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+			rmsNormBackward(r(dx), r(dxf), r(p.xl), m.W.FinalNorm, p.rmsF[t])
+		}
+	})
+	for l := cfg.Layers - 1; l >= 0; l-- {
+		lw, gl, pl := &m.W.Layers[l], &g.Layers[l], &p.layers[l]
+		// MoE half.
+		dx2, dh2, dS := f(T*D), f(T*D), f(T*E)
+		dh1, dh3 := f(T*K*F), f(T*K*F)
+		sel := p.Routing
+		parallel(T, func(lo, hi int) {
+			dact := f(F)
+			for t := lo; t < hi; t++ {
+				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+				moeRowBackward(lw, r(dx), r(dx2), r(dh2), dS[t*E:(t+1)*E], r(pl.x2), pl.rms2[t], sel.At(t, l),
+					pl.gates[t*K:(t+1)*K], pl.e1[t*K*F:(t+1)*K*F], pl.e3[t*K*F:(t+1)*K*F], pl.eout[t*K*D:(t+1)*K*D],
+					dh1[t*K*F:(t+1)*K*F], dh3[t*K*F:(t+1)*K*F], dact)
+			}
+		})
+		rmsNormGainGrad(gl.MoENorm, dh2, pl.x2, pl.rms2)
+		linearBackward(nil, gl.Router, dS, pl.h2, lw.Router, T, E, D)
+		// Expert weights: each goroutine owns a range of experts and walks
+		// the tokens in order, so sums are deterministic.
+		parallel(E, func(lo, hi int) {
+			act := f(F)
+			for t := 0; t < T; t++ {
+				for j, e := range sel.At(t, l) {
+					if int(e) < lo || int(e) >= hi {
+						continue
+					}
+					a1, a3 := pl.e1[(t*K+j)*F:(t*K+j+1)*F], pl.e3[(t*K+j)*F:(t*K+j+1)*F]
+					for i := range act {
+						act[i] = silu(a1[i]) * a3[i]
+					}
+					gate, dxo := pl.gates[t*K+j], dx[t*D:(t+1)*D]
+					w2 := gl.W2[e]
+					for d := 0; d < D; d++ {
+						if v := gate * dxo[d]; v != 0 {
+							axpy(w2[d*F:(d+1)*F], v, act)
+						}
+					}
+					h2 := pl.h2[t*D : (t+1)*D]
+					d1, d3 := dh1[(t*K+j)*F:(t*K+j+1)*F], dh3[(t*K+j)*F:(t*K+j+1)*F]
+					w1, w3 := gl.W1[e], gl.W3[e]
+					for i := 0; i < F; i++ {
+						if d1[i] != 0 {
+							axpy(w1[i*D:(i+1)*D], d1[i], h2)
+						}
+						if d3[i] != 0 {
+							axpy(w3[i*D:(i+1)*D], d3[i], h2)
+						}
+					}
+				}
+			}
+		})
+		// Attention half: x2 = x + Wo a.
+		da := f(T * D)
+		linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, D)
+		dq, dk, dv := f(T*D), f(T*D), f(T*D)
+		attentionBackward(dq, dk, dv, da, pl.q, pl.k, pl.v, T, D, cfg.Heads)
+		for t := 0; t < T; t++ {
+			m.rope.apply(dq[t*D:(t+1)*D], t, -1)
+			m.rope.apply(dk[t*D:(t+1)*D], t, -1)
+		}
+		dh := f(T * D)
+		linearBackward(dh, gl.Wq, dq, pl.h1, lw.Wq, T, D, D)
+		linearBackward(dh, gl.Wk, dk, pl.h1, lw.Wk, T, D, D)
+		linearBackward(dh, gl.Wv, dv, pl.h1, lw.Wv, T, D, D)
+		rmsNormGainGrad(gl.AttnNorm, dh, pl.x, pl.rms1)
+		ndx := dx2 // residual
+		parallel(T, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+				rmsNormBackward(r(ndx), r(dh), r(pl.x), lw.AttnNorm, pl.rms1[t])
+			}
+		})
+		dx = ndx
+	}
+	for t, id := range p.IDs {
+		axpy(g.Embed[id*D:(id+1)*D], 1, dx[t*D:(t+1)*D])
+	}
+	return nil
+}
