@@ -8,15 +8,15 @@ import (
 
 // Config is a model's shape (config.json in a checkpoint).
 type Config struct {
-	Vocab   int    `json:"vocab"`    // token ids, including specials
-	Layers  int    `json:"layers"`   // transformer blocks, each with an MoE feed-forward
-	DModel  int    `json:"d_model"`  // residual width
-	Heads   int    `json:"heads"`    // attention heads; d_model/heads must be even (RoPE pairs)
-	Experts int    `json:"experts"`  // routed experts per layer
-	TopK    int    `json:"top_k"`    // experts each token uses
-	DFF     int    `json:"d_ff"`     // hidden width of one expert (SwiGLU)
-	Context int    `json:"context"`  // longest sequence, prompt plus generated
-	Seed    uint64 `json:"seed"`     // initialisation seed
+	Vocab   int    `json:"vocab"`   // token ids, including specials
+	Layers  int    `json:"layers"`  // transformer blocks, each with an MoE feed-forward
+	DModel  int    `json:"d_model"` // residual width
+	Heads   int    `json:"heads"`   // attention heads; d_model/heads must be even (RoPE pairs)
+	Experts int    `json:"experts"` // routed experts per layer
+	TopK    int    `json:"top_k"`   // experts each token uses
+	DFF     int    `json:"d_ff"`    // hidden width of one expert (SwiGLU)
+	Context int    `json:"context"` // longest sequence, prompt plus generated
+	Seed    uint64 `json:"seed"`    // initialisation seed
 	// RopeTheta is the RoPE base; 0 means 10000.
 	RopeTheta float64 `json:"rope_theta,omitempty"`
 }

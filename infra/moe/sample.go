@@ -1,0 +1,254 @@
+package moe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplingParams control one generation.
+type SamplingParams struct {
+	// Temperature divides the logits; 0 samples greedily (argmax, ties to
+	// the lower id).
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches TopP (ties by lower id), then renormalises; 0 or 1 keeps all.
+	TopP float64
+	// MaxNewTokens bounds the generated tokens; generation also stops at
+	// the model's context.
+	MaxNewTokens int
+	// StopTokenIDs end generation when sampled; the stop token is included
+	// in the output.
+	StopTokenIDs []int
+	// Seed makes sampling deterministic: same weights, prompt, params and
+	// seed give the same ids, log-probs and routing.
+	Seed uint64
+}
+
+// Finish reasons.
+const (
+	FinishStop   = "stop"   // a stop token was sampled
+	FinishLength = "length" // MaxNewTokens or the context was reached
+)
+
+// Generation is what the serving path returns for one prompt.
+type Generation struct {
+	OutputIDs []int
+	// LogProbs[i] is the log-probability of OutputIDs[i] under the
+	// distribution it was sampled from: logits/temperature, truncated to
+	// top-p and renormalised (what SGLang returns by default). Greedy
+	// sampling reports the temperature-1 log-softmax. With temperature 1
+	// and top_p 1 this is the model's own log-prob, which the trainer
+	// recomputes.
+	LogProbs []float32
+	// Routing holds the experts of every processed token, prompt and
+	// generated: [len(prompt)+len(OutputIDs)−1, layers, top_k].
+	Routing      Routing
+	FinishReason string
+	// MatchedStop is the stop token that ended generation, or −1.
+	MatchedStop int
+}
+
+// Sampler is the serving path: KV-cached incremental decoding over a
+// snapshot of a model's weights at a serving precision. With BF16 the
+// weights, and every matmul input and output, are rounded to bfloat16, so
+// routing and log-probs differ from the float32 trainer the way a bf16
+// engine's do; with F32 it reproduces Model.Forward bit for bit. A Sampler
+// is immutable and safe for concurrent Generate calls.
+type Sampler struct {
+	cfg  Config
+	prec Precision
+	w    *Weights
+	rope ropeTable
+}
+
+// NewSampler snapshots m's weights at precision p; later training of m does
+// not affect it.
+func NewSampler(m *Model, p Precision) *Sampler {
+	w := newWeights(m.Cfg)
+	for i, t := range m.W.Tensors {
+		copy(w.Tensors[i].Data, t.Data)
+		p.round(w.Tensors[i].Data)
+	}
+	return &Sampler{cfg: m.Cfg, prec: p, w: w, rope: m.rope}
+}
+
+// Config returns the model shape.
+func (s *Sampler) Config() Config { return s.cfg }
+
+// Precision returns the serving precision.
+func (s *Sampler) Precision() Precision { return s.prec }
+
+// kvState is one generation's cache and scratch.
+type kvState struct {
+	k, v                    [][]float32 // per layer [n, D]
+	x, h1, q, a, x2, h2     []float32
+	xout, xf, logits, probs []float32
+	gates, e1, e3, eout     []float32
+	act, scores             []float32
+	live, sel               []int32
+}
+
+// Generate samples up to sp.MaxNewTokens tokens after prompt.
+func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams) (*Generation, error) {
+	cfg := s.cfg
+	n := len(prompt)
+	if n == 0 {
+		return nil, errors.New("moe generate: empty prompt")
+	}
+	if n > cfg.Context {
+		return nil, fmt.Errorf("moe generate: prompt of %d tokens exceeds the context of %d", n, cfg.Context)
+	}
+	for i, id := range prompt {
+		if id < 0 || id >= cfg.Vocab {
+			return nil, fmt.Errorf("moe generate: prompt token %d: id %d outside the vocabulary [0,%d)", i, id, cfg.Vocab)
+		}
+	}
+	if sp.MaxNewTokens < 0 {
+		return nil, fmt.Errorf("moe generate: max_new_tokens %d is negative", sp.MaxNewTokens)
+	}
+	if sp.Temperature < 0 || math.IsNaN(sp.Temperature) {
+		return nil, fmt.Errorf("moe generate: temperature %g is negative", sp.Temperature)
+	}
+	if sp.TopP < 0 || sp.TopP > 1 || math.IsNaN(sp.TopP) {
+		return nil, fmt.Errorf("moe generate: top_p %g outside [0,1]", sp.TopP)
+	}
+	total := min(n+sp.MaxNewTokens, cfg.Context)
+	D, E, K, F, L := cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Layers
+	f := func(k int) []float32 { return make([]float32, k) }
+	st := &kvState{x: f(D), h1: f(D), q: f(D), a: f(D), x2: f(D), h2: f(D), xout: f(D), xf: f(D), logits: f(cfg.Vocab),
+		probs: f(E), gates: f(K), e1: f(K * F), e3: f(K * F), eout: f(K * D), act: f(F), scores: f(total),
+		live: make([]int32, K), sel: make([]int32, K)}
+	for l := 0; l < L; l++ {
+		st.k = append(st.k, f(total*D))
+		st.v = append(st.v, f(total*D))
+	}
+	rng := rand.New(rand.NewPCG(sp.Seed, 0x73616d706c65))
+	g := &Generation{MatchedStop: -1, FinishReason: FinishLength}
+	tokens := append(make([]int, 0, total), prompt...)
+	var routing []int32
+	if sp.MaxNewTokens == 0 || n == cfg.Context {
+		// Nothing to generate; still report the prompt's routing.
+		for pos := 0; pos < n-1; pos++ {
+			routing = s.step(st, tokens[pos], pos, routing)
+		}
+		g.Routing = Routing{Tokens: n - 1, Layers: L, TopK: K, Experts: routing}
+		return g, nil
+	}
+	for pos := 0; ; pos++ {
+		if pos%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("moe generate: %w", err)
+			}
+		}
+		routing = s.step(st, tokens[pos], pos, routing)
+		if pos < n-1 {
+			continue
+		}
+		headRow(s.w, s.prec, st.x, st.xf, st.logits)
+		id, lp := sample(st.logits, sp, rng)
+		g.OutputIDs = append(g.OutputIDs, id)
+		g.LogProbs = append(g.LogProbs, lp)
+		tokens = append(tokens, id)
+		if slices.Contains(sp.StopTokenIDs, id) {
+			g.FinishReason, g.MatchedStop = FinishStop, id
+			break
+		}
+		if len(tokens) >= total {
+			break
+		}
+	}
+	rows := len(tokens) - 1
+	g.Routing = Routing{Tokens: rows, Layers: L, TopK: K, Experts: routing[:rows*L*K]}
+	return g, nil
+}
+
+// step runs token id at position pos through every block, leaving the
+// final residual in st.x and appending its routing.
+func (s *Sampler) step(st *kvState, id, pos int, routing []int32) []int32 {
+	D := s.cfg.DModel
+	copy(st.x, s.w.Embed[id*D:(id+1)*D])
+	for l := range s.w.Layers {
+		lw := &s.w.Layers[l]
+		k, v := st.k[l][pos*D:(pos+1)*D], st.v[l][pos*D:(pos+1)*D]
+		attnIn(lw, s.rope, s.prec, pos, st.x, st.h1, st.q, k, v)
+		attnOut(lw, s.prec, pos, s.cfg.Heads, st.q, st.k[l], st.v[l], st.a, st.x, st.x2, st.scores)
+		moeRow(lw, s.prec, st.x2, st.h2, st.probs, st.live, nil, st.sel, st.gates, st.e1, st.e3, st.eout, st.act, st.xout)
+		routing = append(routing, st.sel...)
+		st.x, st.xout = st.xout, st.x
+	}
+	return routing
+}
+
+// sample draws one token from logits under sp and returns it with its
+// log-probability under the distribution it was drawn from.
+func sample(logits []float32, sp SamplingParams, rng *rand.Rand) (int, float32) {
+	if sp.Temperature == 0 {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return best, logSoftmaxAt(logits, best)
+	}
+	mx := logits[0]
+	for _, v := range logits[1:] {
+		mx = max(mx, v)
+	}
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, v := range logits {
+		p[i] = math.Exp(float64(v-mx) / sp.Temperature)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	order := make([]int, len(p))
+	for i := range order {
+		order[i] = i
+	}
+	mass := 1.0
+	if sp.TopP > 0 && sp.TopP < 1 {
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch {
+			case p[a] > p[b]:
+				return -1
+			case p[a] < p[b]:
+				return 1
+			}
+			return 0
+		})
+		var cum float64
+		for k, i := range order {
+			cum += p[i]
+			if cum >= sp.TopP {
+				order = order[:k+1]
+				break
+			}
+		}
+		mass = 0
+		for _, i := range order {
+			mass += p[i]
+		}
+	}
+	u := rng.Float64() * mass
+	pick := order[len(order)-1]
+	var cum float64
+	for _, i := range order {
+		cum += p[i]
+		if u < cum {
+			pick = i
+			break
+		}
+	}
+	if sp.Temperature == 1 && mass == 1 {
+		// The trainer's own formula, so F32 serving matches it exactly.
+		return pick, logSoftmaxAt(logits, pick)
+	}
+	return pick, float32(math.Log(p[pick] / mass))
+}
