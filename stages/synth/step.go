@@ -1,0 +1,162 @@
+package synth
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Categories a step belongs to; a task's category is its last step's.
+const (
+	CatFiles     = "file-operations"
+	CatText      = "text-processing"
+	CatData      = "data-processing"
+	CatArchives  = "archives"
+	CatSysadmin  = "system-administration"
+	CatScripting = "scripting"
+	CatDebugging = "debugging"
+	CatGit       = "git"
+)
+
+// Step is one kind of executable work.
+//
+// Apply is called with a generator whose random source is seeded for this
+// step alone and, for a step that Consumes something, the input artifact.
+// It must be a pure function of those two: Build relies on it to rebuild
+// any task from its step list.
+type Step interface {
+	Name() string
+	Category() string
+	// Consumes lists the input kinds the step accepts; empty for a source,
+	// which only adds preconditions to the environment.
+	Consumes() []Kind
+	Apply(g *Gen, in *Artifact) Contribution
+}
+
+// Contribution is what a step adds to a task.
+type Contribution struct {
+	// Env holds files the environment provides before the agent starts.
+	Env []File
+	// Solution is shell, run from /app with `set -euo pipefail`.
+	Solution []string
+	// Checks are the verifier's assertions for this step.
+	Checks []Check
+	// Phrase is the instruction's sentence for this step; empty for a
+	// source, whose files the consuming step's phrase names.
+	Phrase string
+	// Produces lists the artifacts the step leaves behind.
+	Produces []*Artifact
+}
+
+// Check is one verifier assertion: the body of a pytest function, using
+// only the Python standard library (imported by the test file's header).
+type Check struct {
+	Name string
+	Body []string
+	// Paths the assertion reads; the audit requires the instruction to
+	// name each of them.
+	Paths []string
+}
+
+// Gen is a step's view of the generator: a seeded random source and the
+// names already taken in the task, so a step never overwrites another's
+// output.
+type Gen struct {
+	rng   *rand.Rand
+	taken map[string]bool
+}
+
+// Intn returns a value in [0, n).
+func (g *Gen) Intn(n int) int { return g.rng.IntN(n) }
+
+// Between returns a value in [lo, hi].
+func (g *Gen) Between(lo, hi int) int { return lo + g.rng.IntN(hi-lo+1) }
+
+// Pick returns one of xs.
+func Pick[T any](g *Gen, xs []T) T { return xs[g.rng.IntN(len(xs))] }
+
+// PickN returns n distinct elements of xs in a random order.
+func PickN[T any](g *Gen, xs []T, n int) []T {
+	idx := g.rng.Perm(len(xs))[:n]
+	out := make([]T, n)
+	for i, j := range idx {
+		out[i] = xs[j]
+	}
+	return out
+}
+
+// Path returns a fresh absolute path dir/stem[-N]ext not used by any other
+// step of the task.
+func (g *Gen) Path(dir, stem, ext string) string {
+	for i := 0; ; i++ {
+		p := dir + "/" + stem + ext
+		if i > 0 {
+			p = fmt.Sprintf("%s/%s-%d%s", dir, stem, i+1, ext)
+		}
+		if !g.taken[p] {
+			g.taken[p] = true
+			return p
+		}
+	}
+}
+
+// quote renders s as a double-quoted literal valid in JSON and Python
+// (the generator only produces printable ASCII).
+func quote(s string) string { return strconv.Quote(s) }
+
+// sh renders s as a single-quoted shell word.
+func sh(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// pyList renders strings as a Python list literal.
+func pyList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = quote(x)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// registry is the step library by name.
+var registry = map[string]Step{}
+
+func register(s Step) {
+	if _, dup := registry[s.Name()]; dup {
+		panic("synth: step registered twice: " + s.Name())
+	}
+	registry[s.Name()] = s
+}
+
+// Lookup returns the named step.
+func Lookup(name string) (Step, bool) { s, ok := registry[name]; return s, ok }
+
+// Steps lists the library in name order.
+func Steps() []Step {
+	out := make([]Step, 0, len(registry))
+	for _, n := range sortedKeys(registry) {
+		out = append(out, registry[n])
+	}
+	return out
+}
+
+// step is the common part of the library's steps.
+type step struct {
+	name, cat string
+	consumes  []Kind
+	apply     func(g *Gen, in *Artifact) Contribution
+}
+
+func (s *step) Name() string                             { return s.name }
+func (s *step) Category() string                         { return s.cat }
+func (s *step) Consumes() []Kind                         { return s.consumes }
+func (s *step) Apply(g *Gen, in *Artifact) Contribution { return s.apply(g, in) }
