@@ -156,7 +156,7 @@ type step struct {
 	apply     func(g *Gen, in *Artifact) Contribution
 }
 
-func (s *step) Name() string                             { return s.name }
-func (s *step) Category() string                         { return s.cat }
-func (s *step) Consumes() []Kind                         { return s.consumes }
+func (s *step) Name() string                            { return s.name }
+func (s *step) Category() string                        { return s.cat }
+func (s *step) Consumes() []Kind                        { return s.consumes }
 func (s *step) Apply(g *Gen, in *Artifact) Contribution { return s.apply(g, in) }

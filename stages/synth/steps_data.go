@@ -36,7 +36,9 @@ func csvRows(path string, header []string, rows [][]string) []string {
 	}
 }
 
-func stem(a *Artifact) string { return strings.TrimSuffix(a.Name(), a.Name()[strings.IndexByte(a.Name()+".", '.'):]) }
+func stem(a *Artifact) string {
+	return strings.TrimSuffix(a.Name(), a.Name()[strings.IndexByte(a.Name()+".", '.'):])
+}
 
 func csvAggregate(g *Gen, in *Artifact) Contribution {
 	by, val := Pick(g, in.Category), Pick(g, in.Numeric)
