@@ -1,0 +1,145 @@
+package verifier
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// ParseJUnit reads a JUnit XML report as pytest --junitxml writes it
+// (<testsuites><testsuite><testcase classname name>, with <failure>,
+// <error> or <skipped> children; xunit1 or xunit2), and also a bare
+// <testsuite> root and nested suites. Each <testcase> is one assertion
+// named "classname::name" (just name when classname is empty). A failure
+// wins over an error (pytest adds a teardown <error> to a test that already
+// failed), either wins over skipped; no child means passed. The message is
+// the element's message attribute, else the first line of its text.
+func ParseJUnit(data []byte) ([]Assertion, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", len(data), MaxFileBytes)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	dec.CharsetReader = charsetReader
+	var (
+		out      []Assertion
+		cur      *Assertion
+		curRank  int
+		inResult bool // inside the <failure>/<error>/<skipped> that set cur's status
+		text     strings.Builder
+		sawRoot  bool
+		depth    int
+	)
+	rank := map[string]int{"skipped": 1, "error": 2, "failure": 3}
+	status := map[string]Status{"skipped": Skipped, "error": Error, "failure": Failed}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not JUnit XML: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth > 64 {
+				return nil, errors.New("elements nested more than 64 deep")
+			}
+			name := t.Name.Local
+			if depth == 1 {
+				if name != "testsuites" && name != "testsuite" {
+					return nil, fmt.Errorf("root element is <%s>, want <testsuites> or <testsuite>", bound(name, 64))
+				}
+				sawRoot = true
+			}
+			switch {
+			case name == "testcase":
+				if cur != nil {
+					return nil, errors.New("<testcase> inside <testcase>")
+				}
+				if len(out) >= MaxAssertions {
+					return nil, fmt.Errorf("more than %d test cases", MaxAssertions)
+				}
+				cls, n := attr(t, "classname"), attr(t, "name")
+				full := n
+				if cls != "" {
+					full = cls + "::" + n
+				}
+				if full == "" {
+					full = fmt.Sprintf("testcase #%d", len(out)+1)
+				}
+				cur = &Assertion{Name: bound(full, MaxNameBytes), Status: Passed}
+				curRank = 0
+			case cur != nil && rank[name] > 0 && depth >= 2:
+				if rank[name] > curRank {
+					curRank = rank[name]
+					cur.Status = status[name]
+					cur.Message = bound(attr(t, "message"), MaxMessageBytes)
+					inResult = true
+					text.Reset()
+				}
+			}
+		case xml.CharData:
+			if inResult && text.Len() < MaxMessageBytes {
+				text.Write(t[:min(len(t), MaxMessageBytes)])
+			}
+		case xml.EndElement:
+			depth--
+			switch t.Name.Local {
+			case "testcase":
+				if cur != nil {
+					out = append(out, *cur)
+					cur = nil
+				}
+			case "failure", "error", "skipped":
+				if inResult {
+					if cur.Message == "" {
+						line, _, _ := strings.Cut(strings.TrimSpace(text.String()), "\n")
+						cur.Message = bound(line, MaxMessageBytes)
+					}
+					inResult = false
+				}
+			}
+		}
+	}
+	if !sawRoot {
+		return nil, errors.New("no <testsuites> or <testsuite> element")
+	}
+	return out, nil
+}
+
+func attr(t xml.StartElement, name string) string {
+	for _, a := range t.Attr {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// charsetReader accepts the encodings a JUnit writer declares in practice:
+// UTF-8 (pytest), ASCII, and ISO-8859-1.
+func charsetReader(label string, in io.Reader) (io.Reader, error) {
+	switch strings.ToLower(label) {
+	case "utf-8", "utf8", "us-ascii", "ascii":
+		return in, nil
+	case "iso-8859-1", "latin1", "latin-1":
+		data, err := io.ReadAll(io.LimitReader(in, MaxFileBytes))
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		for _, c := range data {
+			b.WriteRune(rune(c))
+		}
+		return strings.NewReader(b.String()), nil
+	}
+	if !utf8.ValidString(label) {
+		label = "?"
+	}
+	return nil, fmt.Errorf("unsupported encoding %q", bound(label, 64))
+}

@@ -1,0 +1,250 @@
+package verifier
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Status is one assertion's outcome.
+type Status string
+
+// The four outcomes. CTRF "pending" maps to skipped and "other" to error;
+// a JUnit <failure> is failed and an <error> is error.
+const (
+	Passed  Status = "passed"
+	Failed  Status = "failed"
+	Skipped Status = "skipped"
+	Error   Status = "error"
+)
+
+// Source names where a Report's result came from, in precedence order.
+type Source string
+
+const (
+	SourceCTRF       Source = "ctrf"
+	SourceJUnit      Source = "junit"
+	SourceRewardJSON Source = "reward.json"
+	SourceRewardTxt  Source = "reward.txt"
+	SourceExitCode   Source = "exit_code"
+)
+
+// File names looked for in the verifier's log directory (/logs/verifier).
+const (
+	CTRFFile       = "ctrf.json"
+	JUnitFile      = "junit.xml"
+	RewardJSONFile = "reward.json"
+	RewardTxtFile  = "reward.txt"
+)
+
+// Bounds on what a report may hold; longer text is cut at a UTF-8
+// boundary and marked with an ellipsis.
+const (
+	MaxFileBytes    = 16 << 20
+	MaxNameBytes    = 512
+	MaxMessageBytes = 2048
+	MaxAssertions   = 100000
+)
+
+// Assertion is one reported test.
+type Assertion struct {
+	Name    string `json:"name"`
+	Status  Status `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Report is what a verifier run produced, reduced to one result.
+//
+// Precedence: the first source that parses and holds at least one
+// assertion or a reward wins — CTRF JSON, JUnit XML, reward.json,
+// reward.txt — and the exit code, which always exists, ends the chain, so
+// every run has a result. A source that is present but malformed (or holds
+// no tests) adds a line to Problems and the next one is tried. Reward
+// files are read even when a per-assertion source wins, so Reward carries
+// the verifier's own figure whenever it wrote one.
+type Report struct {
+	Source     Source      `json:"source"`
+	Assertions []Assertion `json:"assertions,omitempty"`
+	// Passed, Failed, Skipped and Errors count Assertions by status;
+	// Total is len(Assertions).
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+	Errors  int `json:"errors"`
+	Total   int `json:"total"`
+	// Reward is the primary value of reward.json ("reward", or its only
+	// key), else of reward.txt; nil when neither gave one. Rewards holds
+	// every reward.json metric.
+	Reward  *float64           `json:"reward,omitempty"`
+	Rewards map[string]float64 `json:"rewards,omitempty"`
+	// ExitCode is test.sh's exit status (-1 when it was killed).
+	ExitCode int `json:"exit_code"`
+	// Fallback is set when no per-assertion source was usable, so the
+	// result is binary.
+	Fallback bool `json:"fallback"`
+	// Solved: every non-skipped assertion passed and at least one did;
+	// for reward files, reward ≥ 1; for the exit code, exit status 0.
+	Solved   bool     `json:"solved"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Files holds the contents of a verifier log directory by file name; a
+// missing key means the file does not exist.
+type Files map[string][]byte
+
+// ReadDir reads the report files from dir (a host copy of /logs/verifier).
+// Missing files are simply absent; a file over MaxFileBytes or one that is
+// not a regular file is recorded as a problem for Build to report.
+func ReadDir(dir string) (Files, []string) {
+	files := Files{}
+	var problems []string
+	for _, name := range []string{CTRFFile, JUnitFile, RewardJSONFile, RewardTxtFile} {
+		p := filepath.Join(dir, name)
+		info, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		if !info.Mode().IsRegular() {
+			problems = append(problems, fmt.Sprintf("%s: not a regular file (%s); ignored", name, info.Mode().Type()))
+			continue
+		}
+		if info.Size() > MaxFileBytes {
+			problems = append(problems, fmt.Sprintf("%s: %d bytes, over the %d-byte limit; ignored", name, info.Size(), MaxFileBytes))
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		f.Close()
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		case len(data) > MaxFileBytes:
+			problems = append(problems, fmt.Sprintf("%s: over the %d-byte limit; ignored", name, MaxFileBytes))
+		default:
+			files[name] = data
+		}
+	}
+	return files, problems
+}
+
+// Parse reads dir and builds the report for a run that exited with
+// exitCode. It never fails: every problem ends up in Report.Problems.
+func Parse(dir string, exitCode int) *Report {
+	files, problems := ReadDir(dir)
+	r := Build(files, exitCode)
+	r.Problems = append(problems, r.Problems...)
+	return r
+}
+
+// Build applies the precedence order to files already read.
+func Build(files Files, exitCode int) *Report {
+	r := &Report{ExitCode: exitCode}
+	note := func(name string, err error) {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %s", name, bound(err.Error(), MaxMessageBytes)))
+	}
+	// Reward files first, so that Reward is filled whatever wins.
+	var jsonReward, txtReward *float64
+	if data, ok := files[RewardJSONFile]; ok {
+		if v, all, err := ParseRewardJSON(data); err != nil {
+			note(RewardJSONFile, err)
+			r.Rewards = all
+		} else {
+			jsonReward, r.Rewards = &v, all
+		}
+	}
+	if data, ok := files[RewardTxtFile]; ok {
+		if v, err := ParseRewardTxt(data); err != nil {
+			note(RewardTxtFile, err)
+		} else {
+			txtReward = &v
+		}
+	}
+	if jsonReward != nil && txtReward != nil && *jsonReward != *txtReward {
+		r.Problems = append(r.Problems, fmt.Sprintf("reward.json says %v, reward.txt says %v; reward.json is used", *jsonReward, *txtReward))
+	}
+	r.Reward = jsonReward
+	if r.Reward == nil {
+		r.Reward = txtReward
+	}
+
+	for _, src := range []struct {
+		name   string
+		source Source
+		parse  func([]byte) ([]Assertion, error)
+	}{{CTRFFile, SourceCTRF, ParseCTRF}, {JUnitFile, SourceJUnit, ParseJUnit}} {
+		data, ok := files[src.name]
+		if !ok {
+			continue
+		}
+		as, err := src.parse(data)
+		if err == nil && len(as) == 0 {
+			err = errors.New("no tests reported")
+		}
+		if err != nil {
+			note(src.name, err)
+			continue
+		}
+		r.Source, r.Assertions = src.source, as
+		r.count()
+		return r
+	}
+	r.Fallback = true
+	switch {
+	case jsonReward != nil:
+		r.Source, r.Solved = SourceRewardJSON, *jsonReward >= 1
+	case txtReward != nil:
+		r.Source, r.Solved = SourceRewardTxt, *txtReward >= 1
+	default:
+		r.Source, r.Solved = SourceExitCode, exitCode == 0
+	}
+	return r
+}
+
+func (r *Report) count() {
+	r.Passed, r.Failed, r.Skipped, r.Errors = 0, 0, 0, 0
+	for _, a := range r.Assertions {
+		switch a.Status {
+		case Passed:
+			r.Passed++
+		case Failed:
+			r.Failed++
+		case Skipped:
+			r.Skipped++
+		default:
+			r.Errors++
+		}
+	}
+	r.Total = len(r.Assertions)
+	r.Solved = r.Passed > 0 && r.Failed == 0 && r.Errors == 0
+}
+
+// bound makes s valid UTF-8 and cuts it to at most max bytes, on a rune
+// boundary, ending in "…" when cut.
+func bound(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= max {
+		return s
+	}
+	const ell = "…"
+	cut := max - len(ell)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ell
+}
