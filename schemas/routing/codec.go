@@ -138,7 +138,7 @@ func Encode(dst []byte, r *Record, enc Encoding) ([]byte, error) {
 
 // Info is an encoded record's header.
 type Info struct {
-	Encoding                       Encoding
+	Encoding                      Encoding
 	Tokens, Layers, TopK, Experts int
 }
 

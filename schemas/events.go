@@ -1,0 +1,248 @@
+package schemas
+
+// Event types (DESIGN §2). Payloads below carry the same names.
+const (
+	RunStarted       = "run.started"
+	IterationStarted = "iteration.started"
+	SynthRequested   = "synth.requested"
+	TaskSynthesized  = "task.synthesized"
+	TaskAudited      = "task.audited"
+	PoolSealed       = "pool.sealed"
+	SFTRequested     = "sft.requested"
+	SFTCompleted     = "sft.completed"
+	RolloutRequested = "rollout.requested"
+	RolloutCompleted = "rollout.completed"
+	RewardScored     = "reward.scored"
+	BatchReady       = "batch.ready"
+	CriticUpdated    = "critic.updated"
+	PolicyUpdated    = "policy.updated"
+	EvalRequested    = "eval.requested"
+	EvalCompleted    = "eval.completed"
+)
+
+// EventTypes lists every event type in pipeline order.
+func EventTypes() []string {
+	return []string{RunStarted, IterationStarted, SynthRequested, TaskSynthesized, TaskAudited, PoolSealed,
+		SFTRequested, SFTCompleted, RolloutRequested, RolloutCompleted, RewardScored, BatchReady, CriticUpdated,
+		PolicyUpdated, EvalRequested, EvalCompleted}
+}
+
+// FileRef is the claim check for one Parquet object.
+type FileRef struct {
+	Key           string `json:"key"`
+	Table         string `json:"table"`
+	SchemaVersion string `json:"schema_version"` // MAJOR.MINOR
+	Rows          int64  `json:"rows"`
+	Bytes         int64  `json:"bytes"`
+	SHA256        string `json:"sha256"` // hex of the object's bytes
+}
+
+// ObjectRef is the claim check for a non-Parquet object (a task bundle,
+// a snapshot, a checkpoint, a batch manifest).
+type ObjectRef struct {
+	Key    string `json:"key"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// ModelDims are the dimensions of the policy model that shape the token
+// and routing tables.
+type ModelDims struct {
+	Vocab   int `json:"vocab"`
+	Layers  int `json:"layers"` // MoE layers
+	TopK    int `json:"top_k"`
+	Experts int `json:"experts"`
+}
+
+// RunStartedPayload opens a run; control folds everything from here.
+type RunStartedPayload struct {
+	Seed        uint64    `json:"seed"`
+	ConfigHash  string    `json:"config_hash"`
+	Model       ModelDims `json:"model"`
+	Iterations  int       `json:"iterations"`
+	RewardScale float64   `json:"reward_scale"` // fixed for the whole run
+	EvalSuites  []string  `json:"eval_suites,omitempty"`
+	// Parent is set for a branch replayed from another run.
+	Parent string `json:"parent,omitempty"`
+}
+
+// IterationStartedPayload marks the start of a training iteration.
+type IterationStartedPayload struct {
+	Iteration     int   `json:"iteration"`
+	PolicyVersion int64 `json:"policy_version"`
+	PoolVersion   int   `json:"pool_version"`
+}
+
+// SynthRequestedPayload asks synth for one round of tasks grown from seeds.
+type SynthRequestedPayload struct {
+	Round   int      `json:"round"`
+	SeedIDs []string `json:"seed_ids"`
+	// PerSeed is how many extensions to try per seed.
+	PerSeed int `json:"per_seed"`
+}
+
+// TaskSynthesizedPayload announces a new task whose reference solution
+// ran and passed.
+type TaskSynthesizedPayload struct {
+	TaskID   string    `json:"task_id"`
+	ParentID string    `json:"parent_id,omitempty"`
+	Round    int       `json:"round"`
+	Steps    int       `json:"steps"`
+	Task     FileRef   `json:"task"` // tasks-table row
+	Bundle   ObjectRef `json:"bundle"`
+}
+
+// TaskAuditedPayload is audit's verdict on one task.
+type TaskAuditedPayload struct {
+	TaskID        string   `json:"task_id"`
+	Round         int      `json:"round"`
+	Decision      string   `json:"decision"` // accept | reject
+	Total         float64  `json:"total"`
+	RejectReasons []string `json:"reject_reasons,omitempty"`
+	Audit         FileRef  `json:"audit"`
+}
+
+// PoolSealedPayload freezes a version of the audited training pool.
+type PoolSealedPayload struct {
+	PoolVersion int            `json:"pool_version"`
+	Tasks       int            `json:"tasks"`
+	Categories  map[string]int `json:"categories"` // histogram
+	// Pool lists the tasks-table objects of the sealed pool.
+	Pool []FileRef `json:"pool"`
+	// Excluded counts tasks dropped by the evaluation-overlap check.
+	Excluded int `json:"excluded"`
+}
+
+// SFTRequestedPayload asks for supervised fine-tuning on a data set.
+type SFTRequestedPayload struct {
+	PolicyVersion int64     `json:"policy_version"` // the starting policy
+	Data          []FileRef `json:"data"`           // tokens-table objects
+	Epochs        int       `json:"epochs"`
+}
+
+// SFTCompletedPayload reports the fine-tuned policy.
+type SFTCompletedPayload struct {
+	PolicyVersion int64     `json:"policy_version"`
+	Checkpoint    ObjectRef `json:"checkpoint"`
+	Loss          float64   `json:"loss"`
+}
+
+// RolloutRequestedPayload asks for one attempt at one task.
+type RolloutRequestedPayload struct {
+	TaskID        string `json:"task_id"`
+	Attempt       int    `json:"attempt"`
+	Purpose       string `json:"purpose"` // train | eval
+	Suite         string `json:"suite,omitempty"`
+	Iteration     int    `json:"iteration"`
+	PolicyVersion int64  `json:"policy_version"`
+	Seed          uint64 `json:"seed"`
+	MaxTurns      int    `json:"max_turns"`
+}
+
+// DriftCounts counts TITO repairs at turn boundaries.
+type DriftCounts struct {
+	StrictPrefix  int `json:"strict_prefix"`
+	ClippedNorm   int `json:"clipped_norm"`
+	TextRetokened int `json:"text_retokened"`
+	NewChunk      int `json:"new_chunk"`
+}
+
+// RolloutCompletedPayload is a finished attempt with its stored tables.
+type RolloutCompletedPayload struct {
+	TaskID        string      `json:"task_id"`
+	Attempt       int         `json:"attempt"`
+	Purpose       string      `json:"purpose"`
+	Suite         string      `json:"suite,omitempty"`
+	Iteration     int         `json:"iteration"`
+	PolicyVersion int64       `json:"policy_version"`
+	Turns         int         `json:"turns"`
+	Tokens        int64       `json:"tokens"`
+	Chunks        int         `json:"chunks"`
+	Termination   string      `json:"termination"`
+	Drift         DriftCounts `json:"drift"`
+	Trajectory    FileRef     `json:"trajectory"`
+	TurnRows      FileRef     `json:"turns_ref"`
+	TokenRows     FileRef     `json:"tokens_ref"`
+	RoutingRows   FileRef     `json:"routing_ref"`
+	Snapshot      ObjectRef   `json:"snapshot"`
+}
+
+// RewardScoredPayload is the verifier's score of one attempt.
+type RewardScoredPayload struct {
+	TaskID        string  `json:"task_id"`
+	Attempt       int     `json:"attempt"`
+	Purpose       string  `json:"purpose"`
+	Suite         string  `json:"suite,omitempty"`
+	Iteration     int     `json:"iteration"`
+	PolicyVersion int64   `json:"policy_version"`
+	Reward        float64 `json:"reward"`
+	Passed        int     `json:"passed"`
+	Total         int     `json:"total"`
+	Source        string  `json:"source"`
+	Fallback      bool    `json:"fallback"`
+	Rewards       FileRef `json:"rewards"`
+}
+
+// BatchReadyPayload hands one PPO batch to the critic.
+type BatchReadyPayload struct {
+	Iteration     int       `json:"iteration"`
+	PolicyVersion int64     `json:"policy_version"`
+	Attempts      int       `json:"attempts"`
+	Tokens        int64     `json:"tokens"`
+	Manifest      ObjectRef `json:"manifest"` // a BatchManifest
+}
+
+// CriticUpdatedPayload carries the critic's pre-update values to the
+// actor update.
+type CriticUpdatedPayload struct {
+	Iteration         int       `json:"iteration"`
+	PolicyVersion     int64     `json:"policy_version"`
+	CriticVersion     int64     `json:"critic_version"`
+	Warmup            bool      `json:"warmup"`
+	ExplainedVariance float64   `json:"explained_variance"`
+	ValueLoss         float64   `json:"value_loss"`
+	Values            []FileRef `json:"values"`
+	Manifest          ObjectRef `json:"manifest"` // the batch, with the values added
+	Checkpoint        ObjectRef `json:"checkpoint"`
+}
+
+// PolicyUpdatedPayload announces a new policy version.
+type PolicyUpdatedPayload struct {
+	Iteration       int       `json:"iteration"`
+	PolicyVersion   int64     `json:"policy_version"` // the new version
+	PreviousVersion int64     `json:"previous_version"`
+	Checkpoint      ObjectRef `json:"checkpoint"`
+	Metrics         FileRef   `json:"metrics"`
+	ClipFraction    float64   `json:"clip_fraction"`
+	PolicyLoss      float64   `json:"policy_loss"`
+	LogProbGap      float64   `json:"logprob_gap"`
+}
+
+// EvalRequestedPayload asks eval to run one suite against a policy.
+type EvalRequestedPayload struct {
+	Suite         string `json:"suite"`
+	PolicyVersion int64  `json:"policy_version"`
+	Attempts      int    `json:"attempts"` // per task, 3 by default
+	Tasks         int    `json:"tasks"`
+}
+
+// Breakdown is an eval summary over a subset of tasks.
+type Breakdown struct {
+	Attempts    int     `json:"attempts"`
+	ResolveRate float64 `json:"resolve_rate"`
+	MeanReward  float64 `json:"mean_reward"`
+}
+
+// EvalCompletedPayload summarises one suite against one policy.
+type EvalCompletedPayload struct {
+	Suite         string               `json:"suite"`
+	PolicyVersion int64                `json:"policy_version"`
+	Tasks         int                  `json:"tasks"`
+	Attempts      int                  `json:"attempts"`
+	ResolveRate   float64              `json:"resolve_rate"`
+	MeanReward    float64              `json:"mean_reward"`
+	MeanTurns     float64              `json:"mean_turns"`
+	ByDifficulty  map[string]Breakdown `json:"by_difficulty"`
+	ByCategory    map[string]Breakdown `json:"by_category"`
+	Results       []FileRef            `json:"results"`
+}

@@ -1,0 +1,193 @@
+package schemas
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+)
+
+// DefaultZstdLevel is the zstd level of every table. parquet-go's default
+// level barely compresses id bytes; "better" (≈ zstd 7) does at a
+// write speed the pipeline does not notice.
+const DefaultZstdLevel = zstd.SpeedBetterCompression
+
+// WriterOptions tunes a Writer. Zero values take the defaults.
+type WriterOptions struct {
+	// RowGroupRows caps the rows of one row group. Default: 256 for the
+	// per-chunk tables (tokens, routing, values; rows hold whole token
+	// sequences, so 256 rows are tens of MB), 65536 otherwise.
+	RowGroupRows int64
+	// ZstdLevel defaults to DefaultZstdLevel.
+	ZstdLevel zstd.Level
+	// TempDir is where the file is spooled; default os.TempDir().
+	TempDir string
+}
+
+// Writer builds one Parquet object of table T. The object's key is its
+// content hash, known only once the file is complete, so rows are spooled
+// to a temporary file (never held in memory) and uploaded by Commit.
+type Writer[T Row] struct {
+	table Table
+	f     *os.File
+	sum   hash.Hash
+	n     int64
+	pw    *parquet.GenericWriter[T]
+	rows  int64
+	done  bool
+}
+
+type hashCounter struct {
+	w   io.Writer
+	sum hash.Hash
+	n   *int64
+}
+
+func (h hashCounter) Write(p []byte) (int, error) {
+	h.sum.Write(p)
+	*h.n += int64(len(p))
+	return h.w.Write(p)
+}
+
+// NewWriter starts a Parquet object of T's table.
+func NewWriter[T Row](o WriterOptions) (*Writer[T], error) {
+	var zero T
+	t := zero.Table()
+	if o.RowGroupRows <= 0 {
+		o.RowGroupRows = 65536
+		switch t.Name {
+		case TokensTable.Name, RoutingTable.Name, ValuesTable.Name:
+			o.RowGroupRows = 256
+		}
+	}
+	if o.ZstdLevel == 0 {
+		o.ZstdLevel = DefaultZstdLevel
+	}
+	f, err := os.CreateTemp(o.TempDir, "t1-"+t.Name+"-*.parquet")
+	if err != nil {
+		return nil, fmt.Errorf("%s writer: %w", t.Name, err)
+	}
+	w := &Writer[T]{table: t, f: f, sum: sha256.New()}
+	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n},
+		parquet.Compression(&zstd.Codec{Level: o.ZstdLevel}),
+		parquet.MaxRowsPerRowGroup(o.RowGroupRows),
+		parquet.CreatedBy("t1", "", ""),
+		parquet.KeyValueMetadata(MetaTable, t.Name),
+		parquet.KeyValueMetadata(MetaVersion, t.Version.String()),
+	)
+	return w, nil
+}
+
+// Write appends rows.
+func (w *Writer[T]) Write(rows []T) error {
+	if w.done {
+		return fmt.Errorf("%s writer: write after commit or close", w.table.Name)
+	}
+	if _, err := w.pw.Write(rows); err != nil {
+		return fmt.Errorf("%s writer: %w", w.table.Name, err)
+	}
+	w.rows += int64(len(rows))
+	return nil
+}
+
+// Rows is the number of rows written so far.
+func (w *Writer[T]) Rows() int64 { return w.rows }
+
+// Commit finishes the file and stores it at
+// runs/<run>/<table>/<partition column>=NNNN/part-<sha256[:32]>.parquet.
+// The same rows give the same bytes and so the same key: a second Commit
+// of identical content finds the object present and returns the same
+// FileRef without writing. The writer is closed afterwards either way.
+func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string, partition int) (FileRef, error) {
+	defer w.Close()
+	if w.done {
+		return FileRef{}, fmt.Errorf("%s writer: commit after commit or close", w.table.Name)
+	}
+	if err := w.pw.Close(); err != nil {
+		return FileRef{}, fmt.Errorf("%s writer: finish file: %w", w.table.Name, err)
+	}
+	sum := hex.EncodeToString(w.sum.Sum(nil))
+	key, err := ObjectKey(run, w.table, partition, sum)
+	if err != nil {
+		return FileRef{}, err
+	}
+	ref := FileRef{Key: key, Table: w.table.Name, SchemaVersion: w.table.Version.String(), Rows: w.rows, Bytes: w.n, SHA256: sum}
+	if _, err := w.f.Seek(0, io.SeekStart); err != nil {
+		return FileRef{}, fmt.Errorf("%s: rewind spool: %w", key, err)
+	}
+	_, err = st.PutIfAbsent(ctx, key, w.f, w.n, store.PutOptions{
+		ContentType: "application/vnd.apache.parquet",
+		Metadata:    map[string]string{"sha256": sum, "t1-table": w.table.Name, "t1-schema-version": ref.SchemaVersion},
+	})
+	if errors.Is(err, store.ErrExists) {
+		// Content-addressed: an object under this key holds these bytes,
+		// unless it was damaged; a size check catches a truncated upload.
+		info, serr := st.Stat(ctx, key)
+		if serr != nil {
+			return FileRef{}, fmt.Errorf("%s: %w", key, serr)
+		}
+		if info.Size != w.n {
+			return FileRef{}, fmt.Errorf("%s exists with %d bytes, this content has %d", key, info.Size, w.n)
+		}
+		return ref, nil
+	}
+	if err != nil {
+		return FileRef{}, fmt.Errorf("%s: %w", key, err)
+	}
+	return ref, nil
+}
+
+// Close discards an uncommitted writer and removes its spool file.
+func (w *Writer[T]) Close() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	name := w.f.Name()
+	err := w.f.Close()
+	if rerr := os.Remove(name); err == nil && rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = rerr
+	}
+	return err
+}
+
+// WriteTable writes rows as one object; see Writer.Commit.
+func WriteTable[T Row](ctx context.Context, st store.ObjectStore, run string, partition int, rows []T, o WriterOptions) (FileRef, error) {
+	w, err := NewWriter[T](o)
+	if err != nil {
+		return FileRef{}, err
+	}
+	defer w.Close()
+	if err := w.Write(rows); err != nil {
+		return FileRef{}, err
+	}
+	return w.Commit(ctx, st, run, partition)
+}
+
+// TablePrefix is the key prefix of all of a run's objects of table t.
+func TablePrefix(run string, t Table) string { return "runs/" + run + "/" + t.Name + "/" }
+
+// ObjectKey is the hive-style key of a table object with content hash
+// sha (hex): runs/<run>/<table>/<partition>=NNNN/part-<sha[:32]>.parquet.
+func ObjectKey(run string, t Table, partition int, sha string) (string, error) {
+	if err := engine.ValidRun(run); err != nil {
+		return "", err
+	}
+	if partition < 0 {
+		return "", fmt.Errorf("%s: negative %s partition %d", t.Name, t.Partition, partition)
+	}
+	if len(sha) < 32 {
+		return "", fmt.Errorf("%s: content hash %q too short", t.Name, sha)
+	}
+	return fmt.Sprintf("%s%s=%04d/part-%s.parquet", TablePrefix(run, t), t.Partition, partition, sha[:32]), nil
+}
