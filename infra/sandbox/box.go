@@ -1,0 +1,527 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// writableDirs are the sandbox directories backed by per-attempt host
+// directories; everything else is the host's, read-only (bwrap) or simply
+// the host's (plain).
+var writableDirs = []string{"/app", "/tmp", "/logs", "/tests", "/solution", "/root", "/var/tmp"}
+
+// launcher is what differs between backends: how a command is started and
+// which paths it sees.
+type launcher interface {
+	name() string
+	isolated() (bool, string)
+	// command returns an unstarted command that runs argv in the sandbox
+	// with exactly env, in the sandbox directory dir, as user.
+	command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error)
+	// visible maps a sandbox path to the path commands see.
+	visible(b *box, p string) string
+	// enforcesNproc says whether RLIMIT_NPROC binds the sandbox's user.
+	enforcesNproc() bool
+}
+
+// box is the Sandbox of both backends.
+type box struct {
+	l       launcher
+	id      string
+	root    string // per-attempt host directory
+	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
+	ctlDir  string // root/ctl: shell control files, outside the snapshot
+	fsRoot  *os.Root
+	uid     int // host owner of sandbox files; -1 keeps the caller's
+	gid     int
+	limits  Limits
+	workDir string
+	env     []string // task environment, "K=V", applied after the base
+	base    manifest // state after setup; Snapshot diffs against it
+
+	mu     sync.Mutex
+	closed bool
+	procs  map[*exec.Cmd]struct{}
+	shells map[*shell]struct{}
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newBox creates the per-attempt directories. uid/gid own them (-1: the
+// caller).
+func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
+	b := &box{
+		l: l, id: newID(), uid: uid, gid: gid,
+		limits:  spec.Limits.withDefaults(),
+		workDir: "/app",
+		procs:   map[*exec.Cmd]struct{}{},
+		shells:  map[*shell]struct{}{},
+	}
+	tmp := spec.TempDir
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	root, err := os.MkdirTemp(tmp, "t1-sandbox-"+b.id+"-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
+	}
+	b.root = root
+	b.fsDir = filepath.Join(root, "fs")
+	b.ctlDir = filepath.Join(root, "ctl")
+	// The sandbox user must be able to traverse the root to reach its
+	// directories, never to list or change it.
+	if err := os.Chmod(root, 0o711); err != nil {
+		b.removeAll()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	dirs := []string{"fs", "ctl", "fs/var"}
+	for _, d := range writableDirs {
+		dirs = append(dirs, "fs"+d)
+	}
+	dirs = append(dirs, "fs/logs/verifier", "fs/logs/agent")
+	for _, d := range dirs {
+		p := filepath.Join(root, d)
+		mode := os.FileMode(0o755)
+		switch d {
+		case "fs/tmp", "fs/var/tmp":
+			mode = 0o1777
+		case "fs/root", "ctl":
+			mode = 0o700
+		case "fs", "fs/var":
+			mode = 0o711
+		}
+		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+			b.removeAll()
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			b.removeAll()
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		if uid >= 0 && d != "fs" && d != "fs/var" {
+			if err := os.Chown(p, uid, gid); err != nil {
+				b.removeAll()
+				return nil, fmt.Errorf("sandbox: %w", err)
+			}
+		}
+	}
+	if b.fsRoot, err = os.OpenRoot(b.fsDir); err != nil {
+		b.removeAll()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if spec.WorkDir != "" {
+		b.workDir = spec.WorkDir
+	}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.env = append(b.env, k+"="+spec.Env[k])
+	}
+	return b, nil
+}
+
+func (b *box) removeAll() {
+	if b.fsRoot != nil {
+		b.fsRoot.Close()
+	}
+	if err := os.RemoveAll(b.root); err != nil {
+		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
+	}
+}
+
+func (b *box) Info() Info {
+	iso, why := b.l.isolated()
+	paths := map[string]string{}
+	for _, d := range writableDirs {
+		paths[d] = filepath.Join(b.fsDir, d)
+	}
+	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits}
+}
+
+// rel resolves a sandbox path (absolute, or relative to the work
+// directory) to a path relative to fsDir, and checks that it lies in a
+// writable directory.
+func (b *box) rel(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("sandbox: empty path")
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(b.workDir, p)
+	}
+	p = path.Clean(p)
+	for _, d := range writableDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return strings.TrimPrefix(p, "/"), nil
+		}
+	}
+	return "", fmt.Errorf("sandbox: %s is not in a writable sandbox directory (%s)", p, strings.Join(writableDirs, ", "))
+}
+
+// hostPath is where the host keeps the sandbox path p.
+func (b *box) hostPath(p string) (string, error) {
+	r, err := b.rel(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(b.fsDir, r), nil
+}
+
+// baseEnv is the scrubbed environment every command starts from.
+func (b *box) baseEnv() []string {
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + b.l.visible(b, "/root"),
+		"TERM=dumb",
+		"LANG=C.UTF-8",
+		"T1_SANDBOX=" + b.id,
+	}
+	if v := b.l.visible(b, "/tmp"); v != "/tmp" {
+		env = append(env, "TMPDIR="+v)
+	}
+	return env
+}
+
+// mergeEnv returns base overridden by each later list, keeping the first
+// position of every key.
+func mergeEnv(lists ...[]string) []string {
+	var out []string
+	idx := map[string]int{}
+	for _, l := range lists {
+		for _, kv := range l {
+			k, _, _ := strings.Cut(kv, "=")
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (b *box) timeout(d time.Duration) time.Duration {
+	if d <= 0 || d > b.limits.WallClock {
+		return b.limits.WallClock
+	}
+	return d
+}
+
+// wrap prefixes argv with the bash prologue that applies the rlimits.
+func (b *box) wrap(argv []string) []string {
+	script := b.limits.ulimitScript(b.l.enforcesNproc()) + `; exec "$@"`
+	return append([]string{"/bin/bash", "-c", script, "t1-sandbox"}, argv...)
+}
+
+func (b *box) track(c *exec.Cmd) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.procs[c] = struct{}{}
+	return nil
+}
+
+func (b *box) untrack(c *exec.Cmd) {
+	b.mu.Lock()
+	delete(b.procs, c)
+	b.mu.Unlock()
+}
+
+// killTree kills a started command and everything it started: bwrap's
+// pid namespace dies with it; the plain backend's process group is killed
+// whole.
+func killTree(c *exec.Cmd) {
+	if c.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	_ = c.Process.Kill()
+}
+
+// Exec implements Sandbox.
+func (b *box) Exec(ctx context.Context, c Cmd) (Result, error) {
+	argv := c.Args
+	switch {
+	case len(c.Args) > 0 && c.Script != "":
+		return Result{}, errors.New("sandbox: Cmd has both Args and Script")
+	case c.Script != "":
+		argv = []string{"bash", "-c", c.Script}
+	case len(c.Args) == 0:
+		return Result{}, errors.New("sandbox: Cmd has neither Args nor Script")
+	}
+	dir := c.Dir
+	if dir == "" {
+		dir = b.workDir
+	}
+	env := mergeEnv(b.baseEnv(), b.env, c.Env)
+	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User)
+	if err != nil {
+		return Result{}, err
+	}
+	cmd.Stdin = c.Stdin
+	return b.run(ctx, cmd, c.Timeout, c.MaxOutput, c.StreamStdout, c.StreamStderr)
+}
+
+// run starts cmd, collects bounded output, enforces the wall clock and the
+// disk budget, and kills whatever the command left behind.
+func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, maxOut int, so, se interface{ Write([]byte) (int, error) }) (Result, error) {
+	start := time.Now()
+	stdout, stderr := newHeadTail(maxOut, so), newHeadTail(maxOut, se)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := b.track(cmd); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return Result{}, err
+	}
+	defer b.untrack(cmd)
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return Result{}, fmt.Errorf("sandbox: start %s: %w", cmd.Path, err)
+	}
+	var copies sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w *headTail
+	}{{outR, stdout}, {errR, stderr}} {
+		copies.Go(func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := p.r.Read(buf)
+				if n > 0 {
+					_, _ = p.w.Write(buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	timer := time.NewTimer(b.timeout(timeout))
+	defer timer.Stop()
+	watch := b.watchDisk()
+	defer watch.stop()
+
+	var res Result
+	var werr, ctxErr error
+	select {
+	case werr = <-waited:
+	case <-timer.C:
+		res.TimedOut = true
+		killTree(cmd)
+		werr = <-waited
+	case <-watch.exceeded:
+		res.DiskExceeded = true
+		killTree(cmd)
+		werr = <-waited
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		killTree(cmd)
+		werr = <-waited
+	}
+	// Nothing a command starts may outlive it; for bwrap the pid namespace
+	// has already gone with its init.
+	killTree(cmd)
+	// A process that escaped the group may still hold the pipes: stop
+	// reading after a grace period.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
+	copies.Wait()
+	outR.Close()
+	errR.Close()
+
+	res.ExitCode = exitCode(cmd, werr)
+	if res.TimedOut || res.DiskExceeded || ctxErr != nil {
+		res.ExitCode = -1
+	}
+	if !res.DiskExceeded {
+		res.DiskExceeded = watch.final()
+	}
+	var t1, t2 bool
+	res.Stdout, t1 = stdout.result()
+	res.Stderr, t2 = stderr.result()
+	res.Truncated = t1 || t2
+	if res.DiskExceeded {
+		res.Stderr += watch.notice()
+		if res.ExitCode == 0 {
+			res.ExitCode = 1
+		}
+	}
+	if res.TimedOut {
+		res.Stderr += fmt.Sprintf("\n[t1 sandbox: command timed out after %s and was killed]\n", b.timeout(timeout))
+	}
+	res.Duration = time.Since(start)
+	if ctxErr != nil {
+		return res, fmt.Errorf("sandbox: command interrupted: %w", ctxErr)
+	}
+	return res, nil
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	st := cmd.ProcessState
+	if st == nil {
+		return -1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+// Close implements Sandbox.
+func (b *box) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	procs := make([]*exec.Cmd, 0, len(b.procs))
+	for c := range b.procs {
+		procs = append(procs, c)
+	}
+	shells := make([]*shell, 0, len(b.shells))
+	for s := range b.shells {
+		shells = append(shells, s)
+	}
+	b.mu.Unlock()
+	for _, s := range shells {
+		s.Close()
+	}
+	for _, c := range procs {
+		killTree(c)
+	}
+	// Whatever escaped a process group (setsid, double fork) still carries
+	// the sandbox's marker in its environment, or runs as its host uid.
+	b.killStragglers()
+	b.removeAll()
+	return nil
+}
+
+// killStragglers kills, until none is left, every process whose
+// environment carries this sandbox's marker or that runs as the
+// sandbox's own host uid.
+func (b *box) killStragglers() {
+	for range 20 {
+		pids := b.findProcesses()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// findProcesses lists live processes that belong to the sandbox.
+func (b *box) findProcesses() []int {
+	return FindProcesses(b.id, b.uid)
+}
+
+// FindProcesses scans /proc for processes whose environment holds
+// T1_SANDBOX=id or, when uid > 0, whose real uid is uid. Zombies are
+// skipped: they hold no resources but a pid.
+func FindProcesses(id string, uid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	marker := []byte("T1_SANDBOX=" + id + "\x00")
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == self {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		if procState(status) == 'Z' {
+			continue
+		}
+		if uid > 0 && procUID(status) == uid {
+			pids = append(pids, pid)
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && (slices.Equal(env, marker[:len(marker)-1]) || containsEnv(env, marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func containsEnv(env, marker []byte) bool {
+	s := "\x00" + string(env) + "\x00"
+	return strings.Contains(s, "\x00"+string(marker))
+}
+
+func procState(status []byte) byte {
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			v = strings.TrimSpace(v)
+			if v != "" {
+				return v[0]
+			}
+		}
+	}
+	return 0
+}
+
+func procUID(status []byte) int {
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			var uid int
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d", &uid); err == nil {
+				return uid
+			}
+		}
+	}
+	return -1
+}

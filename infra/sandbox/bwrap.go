@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Bubblewrap runs each sandbox in new user, pid, network, ipc and uts
+// namespaces with bwrap(1): the host's /usr, /etc and /var read-only, the
+// per-attempt directories writable, loopback-only networking.
+type Bubblewrap struct {
+	// Path is the bwrap binary; empty means "bwrap" in PATH.
+	Path string
+
+	once     sync.Once
+	bin      string
+	probeErr error
+	sysArgs  []string
+}
+
+// Name implements Backend.
+func (bw *Bubblewrap) Name() string { return "bwrap" }
+
+// Available reports whether bwrap is installed and can build a sandbox
+// here (user namespaces allowed). It runs a probe once and remembers the
+// answer.
+func (bw *Bubblewrap) Available() error {
+	bw.once.Do(func() {
+		bw.bin = bw.Path
+		if bw.bin == "" {
+			bw.bin = "bwrap"
+		}
+		p, err := exec.LookPath(bw.bin)
+		if err != nil {
+			bw.probeErr = fmt.Errorf("sandbox: bubblewrap not found (install the bubblewrap package): %w", err)
+			return
+		}
+		bw.bin = p
+		bw.sysArgs = systemArgs()
+		uid := -1
+		if os.Geteuid() == 0 {
+			uid = allocUID()
+		}
+		args := append(append([]string{"--unshare-all", "--die-with-parent"}, bw.sysArgs...), "--", "/bin/true")
+		cmd := exec.Command(bw.bin, args...)
+		cmd.Env = []string{}
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		if uid >= 0 {
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), NoSetGroups: true}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot create namespaces here: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	})
+	return bw.probeErr
+}
+
+// systemArgs binds the host's system directories read-only and recreates
+// the merged-/usr symlinks, since bwrap starts from an empty root.
+func systemArgs() []string {
+	var args []string
+	for _, d := range []string{"/usr", "/etc", "/var"} {
+		args = append(args, "--ro-bind", d, d)
+	}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if t, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", t, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	return append(args, "--proc", "/proc", "--dev", "/dev")
+}
+
+// Start implements Backend.
+func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
+	if err := bw.Available(); err != nil {
+		return nil, err
+	}
+	uid := -1
+	if os.Geteuid() == 0 {
+		uid = allocUID()
+	}
+	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid)
+}
+
+// allocUID picks a host uid for one sandbox: each sandbox gets its own,
+// so RLIMIT_NPROC (counted per uid) contains a fork bomb to its sandbox,
+// and no host file belongs to it. Uids come from a range far above any
+// allocated to people or services and are drawn at random; a uid that
+// some process already runs as is skipped.
+func allocUID() int {
+	const base, span = 1 << 30, 1 << 24
+	for {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		uid := base + int(binary.LittleEndian.Uint32(b[:])%span)
+		if len(FindProcesses("\x00", uid)) == 0 {
+			return uid
+		}
+	}
+}
+
+type bwrapLauncher struct {
+	bw  *Bubblewrap
+	uid int
+}
+
+func (l *bwrapLauncher) name() string { return "bwrap" }
+
+func (l *bwrapLauncher) isolated() (bool, string) {
+	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network"
+}
+
+func (l *bwrapLauncher) enforcesNproc() bool { return l.uid > 0 || os.Geteuid() != 0 }
+
+func (l *bwrapLauncher) visible(_ *box, p string) string { return p }
+
+func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error) {
+	uid := "0"
+	switch user {
+	case "", "root":
+	default:
+		if _, err := strconv.ParseUint(user, 10, 32); err != nil {
+			return nil, fmt.Errorf("sandbox: user %q: want root or a numeric uid", user)
+		}
+		uid = user
+	}
+	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"}
+	args = append(args, l.bw.sysArgs...)
+	for _, d := range writableDirs {
+		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
+	}
+	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
+	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")
+	args = append(args, argv...)
+	cmd := exec.Command(l.bw.bin, args...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if l.uid >= 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}
+	}
+	return cmd, nil
+}
+
+// Auto returns Bubblewrap when bwrap is installed and works here, else
+// Plain, logging a warning that nothing will be isolated.
+func Auto() Backend {
+	bw := &Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		slog.Warn("sandbox: falling back to the plain process backend, which isolates nothing", "reason", err)
+		return &Plain{Why: err.Error()}
+	}
+	return bw
+}
+
+// ByName returns the backend called name: "auto", "bwrap" or "process".
+func ByName(name string) (Backend, error) {
+	switch name {
+	case "", "auto":
+		return Auto(), nil
+	case "bwrap", "bubblewrap":
+		bw := &Bubblewrap{}
+		if err := bw.Available(); err != nil {
+			return nil, err
+		}
+		return bw, nil
+	case "process", "plain":
+		return &Plain{}, nil
+	}
+	return nil, fmt.Errorf("sandbox: unknown backend %q (want auto, bwrap or process)", name)
+}
+
+var errNoUser = errors.New("sandbox: the plain backend runs every command as the calling user")
+
+// waitGone waits up to d for pid to disappear.
+func waitGone(pid int, d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// diskInterval is how often a running command's disk usage is measured.
+// Between two checks a fast writer can overshoot the budget by what it
+// writes in that time, bounded per file by RLIMIT_FSIZE.
+const diskInterval = 200 * time.Millisecond
+
+// usage is the disk space, in bytes of allocated blocks, used by the
+// writable directories; hard links count once and sparse holes not at all.
+func (b *box) usage() int64 {
+	var total int64
+	seen := map[uint64]bool{}
+	_ = filepath.WalkDir(b.fsDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // vanished while walking
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			total += info.Size()
+			return nil
+		}
+		if st.Nlink > 1 && !d.IsDir() {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		total += st.Blocks * 512
+		return nil
+	})
+	return total
+}
+
+// diskWatch measures usage while a command runs.
+type diskWatch struct {
+	b        *box
+	exceeded chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	stopOnce sync.Once
+	mu       sync.Mutex
+	used     int64
+}
+
+func (b *box) watchDisk() *diskWatch {
+	w := &diskWatch{b: b, exceeded: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(diskInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-t.C:
+				if w.check() {
+					return
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// check measures once and reports whether the budget is exceeded.
+func (w *diskWatch) check() bool {
+	u := w.b.usage()
+	w.mu.Lock()
+	w.used = u
+	w.mu.Unlock()
+	if u > w.b.limits.Disk {
+		w.once.Do(func() { close(w.exceeded) })
+		return true
+	}
+	return false
+}
+
+func (w *diskWatch) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+
+// final stops the watch and measures once more, after the command.
+func (w *diskWatch) final() bool {
+	w.stop()
+	return w.check()
+}
+
+func (w *diskWatch) notice() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("\n[t1 sandbox: disk limit exceeded: the writable directories use %s, the limit is %s]\n",
+		FormatSize(w.used), FormatSize(w.b.limits.Disk))
+}

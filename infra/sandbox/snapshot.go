@@ -1,0 +1,469 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// whiteoutPrefix marks a deletion in a layer, as in OCI image layers.
+const (
+	whiteoutPrefix = ".wh."
+	opaqueWhiteout = ".wh..wh..opq"
+)
+
+// entry is what the baseline remembers of one path. ctime is the change
+// detector: the kernel updates it on every write, chmod, rename or link,
+// and a sandbox cannot set it back.
+type entry struct {
+	mode   fs.FileMode // type and permission bits
+	size   int64
+	mtime  time.Time
+	ctime  int64 // nanoseconds
+	ino    uint64
+	target string // symlink target
+}
+
+// manifest maps paths relative to the fs directory ("app/x") to entries.
+type manifest map[string]entry
+
+// scan records every path under the writable directories.
+func (b *box) scan() (manifest, error) {
+	m := manifest{}
+	for _, d := range writableDirs {
+		top := filepath.Join(b.fsDir, d)
+		err := filepath.WalkDir(top, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			info, err := de.Info()
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			rel, _ := filepath.Rel(b.fsDir, p)
+			rel = filepath.ToSlash(rel)
+			e := entry{mode: info.Mode(), size: info.Size(), mtime: info.ModTime()}
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				e.ctime = st.Ctim.Nano()
+				e.ino = st.Ino
+			}
+			if info.Mode()&fs.ModeSymlink != 0 {
+				if e.target, err = os.Readlink(p); err != nil {
+					return err
+				}
+			}
+			m[rel] = e
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: scanning %s: %w", d, err)
+		}
+	}
+	return m, nil
+}
+
+// archivable says whether a layer can carry this kind of file; sockets,
+// fifos and devices are left out.
+func archivable(m fs.FileMode) bool {
+	return m.IsRegular() || m.IsDir() || m&fs.ModeSymlink != 0
+}
+
+// changed says whether cur must be written to the layer given the
+// baseline entry base (ok: the path existed).
+func changed(cur, base entry, ok bool) bool {
+	if !ok || cur.mode != base.mode {
+		return true
+	}
+	switch {
+	case cur.mode.IsDir():
+		return false
+	case cur.mode&fs.ModeSymlink != 0:
+		return cur.target != base.target
+	default:
+		return cur.ino != base.ino || cur.size != base.size || !cur.mtime.Equal(base.mtime) || cur.ctime != base.ctime
+	}
+}
+
+// unixMode converts Go's mode bits to the tar header's.
+func unixMode(m fs.FileMode) int64 {
+	v := int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return v
+}
+
+// goMode converts a tar header's mode bits to Go's permission bits.
+func goMode(v int64) fs.FileMode {
+	m := fs.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// Snapshot implements Sandbox.
+func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	cur, err := b.scan()
+	if err != nil {
+		return err
+	}
+	type item struct {
+		name     string
+		whiteout bool
+	}
+	var items []item
+	for p, e := range cur {
+		if !archivable(e.mode) {
+			continue
+		}
+		base, ok := b.base[p]
+		if changed(e, base, ok) {
+			items = append(items, item{name: p})
+		}
+	}
+	for p, e := range b.base {
+		if _, ok := cur[p]; ok {
+			continue
+		}
+		// A deleted directory's children need no whiteouts of their own.
+		if pe, ok := cur[path.Dir(p)]; !ok || !pe.mode.IsDir() {
+			continue
+		}
+		if !archivable(e.mode) {
+			continue
+		}
+		items = append(items, item{name: p, whiteout: true})
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].name < items[j].name })
+
+	tw := tar.NewWriter(w)
+	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if it.whiteout {
+			hdr := &tar.Header{
+				Typeflag: tar.TypeReg,
+				Name:     path.Join(path.Dir(it.name), whiteoutPrefix+path.Base(it.name)),
+				Mode:     0o600,
+				Format:   tar.FormatPAX,
+			}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return fmt.Errorf("sandbox: snapshot: %w", err)
+			}
+			continue
+		}
+		if err := b.writeEntry(tw, it.name, cur[it.name]); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("sandbox: snapshot: %w", err)
+	}
+	return nil
+}
+
+// topDir says whether p's parent is above the writable directories (p is
+// one of them, or fs/var for var/tmp).
+func topDir(p string) (string, bool) {
+	for _, d := range writableDirs {
+		if "/"+p == d {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+func (b *box) writeEntry(tw *tar.Writer, name string, e entry) error {
+	hdr := &tar.Header{
+		Name:    name,
+		Mode:    unixMode(e.mode),
+		ModTime: e.mtime,
+		Format:  tar.FormatPAX,
+	}
+	switch {
+	case e.mode.IsDir():
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+		return tw.WriteHeader(hdr)
+	case e.mode&fs.ModeSymlink != 0:
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = e.target
+		return tw.WriteHeader(hdr)
+	}
+	f, err := b.fsRoot.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+	}
+	hdr.Typeflag = tar.TypeReg
+	hdr.Size = fi.Size()
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+	}
+	n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
+	if err == nil && n < hdr.Size {
+		err = fmt.Errorf("file shrank from %d to %d bytes while being read", hdr.Size, n)
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+	}
+	return nil
+}
+
+// checkName validates a layer entry's name: relative, clean, inside a
+// writable directory.
+func checkName(name string) (string, error) {
+	n := strings.TrimSuffix(name, "/")
+	if n == "" || strings.HasPrefix(n, "/") || path.Clean(n) != n || n == ".." || strings.HasPrefix(n, "../") {
+		return "", fmt.Errorf("sandbox: restore: entry %q: not a clean relative path", name)
+	}
+	for _, d := range writableDirs {
+		if "/"+n == d || strings.HasPrefix("/"+n, d+"/") {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("sandbox: restore: entry %q: outside the writable directories (%s)", name, strings.Join(writableDirs, ", "))
+}
+
+// restoreMode drops setuid and setgid when the file would belong to the
+// host's root.
+func (b *box) restoreMode(m fs.FileMode) fs.FileMode {
+	if b.uid < 0 && os.Geteuid() == 0 {
+		m &^= fs.ModeSetuid | fs.ModeSetgid
+	}
+	return m
+}
+
+func (b *box) chown(name string) error {
+	if b.uid < 0 {
+		return nil
+	}
+	return b.fsRoot.Lchown(name, b.uid, b.gid)
+}
+
+// Restore implements Sandbox.
+func (b *box) Restore(ctx context.Context, r io.Reader) error {
+	if b.isClosed() {
+		return ErrClosed
+	}
+	tr := tar.NewReader(r)
+	type dirMeta struct {
+		name  string
+		mode  fs.FileMode
+		mtime time.Time
+	}
+	var dirs []dirMeta
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox: restore: %w", err)
+		}
+		name, err := checkName(hdr.Name)
+		if err != nil {
+			return err
+		}
+		base := path.Base(name)
+		dir := path.Dir(name)
+		if strings.HasPrefix(base, whiteoutPrefix) {
+			if base == opaqueWhiteout {
+				if err := b.clearDir(dir); err != nil {
+					return err
+				}
+				continue
+			}
+			target := path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
+			if _, err := checkName(target); err != nil {
+				return err
+			}
+			if _, top := topDir(target); top {
+				return fmt.Errorf("sandbox: restore: entry %q deletes a writable directory itself", hdr.Name)
+			}
+			if err := b.fsRoot.RemoveAll(target); err != nil {
+				return fmt.Errorf("sandbox: restore: %s: %w", hdr.Name, err)
+			}
+			continue
+		}
+		if err := b.ensureParent(name); err != nil {
+			return err
+		}
+		existing, lerr := b.fsRoot.Lstat(name)
+		mode := b.restoreMode(goMode(hdr.Mode))
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if lerr == nil && !existing.IsDir() {
+				if err := b.fsRoot.RemoveAll(name); err != nil {
+					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+				}
+				lerr = fs.ErrNotExist
+			}
+			if lerr != nil {
+				if err := b.fsRoot.Mkdir(name, 0o700); err != nil {
+					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+				}
+			}
+			if err := b.chown(name); err != nil {
+				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+			}
+			dirs = append(dirs, dirMeta{name, mode, hdr.ModTime})
+		case tar.TypeReg:
+			if lerr == nil && !existing.Mode().IsRegular() {
+				if err := b.fsRoot.RemoveAll(name); err != nil {
+					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+				}
+			}
+			if err := b.writeFile(name, tr, mode, hdr.ModTime); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if lerr == nil {
+				if err := b.fsRoot.RemoveAll(name); err != nil {
+					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+				}
+			}
+			if err := b.fsRoot.Symlink(hdr.Linkname, name); err != nil {
+				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+			}
+			if err := b.chown(name); err != nil {
+				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
+			}
+		default:
+			return fmt.Errorf("sandbox: restore: entry %q: unsupported type %q", hdr.Name, hdr.Typeflag)
+		}
+	}
+	// Directory modes and times last: children were written into them, and
+	// a read-only directory would refuse its children.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		if err := b.fsRoot.Chmod(d.name, d.mode); err != nil {
+			return fmt.Errorf("sandbox: restore: %s: %w", d.name, err)
+		}
+		if err := b.fsRoot.Chtimes(d.name, d.mtime, d.mtime); err != nil {
+			return fmt.Errorf("sandbox: restore: %s: %w", d.name, err)
+		}
+	}
+	return nil
+}
+
+// writeFile creates or replaces the regular file name with r's contents.
+func (b *box) writeFile(name string, r io.Reader, mode fs.FileMode, mtime time.Time) error {
+	f, err := b.fsRoot.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("sandbox: write %s: %w", name, err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("sandbox: write %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("sandbox: write %s: %w", name, err)
+	}
+	if err := b.chown(name); err != nil {
+		return fmt.Errorf("sandbox: write %s: %w", name, err)
+	}
+	// After chown, which clears setuid and setgid.
+	if err := b.fsRoot.Chmod(name, mode); err != nil {
+		return fmt.Errorf("sandbox: write %s: %w", name, err)
+	}
+	if !mtime.IsZero() {
+		if err := b.fsRoot.Chtimes(name, mtime, mtime); err != nil {
+			return fmt.Errorf("sandbox: write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ensureParent creates missing parent directories of name (mode 0755,
+// owned by the sandbox user).
+func (b *box) ensureParent(name string) error {
+	dir := path.Dir(name)
+	var missing []string
+	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
+		if fi, err := b.fsRoot.Lstat(d); err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("sandbox: %s: parent %s is not a directory", name, d)
+			}
+			break
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := b.fsRoot.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("sandbox: %s: %w", missing[i], err)
+		}
+		if err := b.chown(missing[i]); err != nil {
+			return fmt.Errorf("sandbox: %s: %w", missing[i], err)
+		}
+	}
+	return nil
+}
+
+// clearDir removes everything inside dir.
+func (b *box) clearDir(dir string) error {
+	f, err := b.fsRoot.Open(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("sandbox: restore: %s: %w", dir, err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("sandbox: restore: %s: %w", dir, err)
+	}
+	for _, n := range names {
+		if err := b.fsRoot.RemoveAll(path.Join(dir, n)); err != nil {
+			return fmt.Errorf("sandbox: restore: %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func (b *box) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
