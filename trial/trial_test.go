@@ -1,0 +1,116 @@
+package trial
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+func backend(t *testing.T) sandbox.Backend {
+	t.Helper()
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 (make setup installs python3-pytest)")
+	}
+	return bw
+}
+
+const testFile = `from pathlib import Path
+
+
+def test_greeting():
+    assert Path("/app/out/greeting.txt").read_text().strip() == "hello, t1"
+
+
+def test_input_kept():
+    assert Path("/app/data/name.txt").read_text().strip() == "t1"
+`
+
+func writeTask(t *testing.T, testSh string) (string, *harbor.Task) {
+	t.Helper()
+	tk, err := harbor.NewBuilder("greet").
+		Instruction("Read the name in `/app/data/name.txt` and write `hello, <name>` to `/app/out/greeting.txt`.\n").
+		Metadata(harbor.Metadata{Difficulty: "easy", Category: "text-processing"}).
+		SetupScript("#!/bin/bash\nmkdir -p /app/data\necho t1 > /app/data/name.txt\n").
+		Solution("#!/bin/bash\nset -e\nmkdir -p /app/out\necho \"hello, $(cat /app/data/name.txt)\" > /app/out/greeting.txt\n").
+		TestScript(testSh).
+		TestFile("test_outputs.py", []byte(testFile)).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "greet")
+	if err := tk.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir, tk
+}
+
+const localTestSh = "#!/bin/bash\ncd /tests && python3 -m pytest -q -p no:cacheprovider --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py\n"
+
+// A Terminal-Bench style test.sh that fetches its tools at verify time.
+const networkTestSh = "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\nsource $HOME/.local/bin/env\nuvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+
+func TestOracleNullAndWrongSolution(t *testing.T) {
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, tk := writeTask(t, localTestSh)
+	opt := Options{Backend: be}
+
+	out, err := Run(ctx, dir, tk, Oracle(dir), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.SolutionExit != 0 || !out.Report.Solved || out.Report.Total != 2 || out.Report.Passed != 2 {
+		t.Fatalf("oracle: exit %d, report %+v, output %q", out.SolutionExit, out.Report, out.SolutionOutput)
+	}
+
+	out, err = Run(ctx, dir, tk, nil, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.SolutionExit != NoSolution || out.Report.Solved || out.Report.Passed != 1 || out.Report.Failed != 1 {
+		t.Fatalf("null run: %+v", out.Report)
+	}
+
+	wrong := &Solution{Script: []byte("#!/bin/bash\nmkdir -p /app/out\necho 'hello, world' > /app/out/greeting.txt\nexit 3\n")}
+	out, err = Run(ctx, dir, tk, wrong, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.SolutionExit != 3 || out.Report.Solved || out.Report.Passed != 1 {
+		t.Fatalf("wrong solution: exit %d, %+v", out.SolutionExit, out.Report)
+	}
+}
+
+// A test.sh that needs the network runs offline with the local pytest and
+// still gives one result per test.
+func TestOfflineVerifier(t *testing.T) {
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, tk := writeTask(t, networkTestSh)
+	out, err := Run(ctx, dir, tk, Oracle(dir), Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Offline || !out.Report.Solved || out.Report.Total != 2 {
+		t.Fatalf("offline: %v, report %+v", out.Offline, out.Report)
+	}
+	out, err = Run(ctx, dir, tk, Oracle(dir), Options{Backend: be, Offline: OfflineNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Offline || out.Report.Solved {
+		t.Fatalf("test.sh without network should fail: %+v", out.Report)
+	}
+}
