@@ -190,7 +190,11 @@ func readArchive(r io.Reader, origin string, lim Limits) (map[string]File, map[s
 		defer zr.Close()
 		src = zr
 	}
-	tr := tar.NewReader(src)
+	// Headers are not file bytes, and the tar reader folds any number of
+	// PAX headers into the next entry, so the decompressed stream gets its
+	// own bound (a bomb of repeated headers).
+	budget := lim.MaxTotalBytes + int64(lim.MaxEntries)*8<<10 + 4<<20
+	tr := tar.NewReader(&boundedReader{r: src, left: budget, origin: origin})
 	files := map[string]File{}
 	dirs := map[string]bool{}
 	var total int64
@@ -202,11 +206,11 @@ func readArchive(r io.Reader, origin string, lim Limits) (map[string]File, map[s
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: entry %d: %w", origin, n+1, err)
 		}
-		if hdr.Typeflag == tar.TypeXGlobalHeader {
-			continue
-		}
 		if n >= lim.MaxEntries {
 			return nil, nil, &Error{Task: origin, Path: quoteName(hdr.Name), Err: fmt.Errorf("%w: more than %d", ErrTooMany, lim.MaxEntries)}
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue
 		}
 		name := strings.TrimPrefix(hdr.Name, "./")
 		if hdr.Typeflag == tar.TypeDir {
@@ -264,4 +268,23 @@ func quoteName(s string) string {
 		return s
 	}
 	return q
+}
+
+// boundedReader fails once more than left bytes have been read.
+type boundedReader struct {
+	r      io.Reader
+	left   int64
+	origin string
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("%w: archive stream longer than its limits allow", ErrTooLarge)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
