@@ -1,0 +1,166 @@
+package moe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/t1pipe/t1/infra/store"
+)
+
+// Checkpoint file names, in a local directory or under a store prefix.
+const (
+	ConfigFile    = "config.json"
+	TokenizerFile = "tokenizer.json"
+	WeightsFile   = "model.safetensors"
+)
+
+// Checkpoint is a model with the tokenizer it was trained with.
+type Checkpoint struct {
+	Model     *Model
+	Tokenizer *Tokenizer
+	// Meta is stored in the safetensors __metadata__ (e.g. a policy
+	// version); it may be nil.
+	Meta map[string]string
+}
+
+func (c *Checkpoint) files() (map[string][]byte, error) {
+	if c.Model == nil || c.Tokenizer == nil {
+		return nil, errors.New("checkpoint: model and tokenizer are both required")
+	}
+	if c.Tokenizer.VocabSize() > c.Model.Cfg.Vocab {
+		return nil, fmt.Errorf("checkpoint: tokenizer has %d ids, the model only %d", c.Tokenizer.VocabSize(), c.Model.Cfg.Vocab)
+	}
+	cfg, err := json.MarshalIndent(c.Model.Cfg, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	tok, err := json.Marshal(c.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	meta := map[string]string{"format": "pt"}
+	for k, v := range c.Meta {
+		meta[k] = v
+	}
+	var w bytes.Buffer
+	if err := WriteSafetensors(&w, c.Model.W.Tensors, meta); err != nil {
+		return nil, err
+	}
+	return map[string][]byte{ConfigFile: append(cfg, '\n'), TokenizerFile: tok, WeightsFile: w.Bytes()}, nil
+}
+
+// parseCheckpoint builds a checkpoint from its three files; where names
+// the source in errors.
+func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Checkpoint, error) {
+	cb, err := get(ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(cb)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", where, ConfigFile, err)
+	}
+	tb, err := get(TokenizerFile)
+	if err != nil {
+		return nil, err
+	}
+	tok := &Tokenizer{}
+	if err := json.Unmarshal(tb, tok); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", where, TokenizerFile, err)
+	}
+	if tok.VocabSize() > cfg.Vocab {
+		return nil, fmt.Errorf("%s/%s: %d ids exceed the config's vocab %d", where, TokenizerFile, tok.VocabSize(), cfg.Vocab)
+	}
+	wb, err := get(WeightsFile)
+	if err != nil {
+		return nil, err
+	}
+	tensors, meta, err := ReadSafetensors(wb)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
+	}
+	m := newModel(cfg)
+	if err := loadTensors(m.W, tensors); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
+	}
+	return &Checkpoint{Model: m, Tokenizer: tok, Meta: meta}, nil
+}
+
+// SaveDir writes the checkpoint's files into dir (created if needed).
+func (c *Checkpoint) SaveDir(dir string) error {
+	files, err := c.files()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for name, b := range files {
+		// Write then rename, so a reader never sees half a file.
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+// LoadDir reads a checkpoint written by SaveDir.
+func LoadDir(dir string) (*Checkpoint, error) {
+	return parseCheckpoint(dir, func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		return b, nil
+	})
+}
+
+// Save puts the checkpoint's files under prefix (keys prefix/config.json,
+// prefix/tokenizer.json, prefix/model.safetensors). The weights go last,
+// so their presence marks a complete checkpoint.
+func (c *Checkpoint) Save(ctx context.Context, st store.ObjectStore, prefix string) error {
+	files, err := c.files()
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{ConfigFile, TokenizerFile, WeightsFile} {
+		b := files[name]
+		key := path.Join(prefix, name)
+		ct := "application/json"
+		if name == WeightsFile {
+			ct = "application/octet-stream"
+		}
+		if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b)), store.PutOptions{ContentType: ct}); err != nil {
+			return fmt.Errorf("checkpoint: put %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// Load reads a checkpoint saved under prefix.
+func Load(ctx context.Context, st store.ObjectStore, prefix string) (*Checkpoint, error) {
+	return parseCheckpoint(prefix, func(name string) ([]byte, error) {
+		key := path.Join(prefix, name)
+		r, _, err := st.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: get %s: %w", key, err)
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: read %s: %w", key, err)
+		}
+		return b, nil
+	})
+}

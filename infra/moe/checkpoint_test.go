@@ -1,0 +1,165 @@
+package moe
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// trainedCheckpoint is a default-tokenizer model after two SFT steps.
+func trainedCheckpoint(t *testing.T) *Checkpoint {
+	t.Helper()
+	tok, err := DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Context = 64
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := NewAdam(m, DefaultAdam())
+	for i := 0; i < 2; i++ {
+		if _, err := SFTStep(m, opt, chatSeqs(t, 32, 2), nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Checkpoint{Model: m, Tokenizer: tok, Meta: map[string]string{"policy_version": "2"}}
+}
+
+func sameCheckpoint(t *testing.T, a, b *Checkpoint) {
+	t.Helper()
+	if a.Model.Cfg != b.Model.Cfg {
+		t.Fatalf("config %+v vs %+v", a.Model.Cfg, b.Model.Cfg)
+	}
+	for i, ta := range a.Model.W.Tensors {
+		tb := b.Model.W.Tensors[i]
+		if ta.Name != tb.Name || !slices.Equal(ta.Shape, tb.Shape) || !slices.Equal(ta.Data, tb.Data) {
+			t.Fatalf("tensor %s differs after reload", ta.Name)
+		}
+	}
+	s := "<|user|>ls -la /tmp<|end|>"
+	if !slices.Equal(a.Tokenizer.Encode(s), b.Tokenizer.Encode(s)) {
+		t.Fatal("tokenizer differs after reload")
+	}
+	if b.Meta["policy_version"] != a.Meta["policy_version"] {
+		t.Fatalf("meta %v", b.Meta)
+	}
+	// Bit-identical weights give bit-identical generations.
+	prompt := a.Tokenizer.Encode("<|user|>list files<|end|><|assistant|>")
+	sp := SamplingParams{Temperature: 1, MaxNewTokens: 16, Seed: 9}
+	ga, err := NewSampler(a.Model, BF16).Generate(context.Background(), prompt, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := NewSampler(b.Model, BF16).Generate(context.Background(), prompt, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ga.OutputIDs, gb.OutputIDs) || !slices.Equal(ga.LogProbs, gb.LogProbs) {
+		t.Fatal("reloaded model samples differently")
+	}
+}
+
+func TestCheckpointDir(t *testing.T) {
+	c := trainedCheckpoint(t)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := c.SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCheckpoint(t, c, back)
+	// A config that does not match the weights is named in the error.
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"vocab":512,"layers":3,"d_model":64,"heads":4,"experts":8,"top_k":2,"d_ff":128,"context":64,"seed":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadDir(dir); err == nil || !strings.Contains(err.Error(), "layers.2") {
+		t.Fatalf("mismatched config: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(`{"vocab":512,"bogus":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadDir(dir); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Fatalf("bad config: %v", err)
+	}
+}
+
+func TestCheckpointStore(t *testing.T) {
+	st := openStore(t)
+	c := trainedCheckpoint(t)
+	if err := c.Save(context.Background(), st, "runs/test/policy/v2"); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(context.Background(), st, "runs/test/policy/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCheckpoint(t, c, back)
+	if _, err := Load(context.Background(), st, "runs/test/policy/none"); err == nil || !strings.Contains(err.Error(), "runs/test/policy/none/config.json") {
+		t.Fatalf("missing checkpoint: %v", err)
+	}
+}
+
+func TestSafetensorsRejects(t *testing.T) {
+	var buf bytes.Buffer
+	ts := []*Tensor{{Name: "a", Shape: []int{2}, Data: []float32{1, 2}}, {Name: "b", Shape: []int{1, 1}, Data: []float32{3}}}
+	if err := WriteSafetensors(&buf, ts, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	got, meta, err := ReadSafetensors(good)
+	if err != nil || meta["k"] != "v" || !slices.Equal(got["a"].Data, []float32{1, 2}) || !slices.Equal(got["b"].Shape, []int{1, 1}) {
+		t.Fatalf("round trip: %v %v %v", got, meta, err)
+	}
+	if (len(good)-8-12)%8 != 0 {
+		// header is padded to 8 bytes
+		t.Fatalf("header not 8-byte aligned")
+	}
+	cases := map[string][]byte{
+		"short":     good[:4],
+		"trailing":  append(slices.Clone(good), 0, 0, 0, 0),
+		"truncated": good[:len(good)-4],
+		"dtype":     bytes.Replace(slices.Clone(good), []byte(`"F32"`), []byte(`"F16"`), 1),
+	}
+	for name, b := range cases {
+		if _, _, err := ReadSafetensors(b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func FuzzReadSafetensors(f *testing.F) {
+	var buf bytes.Buffer
+	_ = WriteSafetensors(&buf, []*Tensor{{Name: "x", Shape: []int{3}, Data: []float32{1, 2, 3}}}, nil)
+	f.Add(buf.Bytes())
+	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{}              "))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, meta, err := ReadSafetensors(b)
+		if err != nil {
+			return
+		}
+		// Whatever parses re-encodes and parses to the same tensors.
+		var list []*Tensor
+		for _, v := range ts {
+			list = append(list, v)
+		}
+		slices.SortFunc(list, func(a, b *Tensor) int { return strings.Compare(a.Name, b.Name) })
+		var out bytes.Buffer
+		if err := WriteSafetensors(&out, list, meta); err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := ReadSafetensors(out.Bytes())
+		if err != nil || len(again) != len(ts) {
+			t.Fatalf("re-read: %v", err)
+		}
+	})
+}
