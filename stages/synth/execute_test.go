@@ -1,0 +1,74 @@
+package synth
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/trial"
+)
+
+func backend(t *testing.T) sandbox.Backend {
+	t.Helper()
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	return bw
+}
+
+// Grown tasks are kept only by execution: the oracle passes everything,
+// the parent's solution fails exactly the new assertions.
+func TestExecuteKeepsGrownTasks(t *testing.T) {
+	opt := trial.Options{Backend: backend(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := range 2 {
+		parentRefs := Seed(rng)
+		childRefs, err := Extend(parentRefs, 2, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, _ := Build(parentRefs)
+		child, _ := Build(childRefs)
+		tk, err := child.Task(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Execute(ctx, child, parent, tk, filepath.Join(t.TempDir(), tk.Name), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Keep {
+			t.Fatalf("task %d (%v) dropped: %s", i, childRefs, v.Reason)
+		}
+		if got := v.Parent.Report.Failed + v.Parent.Report.Errors; got != len(v.New) {
+			t.Fatalf("parent's solution fails %d assertions, want the %d new ones", got, len(v.New))
+		}
+	}
+}
+
+// A child whose new step the parent's solution already satisfies is
+// dropped: its extension adds no work.
+func TestExecuteDropsAChildThatAddsNothing(t *testing.T) {
+	opt := trial.Options{Backend: backend(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	refs := []StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
+	sp, _ := Build(refs)
+	// The "parent" here is the task itself: its solution passes all.
+	tk, _ := sp.Task(1)
+	parent := *sp
+	parent.Checks = sp.Checks[:0]
+	v, err := Execute(ctx, sp, &parent, tk, filepath.Join(t.TempDir(), tk.Name), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Keep {
+		t.Fatal("kept a child whose new assertions the parent's solution passes")
+	}
+}
