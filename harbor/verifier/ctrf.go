@@ -84,7 +84,7 @@ func ParseCTRF(data []byte) ([]Assertion, error) {
 		}
 		out = append(out, a)
 	}
-	return out, nil
+	return mergeDuplicates(out), nil
 }
 
 // jsonString accepts a JSON string, or null / absent as "".

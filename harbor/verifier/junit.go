@@ -109,7 +109,30 @@ func ParseJUnit(data []byte) ([]Assertion, error) {
 	if !sawRoot {
 		return nil, errors.New("no <testsuites> or <testsuite> element")
 	}
-	return out, nil
+	return mergeDuplicates(out), nil
+}
+
+// statusRank orders outcomes from best to worst for merging.
+var statusRank = map[Status]int{Passed: 0, Skipped: 1, Error: 2, Failed: 3}
+
+// mergeDuplicates folds repeated names into one assertion with the worst
+// outcome: pytest reports a teardown error as a second <testcase> with the
+// test's own name, and a test is one assertion however many phases fail.
+func mergeDuplicates(as []Assertion) []Assertion {
+	idx := make(map[string]int, len(as))
+	out := as[:0]
+	for _, a := range as {
+		i, ok := idx[a.Name]
+		if !ok {
+			idx[a.Name] = len(out)
+			out = append(out, a)
+			continue
+		}
+		if statusRank[a.Status] > statusRank[out[i].Status] {
+			out[i] = a
+		}
+	}
+	return out
 }
 
 func attr(t xml.StartElement, name string) string {

@@ -152,14 +152,18 @@ func Parse(dir string, exitCode int) *Report {
 // Build applies the precedence order to files already read.
 func Build(files Files, exitCode int) *Report {
 	r := &Report{ExitCode: exitCode}
-	note := func(name string, err error) {
-		r.Problems = append(r.Problems, fmt.Sprintf("%s: %s", name, bound(err.Error(), MaxMessageBytes)))
+	// Reward files are parsed first, so that Reward is filled whatever
+	// wins, but their problems are listed after those of the sources that
+	// come before them.
+	var rewardProblems []string
+	note := func(to *[]string, name string, err error) {
+		*to = append(*to, fmt.Sprintf("%s: %s", name, bound(err.Error(), MaxMessageBytes)))
 	}
-	// Reward files first, so that Reward is filled whatever wins.
+	defer func() { r.Problems = append(r.Problems, rewardProblems...) }()
 	var jsonReward, txtReward *float64
 	if data, ok := files[RewardJSONFile]; ok {
 		if v, all, err := ParseRewardJSON(data); err != nil {
-			note(RewardJSONFile, err)
+			note(&rewardProblems, RewardJSONFile, err)
 			r.Rewards = all
 		} else {
 			jsonReward, r.Rewards = &v, all
@@ -167,13 +171,13 @@ func Build(files Files, exitCode int) *Report {
 	}
 	if data, ok := files[RewardTxtFile]; ok {
 		if v, err := ParseRewardTxt(data); err != nil {
-			note(RewardTxtFile, err)
+			note(&rewardProblems, RewardTxtFile, err)
 		} else {
 			txtReward = &v
 		}
 	}
 	if jsonReward != nil && txtReward != nil && *jsonReward != *txtReward {
-		r.Problems = append(r.Problems, fmt.Sprintf("reward.json says %v, reward.txt says %v; reward.json is used", *jsonReward, *txtReward))
+		rewardProblems = append(rewardProblems, fmt.Sprintf("reward.json says %v, reward.txt says %v; reward.json is used", *jsonReward, *txtReward))
 	}
 	r.Reward = jsonReward
 	if r.Reward == nil {
@@ -194,7 +198,7 @@ func Build(files Files, exitCode int) *Report {
 			err = errors.New("no tests reported")
 		}
 		if err != nil {
-			note(src.name, err)
+			note(&r.Problems, src.name, err)
 			continue
 		}
 		r.Source, r.Assertions = src.source, as
