@@ -98,7 +98,38 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if os.Geteuid() == 0 {
 		uid = allocUID()
 	}
+	if uid >= 0 {
+		tmp := spec.TempDir
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		if err := searchable(tmp); err != nil {
+			return nil, err
+		}
+	}
 	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid)
+}
+
+// searchable checks that every directory from / down to dir lets others
+// through (o+x): bwrap runs as the sandbox's own uid and must reach the
+// per-attempt directories it binds.
+func searchable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("sandbox: temporary directory: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("sandbox: temporary directory %s: %s (mode %o) does not let other users through; bwrap runs each sandbox as its own uid, so every parent of Spec.TempDir must be o+x", abs, d, fi.Mode().Perm())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 // allocUID picks a host uid for one sandbox: each sandbox gets its own,
@@ -149,6 +180,9 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
 	}
 	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
+	// The root itself is bwrap's tmpfs: read-only, so that everything a
+	// command writes lands in a directory the snapshot covers.
+	args = append(args, "--remount-ro", "/")
 	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)

@@ -39,14 +39,14 @@ type shell struct {
 	b    *box
 	opts ShellOptions
 
-	mu      sync.Mutex // serialises Run, restart and Close
-	closed  bool
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	out     *markerReader
-	errs    *markerReader
-	n       int
-	exited  chan struct{} // closed when the shell process has exited
+	mu     sync.Mutex // serialises Run, restart and Close
+	closed bool
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *markerReader
+	errs   *markerReader
+	n      int
+	exited chan struct{} // closed when the shell process has exited
 }
 
 // Shell implements Sandbox.
