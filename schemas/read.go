@@ -198,22 +198,19 @@ func (o *Object) Arrow(ctx context.Context, columns []string, mem memory.Allocat
 	if len(columns) == 0 {
 		tbl, err = fr.ReadTable(ctx)
 	} else {
-		schema, serr := fr.Schema()
-		if serr != nil {
-			return nil, fmt.Errorf("%s: %w", o.Key, serr)
-		}
+		descr := pr.MetaData().Schema
 		var idx []int
 		for _, c := range columns {
-			fi := schema.FieldIndices(c)
-			if len(fi) == 0 {
+			// pqarrow selects leaf columns; take every leaf under c.
+			n := len(idx)
+			for i := range descr.NumColumns() {
+				if p := descr.Column(i).ColumnPath(); len(p) > 0 && p[0] == c {
+					idx = append(idx, i)
+				}
+			}
+			if len(idx) == n {
 				return nil, fmt.Errorf("%s: no column %q in table %s", o.Key, c, o.Table.Name)
 			}
-			// Leaf indices of the top-level field: pqarrow selects leaves.
-			leaves, lerr := fr.Manifest.GetFieldIndices([]int{fi[0]})
-			if lerr != nil {
-				return nil, fmt.Errorf("%s: column %q: %w", o.Key, c, lerr)
-			}
-			idx = append(idx, leaves...)
 		}
 		rgs := make([]int, pr.NumRowGroups())
 		for i := range rgs {

@@ -59,6 +59,8 @@ func newRoot() *cobra.Command {
 		statusCmd(g),
 		eventsCmd(g),
 		runCmd(g),
+		queryCmd(g),
+		inspectCmd(g),
 	)
 	return root
 }
