@@ -38,6 +38,42 @@ var networkTools = map[string][]string{
 	"gem":     {"install"},
 }
 
+// commandWords returns the indexes of words in command position: first in
+// the line or after an operator or a keyword, past variable assignments
+// and wrappers (sudo, env, exec …); "python3 -m pip" puts pip there too.
+func commandWords(words []string) []int {
+	var out []int
+	atCmd := true
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if isOperator(w) || w == "&&" || w == "||" {
+			atCmd = true
+			continue
+		}
+		if !atCmd {
+			continue
+		}
+		switch {
+		case slices.Contains([]string{"then", "do", "else", "elif", "if", "while", "until", "!", "sudo", "exec", "time", "env", "nohup", "command", "xargs", "timeout"}, w):
+			continue
+		case strings.Contains(w, "=") && !strings.HasPrefix(w, "-") && !strings.Contains(w[:strings.Index(w, "=")], "/"):
+			continue // FOO=bar
+		case strings.HasPrefix(w, "-") || isDuration(w):
+			continue // options of a wrapper (timeout 60, env -i)
+		}
+		out = append(out, i)
+		if b := path.Base(w); strings.HasPrefix(b, "python") && i+2 < len(words) && words[i+1] == "-m" {
+			out = append(out, i+2)
+		}
+		atCmd = false
+	}
+	return out
+}
+
+func isDuration(w string) bool {
+	return w != "" && strings.Trim(w, "0123456789.smhd") == ""
+}
+
 // toolFamily folds command words into the families callers care about.
 var toolFamily = map[string]string{"uvx": "uv", "pip3": "pip", "apt-get": "apt"}
 
@@ -49,12 +85,13 @@ func NetworkInstalls(script []byte) []NetworkUse {
 	var out []NetworkUse
 	for _, cmd := range logicalLines(string(script)) {
 		words := shellWords(cmd.text)
-		for i, w := range words {
-			base := path.Base(w)
+		for i, w := range commandWords(words) {
+			base := path.Base(words[w])
 			subs, ok := networkTools[base]
 			if !ok {
 				continue
 			}
+			i = w
 			// "python3 -m pip install" reaches here through "pip".
 			if subs != nil {
 				if i+1 >= len(words) || !slices.Contains(subs, words[i+1]) {
