@@ -1,0 +1,76 @@
+// Package inference is t1's token-in, token-out generation API, shaped like
+// SGLang's native /generate, with three backends:
+//
+//   - Reference: the in-process reference MoE (infra/moe) at bf16 or f32
+//     serving precision, with SetPolicy to swap in new weights and a
+//     weight version;
+//   - SGLang: a client of an SGLang server's POST /generate (start it with
+//     --enable-return-routed-experts to get routing), or of t1's own
+//     Server, which answers in the same format;
+//   - VLLM: a client of vLLM's OpenAI-compatible POST /v1/completions with a
+//     token-id prompt; it marks routing as unavailable.
+//
+// Server exposes any Engine over HTTP (`t1 serve-policy`). Its /generate
+// mirrors SGLang's wire format so that the SGLang client can be tested end
+// to end against it over a real connection, and so that rollout code can
+// switch between the embedded engine and a GPU SGLang server by URL alone.
+//
+// # Request (POST /generate)
+//
+//	{"input_ids": [int…],                     one sequence; batches are rejected
+//	 "sampling_params": {"temperature": 1.0,  0 = greedy
+//	                     "top_p": 1.0,
+//	                     "max_new_tokens": 128,
+//	                     "stop_token_ids": [int…],
+//	                     "sampling_seed": 0},
+//	 "return_logprob": true,
+//	 "return_routed_experts": true}
+//
+// Missing sampling fields take SGLang's defaults (temperature 1, top_p 1,
+// 128 new tokens). "text" prompts and "stream" are refused with 400.
+//
+// # Response
+//
+//	{"text": "…",                              decoded output (reference server only)
+//	 "output_ids": [int…],
+//	 "meta_info": {
+//	   "id": "t1-17",
+//	   "finish_reason": {"type": "stop", "matched": 5} | {"type": "length", "length": 128},
+//	   "prompt_tokens": 12, "completion_tokens": 40,
+//	   "output_token_logprobs": [[logprob, token_id, text|null], …],
+//	   "routed_experts": "<base64>",           int32 little endian, C order
+//	   "routed_experts_shape": [51, 2, 2],    t1 extension: [prompt+completion−1, layers, top_k]
+//	   "weight_version": "v3"}}
+//
+// routed_experts holds the experts every processed token used at every MoE
+// layer: all prompt tokens and every generated token except the last
+// (which is never fed back), so numpy reads it as
+// frombuffer(b64decode(s), "<i4").reshape(prompt+completion−1, layers, top_k).
+// SGLang does not send the shape; the SGLang client takes layers and top_k
+// from its options (the inference configuration) unless the server sends
+// routed_experts_shape. Errors are {"error": {"message": …, "code": …}},
+// 400 for a bad request.
+//
+// # Field mapping
+//
+//	GenerateResponse      SGLang /generate                      vLLM /v1/completions
+//	OutputIDs             output_ids (else ids in the           choices[0].token_ids (return_token_ids),
+//	                      output_token_logprobs tuples)         else "token_id:<id>" in logprobs.tokens
+//	OutputTokenLogprobs   meta_info.output_token_logprobs[i][0] choices[0].logprobs.token_logprobs (logprobs: 0)
+//	RoutedExperts         meta_info.routed_experts (base64)     not returned: RoutingUnavailable is set
+//	FinishReason          meta_info.finish_reason.type          choices[0].finish_reason
+//	MatchedStop           meta_info.finish_reason.matched       choices[0].stop_reason (when a token id)
+//	PromptTokens          meta_info.prompt_tokens               usage.prompt_tokens
+//	CompletionTokens      meta_info.completion_tokens           usage.completion_tokens
+//	WeightVersion         meta_info.weight_version              (none)
+//	SamplingParams.Seed   sampling_params.sampling_seed         seed
+//
+// # Log-probs
+//
+// Every backend reports the log-prob of each sampled token under the
+// distribution it was drawn from (temperature-scaled, top-p truncated and
+// renormalised), as SGLang does by default; with temperature 1 and top_p 1
+// that is the model's own log-prob, which the trainer recomputes. Greedy
+// sampling reports the temperature-1 log-softmax. Log-probs cross HTTP as
+// JSON numbers and come back bit-identical (float32 → float64 → float32).
+package inference
