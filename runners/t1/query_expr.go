@@ -251,7 +251,7 @@ func parseLiteral(t token) (literal, error) {
 
 var cmpFuncs = map[string]string{"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 
-func (c *cmpExpr) columns(add func(string)) { add(c.col) }
+func (c *cmpExpr) columns(add func(string))  { add(c.col) }
 func (b *boolExpr) columns(add func(string)) { b.l.columns(add); b.r.columns(add) }
 func (n *notExpr) columns(add func(string))  { n.x.columns(add) }
 
