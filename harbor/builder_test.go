@@ -57,7 +57,7 @@ func TestBuilder(t *testing.T) {
 	}
 
 	// Extending a seed leaves the seed alone.
-	ext, err := From(back).Instruction(back.Instruction + "Then count them.\n").
+	ext, err := From(back).Instruction(back.Instruction+"Then count them.\n").
 		File("solution/count.sh", []byte("#!/bin/sh\nwc -l /app/data.csv\n"), 0o755).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -77,15 +77,15 @@ func TestBuilderErrors(t *testing.T) {
 		b    *Builder
 		want string
 	}{
-		"no test script": {NewBuilder("x").Instruction("i"), "tests/test.sh: required file is missing"},
-		"bad difficulty": {NewBuilder("x").Instruction("i").TestScript("true").Metadata(Metadata{Difficulty: "legendary"}), `[metadata] difficulty: "legendary"`},
-		"negative timeout": {NewBuilder("x").Instruction("i").TestScript("true").Timeouts(-1, 0), "[agent] timeout_sec: must not be negative"},
+		"no test script":    {NewBuilder("x").Instruction("i"), "tests/test.sh: required file is missing"},
+		"bad difficulty":    {NewBuilder("x").Instruction("i").TestScript("true").Metadata(Metadata{Difficulty: "legendary"}), `[metadata] difficulty: "legendary"`},
+		"negative timeout":  {NewBuilder("x").Instruction("i").TestScript("true").Timeouts(-1, 0), "[agent] timeout_sec: must not be negative"},
 		"empty instruction": {NewBuilder("x").TestScript("true"), "instruction.md: is empty"},
-		"traversal":        {NewBuilder("x").File("../etc/passwd", nil, 0), `file "../etc/passwd"`},
-		"reserved name":    {NewBuilder("x").File("task.toml", nil, 0), "use Instruction or Config"},
-		"setuid":           {NewBuilder("x").File("environment/x", nil, 0o4755), "more than permission bits"},
-		"non-UTF-8":        {NewBuilder("x").Instruction("caf\xe9").TestScript("true"), "not valid UTF-8"},
-		"file under file":  {NewBuilder("x").Instruction("i").TestScript("true").File("tests/test.sh/x", nil, 0), "tests/test.sh is a file"},
+		"traversal":         {NewBuilder("x").File("../etc/passwd", nil, 0), `file "../etc/passwd"`},
+		"reserved name":     {NewBuilder("x").File("task.toml", nil, 0), "use Instruction or Config"},
+		"setuid":            {NewBuilder("x").File("environment/x", nil, 0o4755), "more than permission bits"},
+		"non-UTF-8":         {NewBuilder("x").Instruction("caf\xe9").TestScript("true"), "not valid UTF-8"},
+		"file under file":   {NewBuilder("x").Instruction("i").TestScript("true").File("tests/test.sh/x", nil, 0), "tests/test.sh is a file"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

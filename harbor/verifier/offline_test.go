@@ -17,17 +17,17 @@ import (
 
 func TestNetworkInstalls(t *testing.T) {
 	cases := map[string][]string{
-		"apt-get update\napt-get install -y curl\n":                                  {"apt", "apt"},
-		"curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\n":                    {"curl"},
-		"uvx \\\n  --with pytest==8.4.1 \\\n  pytest /tests/test_outputs.py\n":       {"uv"},
-		"python3 -m pip install --no-cache-dir requests\n":                           {"pip"},
-		"uv pip install --system numpy\n":                                            {"uv"},
-		"if ! command -v wget; then exit 1; fi; wget -q http://x/y\n":                {"wget"},
-		"git clone https://example.com/r.git && npm ci\n":                            {"git"},
+		"apt-get update\napt-get install -y curl\n":                                   {"apt", "apt"},
+		"curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\n":                     {"curl"},
+		"uvx \\\n  --with pytest==8.4.1 \\\n  pytest /tests/test_outputs.py\n":        {"uv"},
+		"python3 -m pip install --no-cache-dir requests\n":                            {"pip"},
+		"uv pip install --system numpy\n":                                             {"uv"},
+		"if ! command -v wget; then exit 1; fi; wget -q http://x/y\n":                 {"wget"},
+		"git clone https://example.com/r.git && npm ci\n":                             {"git"},
 		"# curl https://example.com is only mentioned here\npython3 -m pytest x.py\n": nil,
-		"pip list\napt-cache policy curl\nuv --version\n":                            nil,
-		"echo done # apt-get install later\n":                                        nil,
-		"/usr/bin/curl -o /tmp/x https://example.com\n":                              {"curl"},
+		"pip list\napt-cache policy curl\nuv --version\n":                             nil,
+		"echo done # apt-get install later\n":                                         nil,
+		"/usr/bin/curl -o /tmp/x https://example.com\n":                               {"curl"},
 	}
 	for script, want := range cases {
 		var got []string

@@ -134,14 +134,14 @@ func TestRewardFiles(t *testing.T) {
 		t.Fatal(v, err)
 	}
 	for in, want := range map[string]string{
-		`{"a": 1, "b": 2}`:   `no "reward" key among 2 metrics`,
-		`{"reward": "1"}`:    `"reward": want a number`,
-		`{}`:                 "no metrics",
-		`null`:               "got null",
-		`[1]`:                "want a JSON object",
-		`{"reward": 1e999}`:  "want a number",
-		`{"reward": true}`:   "want a number",
-		"{\"reward\": 1}x":   "want a JSON object",
+		`{"a": 1, "b": 2}`:  `no "reward" key among 2 metrics`,
+		`{"reward": "1"}`:   `"reward": want a number`,
+		`{}`:                "no metrics",
+		`null`:              "got null",
+		`[1]`:               "want a JSON object",
+		`{"reward": 1e999}`: "want a number",
+		`{"reward": true}`:  "want a number",
+		"{\"reward\": 1}x":  "want a JSON object",
 	} {
 		if _, _, err := ParseRewardJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseRewardJSON(%s): %v, want %q", in, err, want)
