@@ -1,0 +1,152 @@
+// Package sandbox gives each agent attempt a fresh, isolated shell: a
+// Backend starts a Sandbox from a Harbor task directory; the Sandbox runs
+// one-off commands (Exec) and persistent bash sessions (Shell), moves files
+// in and out (Upload, Download), captures what the attempt changed as a
+// tar layer (Snapshot) and replays it into a fresh sandbox (Restore).
+// Close kills every process the sandbox started and removes its
+// directories. The sandboxtest sub-package holds the conformance suite
+// both backends pass.
+//
+// # Backends
+//
+// Bubblewrap (bwrap(1), Debian's 0.8.0 or newer) runs every command in new
+// user, pid, network, ipc and uts namespaces (--unshare-all,
+// --die-with-parent, --new-session). bwrap starts from an empty root; the
+// sandbox binds the host's /usr, /etc and /var read-only, recreates the
+// /bin, /sbin, /lib, /lib64 links, mounts a fresh /proc and /dev, binds
+// the per-attempt host directories writable at
+//
+//	/app  /tmp  /logs (with /logs/verifier, /logs/agent)  /tests  /solution  /root  /var/tmp
+//
+// and remounts the root read-only, so every write lands where Snapshot
+// looks. The network namespace holds only a loopback interface of its own:
+// the host's 127.0.0.1 is unreachable. Each command is its own bwrap (about
+// the cost of a fork and exec); state carries through the directories, and
+// a Shell is one long-lived bwrap running bash.
+//
+// Plain runs commands as ordinary host processes for machines without
+// bubblewrap. It isolates nothing, says so (a slog warning at every Start,
+// Info().Isolated false and a Reason that rollouts copy into trajectory
+// metadata), and maps the sandbox directories to host directories under
+// the attempt root (Info().Paths). The API translates sandbox paths
+// (Cmd.Dir, Upload, Download, Snapshot, Restore, the Dockerfile's WORKDIR
+// and COPY); text inside commands is not translated, so a command that
+// names /app must use the mapped path instead. HOME and TMPDIR point at
+// the mapped /root and /tmp. Auto picks Bubblewrap when bwrap is installed
+// and a probe sandbox starts, else Plain.
+//
+// # Limits
+//
+// Every command starts under a bash prologue that sets soft and hard
+// rlimits before exec'ing it (ulimit -t -v -f -n -u): CPU seconds, address
+// space, file size, open files and processes. It runs inside the sandbox
+// after bwrap has built it, so bwrap is not bound by them, and the
+// sandbox cannot raise a hard limit again. RLIMIT_NPROC is counted per host
+// uid and the kernel exempts host root, so when the caller is root the
+// bwrap backend runs each sandbox as a host uid of its own (drawn from
+// 2^30 … 2^30+2^24; inside, the user is still root, uid 0) and chowns the
+// per-attempt directories to it: a fork bomb then stops at the limit and
+// touches no other sandbox's budget. Every parent of Spec.TempDir must
+// therefore be searchable by other users (o+x), as /tmp is. The plain
+// backend runs as the caller, which RLIMIT_NPROC does not bind when that is
+// root.
+//
+// The disk budget (Limits.Disk) covers the writable directories together.
+// The per-attempt directories live on the host's disk, so the budget is
+// enforced by measuring: every 200 ms while a command runs and once after
+// it. A command that takes the directories past it is killed (a Shell's is
+// interrupted), its Result has DiskExceeded, a non-zero exit code and the
+// notice "disk limit exceeded" on Stderr; RLIMIT_FSIZE bounds what one file
+// can add between two measurements. (bwrap's --size applies only to its own
+// tmpfs mounts, which the host could not snapshot or share across the
+// per-command bwrap processes.) The wall clock (Limits.WallClock) bounds
+// each command; Cmd.Timeout and RunOptions.Timeout can only shorten it.
+//
+// # Processes
+//
+// Exec runs its command in a fresh process tree, and nothing it starts
+// outlives it: under bwrap the pid namespace dies with its init; under
+// Plain the process group is killed (a process that calls setsid escapes
+// the group and lives until Close). Every sandbox process carries
+// T1_SANDBOX=<Info().ID> in its environment, and Close kills, besides the
+// tracked process trees, every process that carries the marker or runs as
+// the sandbox's host uid. The environment is scrubbed: PATH, HOME,
+// TERM=dumb, LANG=C.UTF-8, T1_SANDBOX (and TMPDIR under Plain), then the
+// task's Dockerfile ENV, Spec.Env, and Cmd.Env.
+//
+// # Shell
+//
+// A Shell is bash --norc --noediting -i, fed one line per Run that evals a
+// control file (/run/t1/<n>.sh, bound read-only) inside a redirected
+// group and then prints a marker line with the exit status on stdout and
+// one on stderr; output up to the markers is the command's. The eval runs
+// in the shell itself, so cd, variables, functions and jobs persist; the
+// group's redirections are undone afterwards, so a command that closes its
+// stdout does not close the shell's. Output is bounded per stream: past
+// MaxOutput the first and last halves are kept around a line "[… N bytes
+// omitted …]". Bytes need not be UTF-8. On timeout the shell's process
+// group gets SIGINT (what Ctrl-C sends; background jobs ignore it) and
+// an interactive bash abandons the line; if the shell does not answer
+// within a second (the command ignores SIGINT, or exec'd something that
+// does), it is killed and started again, and the Result says Restarted
+// with a notice on Stderr. A command that exits the shell restarts it the
+// same way. Output that background jobs write between commands is given
+// to the next command.
+//
+// # Task environments
+//
+// Start builds the initial state from the task directory's environment/:
+//
+//   - environment/Dockerfile: the subset that maps onto the host. FROM is
+//     ignored (logged; a second FROM is refused); ARG, ENV (both forms,
+//     with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY and ADD of
+//     files from environment/ (globs; --chmod; --chown ignored), and RUN
+//     (shell form through /bin/sh -c, or exec form), executed in the
+//     sandbox in order, without network: RUN apt-get or pip install fails
+//     with its own output in the error. EXPOSE, LABEL, MAINTAINER,
+//     STOPSIGNAL, HEALTHCHECK, VOLUME, CMD and ENTRYPOINT are ignored (the
+//     sandbox runs an agent's shell, not the image's command); USER root
+//     is accepted. Anything else (ONBUILD, SHELL, USER of another user,
+//     COPY --from, ADD of URLs or archives, here-documents, paths outside
+//     the writable directories) fails with "file:line: … needs a container
+//     backend". The last WORKDIR becomes the default directory.
+//   - else environment/setup.sh: environment/ is copied to /tmp/t1-build,
+//     setup.sh runs there as root under bash, and the copy is removed.
+//
+// The snapshot baseline is taken after that. /tests and /solution stay
+// empty until the caller uploads them (Upload(ctx, task+"/tests",
+// "/tests")) for the verifier or oracle step.
+//
+// # Snapshot layer format
+//
+// Snapshot writes a tar stream (PAX) in the style of an OCI image layer,
+// relative to the sandbox root:
+//
+//	app/                     directory, only when new or its mode changed
+//	app/main.py              regular file, new or changed: mode, mtime, contents
+//	app/bin/tool -> ../x     symbolic link (target verbatim, never followed)
+//	app/empty/               new empty directory
+//	app/.wh.old.txt          whiteout: app/old.txt existed at the baseline and was deleted
+//	root/.wh..cache          whiteout of a deleted directory (its contents implied)
+//	tmp/notes                …every writable directory: app, tmp, logs, tests, solution, root, var/tmp
+//
+// Entries appear in byte order of their names, parents before children.
+// A path whose type changed (file to directory, …) appears as its new self;
+// Restore replaces what is there. Whiteouts are empty regular files named
+// .wh.<name>; an opaque whiteout .wh..wh..opq (clear the directory) is
+// accepted on Restore though Snapshot never writes one. Ownership is not
+// recorded (every sandbox file belongs to the sandbox's single user);
+// setuid and setgid bits are kept except where Restore would create
+// root-owned host files (Plain as root). Hard links are stored as separate
+// files; sockets, fifos and devices are left out. Directory modification
+// times are restored for the directories in the layer only.
+//
+// A file counts as changed when its inode, size, mtime or ctime differs
+// from the baseline; ctime is set by the kernel on every write and cannot
+// be set back from inside, so a change is never missed (a file rewritten
+// with identical bytes is included again, which is harmless). Restore
+// checks every name (clean, relative, inside a writable directory) and
+// writes through an os.Root, so a layer, or a link the sandbox planted,
+// cannot make the host write outside the sandbox; Upload and Download use
+// the same guard.
+package sandbox

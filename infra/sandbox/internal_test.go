@@ -1,0 +1,244 @@
+package sandbox
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestHeadTail(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, max := range []int{2, 7, 64, 1000} {
+		for trial := 0; trial < 50; trial++ {
+			total := rng.IntN(3 * max)
+			data := make([]byte, total)
+			for i := range data {
+				data[i] = byte(rng.IntN(256))
+			}
+			h := newHeadTail(max, nil)
+			for rest := data; len(rest) > 0; {
+				n := 1 + rng.IntN(len(rest))
+				h.Write(rest[:n])
+				rest = rest[n:]
+			}
+			got, trunc := h.result()
+			if total <= max {
+				if trunc || got != string(data) {
+					t.Fatalf("max %d, %d bytes: got %q truncated %v", max, total, got, trunc)
+				}
+				continue
+			}
+			headN := max / 2
+			tailN := max - headN
+			want := string(data[:headN]) + "\n[… " + strconv.Itoa(total-max) + " bytes omitted …]\n" + string(data[total-tailN:])
+			if !trunc || got != want {
+				t.Fatalf("max %d, %d bytes: got %q, want %q", max, total, got, want)
+			}
+		}
+	}
+}
+
+func TestHeadTailStreams(t *testing.T) {
+	var all bytes.Buffer
+	h := newHeadTail(4, &all)
+	h.Write([]byte("abcdefgh"))
+	if all.String() != "abcdefgh" {
+		t.Errorf("stream got %q", all.String())
+	}
+	if got, _ := h.result(); got != "ab\n[… 4 bytes omitted …]\ngh" {
+		t.Errorf("kept %q", got)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "1KiB": 1024, "4GiB": 4 << 30, "10M": 10 << 20, "3 mb": 3 << 20, "2T": 2 << 40, "7B": 7} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		if err == nil && got != 0 {
+			back, err := ParseSize(FormatSize(got))
+			if err != nil || back != got {
+				t.Errorf("FormatSize(%d) = %q does not read back", got, FormatSize(got))
+			}
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1", "1.5GiB", "4 gigabytes", "99999999999999999999", "9000000TiB"} {
+		if _, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), "size") {
+			t.Errorf("ParseSize(%q) = %v, want an error", bad, err)
+		}
+	}
+}
+
+func TestLimitsDefaults(t *testing.T) {
+	l := Limits{Processes: 9}.withDefaults()
+	d := DefaultLimits()
+	if l.Processes != 9 || l.Memory != d.Memory || l.WallClock != d.WallClock || l.Disk != d.Disk {
+		t.Errorf("withDefaults = %+v", l)
+	}
+	s := Limits{CPUSeconds: 5, Memory: 1 << 20, FileSize: 2048, OpenFiles: 64, Processes: 10}.ulimitScript(true)
+	if s != "ulimit -HSt 5 -HSv 1024 -HSf 2 -HSn 64 -HSu 10 || exit 126" {
+		t.Errorf("ulimitScript = %q", s)
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, ok := range []string{"app/x", "app/", "tmp/a/b", "var/tmp/x", "root/.wh.x", "logs/verifier/r.json"} {
+		if _, err := checkName(ok); err != nil {
+			t.Errorf("checkName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "/app/x", "../app", "app/../../x", "etc/passwd", "var/lib/x", "app//x", "./app/x", "usr"} {
+		if _, err := checkName(bad); err == nil {
+			t.Errorf("checkName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4"}, nil, []string{"A=5"})
+	if want := []string{"A=5", "B=3", "C=4"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("mergeEnv = %q, want %q", got, want)
+	}
+}
+
+func TestParseDockerfile(t *testing.T) {
+	src := "# syntax=docker/dockerfile:1\n" +
+		"FROM python:3.11 AS base\n" +
+		"\n" +
+		"# comment\n" +
+		"RUN apt-get update && \\\n" +
+		"    # a comment inside a continuation\n" +
+		"    apt-get install -y curl\n" +
+		"ENV A=1 B=\"two words\" \\\n" +
+		"    C=${A:-x}\n" +
+		"copy --chown=1:1 [\"a b\", \"/app/\"]\n" +
+		"CMD [\"python3\", \"x.py\"]\r\n" +
+		"WORKDIR /app\n"
+	ins, err := ParseDockerfile("Dockerfile", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type brief struct {
+		Cmd   string
+		Line  int
+		Args  []string
+		Flags []string
+		JSON  bool
+	}
+	var got []brief
+	for _, in := range ins {
+		got = append(got, brief{in.Cmd, in.Line, in.Args, in.Flags, in.JSON})
+	}
+	want := []brief{
+		{"FROM", 2, []string{"python:3.11", "AS", "base"}, nil, false},
+		{"RUN", 5, []string{"apt-get", "update", "&&", "apt-get", "install", "-y", "curl"}, nil, false},
+		{"ENV", 8, []string{"A=1", `B="two words"`, "C=${A:-x}"}, nil, false},
+		{"COPY", 10, []string{"a b", "/app/"}, []string{"--chown=1:1"}, true},
+		{"CMD", 11, []string{"python3", "x.py"}, nil, true},
+		{"WORKDIR", 12, []string{"/app"}, nil, false},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	pairs, err := envPairs(ins[2], map[string]string{})
+	if err != nil || !reflect.DeepEqual(pairs, []string{"A=1", "B=two words", "C=x"}) {
+		t.Errorf("ENV pairs = %q, %v", pairs, err)
+	}
+	legacy, _ := ParseDockerfile("D", []byte("ENV NAME some value here\n"))
+	if pairs, err := envPairs(legacy[0], nil); err != nil || pairs[0] != "NAME=some value here" {
+		t.Errorf("legacy ENV = %q, %v", pairs, err)
+	}
+}
+
+func TestParseDockerfileErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"FROM x\nFRUM y\n", `D:2: unknown instruction "FRUM"`},
+		{"FROM x\nRUN echo 'open\n", "D:2: RUN: unterminated ' quote"},
+		{"# escape=`\nFROM x\n", "D:1: escape directive"},
+		{"FROM x\nRUN <<EOF\necho hi\nEOF\n", "D:2: RUN with a here-document"},
+	} {
+		_, err := ParseDockerfile("D", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func TestUnquote(t *testing.T) {
+	env := map[string]string{"A": "1", "EMPTY": ""}
+	for in, want := range map[string]string{
+		`plain`: "plain", `"a b"`: "a b", `'$A'`: "$A", `$A`: "1", `${A}x`: "1x", `"$A"`: "1",
+		`${EMPTY:-def}`: "def", `${A:+alt}`: "alt", `${NONE:+alt}`: "", `a\ b`: "a b", `$`: "$", `$1`: "$1",
+	} {
+		got, err := unquote(in, env)
+		if err != nil || got != want {
+			t.Errorf("unquote(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`"open`, `${A`, `${A:?x}`, `${}`} {
+		if _, err := unquote(bad, env); err == nil {
+			t.Errorf("unquote(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzParseDockerfile: the parser never panics, and what it accepts is
+// well-formed: known keywords, increasing lines within the file.
+func FuzzParseDockerfile(f *testing.F) {
+	for _, s := range []string{
+		"FROM x\nRUN echo hi\n",
+		"FROM x\nENV A=1 \\\n  B=2\nCOPY [\"a\",\"b\"] /app/\n",
+		"# escape=\\\nFROM x\n\n# c\nRUN a \\\n# c\n b\n",
+		"RUN \\",
+		"ENV A=\"${B:-x}\" C='$D'\n",
+		"COPY --chmod=755 --from=a x y\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ins, err := ParseDockerfile("F", data)
+		if err != nil {
+			return
+		}
+		lines := bytes.Count(data, []byte("\n")) + 1
+		last := 0
+		for _, in := range ins {
+			if !knownInstructions[in.Cmd] {
+				t.Fatalf("unknown keyword %q accepted", in.Cmd)
+			}
+			if in.Line <= last || in.Line > lines {
+				t.Fatalf("line %d after %d (file has %d)", in.Line, last, lines)
+			}
+			last = in.Line
+			for _, w := range in.Args {
+				_, _ = unquote(w, map[string]string{"A": "1"})
+			}
+			if in.Cmd == "ENV" {
+				_, _ = envPairs(in, map[string]string{})
+			}
+		}
+	})
+}
+
+func TestDiskUsageCountsBlocks(t *testing.T) {
+	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.removeAll()
+	before := b.usage()
+	if err := b.fsRoot.WriteFile("app/f", bytes.Repeat([]byte("x"), 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.fsRoot.Link("app/f", "app/hard"); err != nil {
+		t.Fatal(err)
+	}
+	grown := b.usage() - before
+	if grown < 1<<20 || grown > 1<<20+64<<10 {
+		t.Errorf("a 1 MiB file (hard-linked twice) grew usage by %d bytes", grown)
+	}
+}
