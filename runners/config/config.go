@@ -26,6 +26,8 @@ type Config struct {
 	Telemetry telemetry.Config `yaml:"telemetry"`
 	Engine    Engine           `yaml:"engine"`
 	Stages    Stages           `yaml:"stages"`
+	// Inference selects the engine rollouts sample from.
+	Inference Inference `yaml:"inference"`
 }
 
 // Run identifies one run of the pipeline.
@@ -172,7 +174,8 @@ func Default() Config {
 			Backoff:     []time.Duration{time.Second, 5 * time.Second, 15 * time.Second},
 			Heartbeat:   10 * time.Second,
 		},
-		Stages: Stages{Demo: Demo{Count: 200, PayloadBytes: 4096}},
+		Stages:    Stages{Demo: Demo{Count: 200, PayloadBytes: 4096}},
+		Inference: defaultInference(),
 	}
 }
 

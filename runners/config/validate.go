@@ -119,6 +119,8 @@ func (c Config) problems() []problem {
 		bad("engine.heartbeat", "must be shorter than engine.ack_wait (%s), got %s", e.AckWait, e.Heartbeat)
 	}
 
+	c.Inference.check(bad)
+
 	// Stages.
 	if d := c.Stages.Demo; d.Count < 1 {
 		bad("stages.demo.count", "must be at least 1, got %d", d.Count)

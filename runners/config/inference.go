@@ -1,0 +1,105 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Inference selects the engine rollouts sample from (infra/inference).
+type Inference struct {
+	// Backend is reference (the in-process MoE), sglang or vllm.
+	Backend string `yaml:"backend"`
+	// URL is the base URL of the SGLang or vLLM server.
+	URL string `yaml:"url"`
+	// ServedModel is the model name vLLM's completions API wants.
+	ServedModel string `yaml:"served_model"`
+	// Timeout bounds one generate request.
+	Timeout time.Duration `yaml:"timeout"`
+	// Checkpoint is what the reference backend serves: a local directory
+	// or an object-store key prefix; empty starts from a freshly
+	// initialised model of Model's shape with the default tokenizer.
+	Checkpoint string `yaml:"checkpoint"`
+	// Precision is the reference backend's serving precision: bf16 or f32.
+	Precision string `yaml:"precision"`
+	// Model is the reference model's shape; for sglang and vllm its layers
+	// and top_k reshape the returned routing.
+	Model    InferenceModel `yaml:"model"`
+	Sampling Sampling       `yaml:"sampling"`
+}
+
+// InferenceModel is the reference MoE's shape (infra/moe.Config).
+type InferenceModel struct {
+	Vocab   int    `yaml:"vocab"`
+	Layers  int    `yaml:"layers"`
+	DModel  int    `yaml:"d_model"`
+	Heads   int    `yaml:"heads"`
+	Experts int    `yaml:"experts"`
+	TopK    int    `yaml:"top_k"`
+	DFF     int    `yaml:"d_ff"`
+	Context int    `yaml:"context"`
+	Seed    uint64 `yaml:"seed"`
+}
+
+// Sampling holds the default sampling parameters of rollouts.
+type Sampling struct {
+	Temperature  float64 `yaml:"temperature"`
+	TopP         float64 `yaml:"top_p"`
+	MaxNewTokens int     `yaml:"max_new_tokens"`
+}
+
+func defaultInference() Inference {
+	return Inference{
+		Backend:   "reference",
+		Timeout:   2 * time.Minute,
+		Precision: "bf16",
+		Model:     InferenceModel{Vocab: 512, Layers: 2, DModel: 64, Heads: 4, Experts: 8, TopK: 2, DFF: 128, Context: 2048, Seed: 1},
+		Sampling:  Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 256},
+	}
+}
+
+func (in Inference) check(bad func(path, format string, args ...any)) {
+	const p = "inference"
+	switch in.Backend {
+	case "reference":
+	case "sglang", "vllm":
+		if in.URL == "" {
+			bad(p+".url", "required when inference.backend is %s", in.Backend)
+		}
+	default:
+		bad(p+".backend", "unknown backend %q (want reference, sglang or vllm)", in.Backend)
+	}
+	if in.URL != "" && !strings.HasPrefix(in.URL, "http://") && !strings.HasPrefix(in.URL, "https://") {
+		bad(p+".url", "want an http:// or https:// URL, got %q", in.URL)
+	}
+	if in.Timeout <= 0 {
+		bad(p+".timeout", "must be positive, got %s", in.Timeout)
+	}
+	if in.Precision != "bf16" && in.Precision != "f32" {
+		bad(p+".precision", "unknown precision %q (want bf16 or f32)", in.Precision)
+	}
+	m := in.Model
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"vocab", m.Vocab}, {"layers", m.Layers}, {"d_model", m.DModel}, {"heads", m.Heads}, {"experts", m.Experts}, {"top_k", m.TopK}, {"d_ff", m.DFF}, {"context", m.Context}} {
+		if f.v < 1 {
+			bad(p+".model."+f.key, "must be at least 1, got %d", f.v)
+		}
+	}
+	if m.Heads > 0 && m.DModel > 0 && (m.DModel%m.Heads != 0 || (m.DModel/m.Heads)%2 != 0) {
+		bad(p+".model.heads", "d_model %d must split into %d heads of even size", m.DModel, m.Heads)
+	}
+	if m.TopK > m.Experts {
+		bad(p+".model.top_k", "%d exceeds experts (%d)", m.TopK, m.Experts)
+	}
+	s := in.Sampling
+	if s.Temperature < 0 {
+		bad(p+".sampling.temperature", "must not be negative (0 is greedy), got %g", s.Temperature)
+	}
+	if s.TopP <= 0 || s.TopP > 1 {
+		bad(p+".sampling.top_p", "want (0, 1], got %g", s.TopP)
+	}
+	if s.MaxNewTokens < 1 {
+		bad(p+".sampling.max_new_tokens", "must be at least 1, got %d", s.MaxNewTokens)
+	}
+}
