@@ -61,6 +61,7 @@ func newRoot() *cobra.Command {
 		runCmd(g),
 		queryCmd(g),
 		inspectCmd(g),
+		tasksCmd(g),
 	)
 	return root
 }
