@@ -53,6 +53,7 @@ type box struct {
 	workDir string
 	env     []string // task environment, "K=V", applied after the base
 	base    manifest // state after setup; Snapshot diffs against it
+	release func()   // frees the host uid, if one was allocated
 
 	mu     sync.Mutex
 	closed bool
@@ -438,6 +439,11 @@ func (b *box) Close() error {
 	// the sandbox's marker in its environment, or runs as its host uid.
 	b.killStragglers()
 	b.removeAll()
+	// Only now, with none of its processes left, may the uid go to
+	// another sandbox.
+	if b.release != nil {
+		b.release()
+	}
 	return nil
 }
 

@@ -51,7 +51,11 @@ func (bw *Bubblewrap) Available() error {
 		bw.sysArgs = systemArgs()
 		uid := -1
 		if os.Geteuid() == 0 {
-			uid = allocUID()
+			var release func()
+			if uid, release, bw.probeErr = allocUID(); bw.probeErr != nil {
+				return
+			}
+			defer release()
 		}
 		args := append(append([]string{"--unshare-all", "--die-with-parent"}, bw.sysArgs...), "--", "/bin/true")
 		cmd := exec.Command(bw.bin, args...)
@@ -94,20 +98,21 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := bw.Available(); err != nil {
 		return nil, err
 	}
-	uid := -1
-	if os.Geteuid() == 0 {
-		uid = allocUID()
+	if os.Geteuid() != 0 {
+		return start(ctx, &bwrapLauncher{bw: bw, uid: -1}, spec, -1, -1, nil)
 	}
-	if uid >= 0 {
-		tmp := spec.TempDir
-		if tmp == "" {
-			tmp = os.TempDir()
-		}
-		if err := searchable(tmp); err != nil {
-			return nil, err
-		}
+	tmp := spec.TempDir
+	if tmp == "" {
+		tmp = os.TempDir()
 	}
-	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid)
+	if err := searchable(tmp); err != nil {
+		return nil, err
+	}
+	uid, release, err := allocUID()
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid, release)
 }
 
 // searchable checks that every directory from / down to dir lets others
@@ -135,18 +140,34 @@ func searchable(dir string) error {
 // allocUID picks a host uid for one sandbox: each sandbox gets its own,
 // so RLIMIT_NPROC (counted per uid) contains a fork bomb to its sandbox,
 // and no host file belongs to it. Uids come from a range far above any
-// allocated to people or services and are drawn at random; a uid that
-// some process already runs as is skipped.
-func allocUID() int {
+// allocated to people or services and are drawn at random; a uid is held
+// by an flock on a lock file in the temporary directory for as long as its
+// sandbox lives, so concurrent processes never share one. release frees it.
+func allocUID() (uid int, release func(), err error) {
 	const base, span = 1 << 30, 1 << 24
-	for {
+	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
+	}
+	for range 100 {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		uid := base + int(binary.LittleEndian.Uint32(b[:])%span)
-		if len(FindProcesses("\x00", uid)) == 0 {
-			return uid
+		p := filepath.Join(dir, strconv.Itoa(uid))
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, nil, fmt.Errorf("sandbox: uid lock: %w", err)
 		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		return uid, func() {
+			os.Remove(p)
+			f.Close()
+		}, nil
 	}
+	return 0, nil, errors.New("sandbox: no free sandbox uid after 100 draws")
 }
 
 type bwrapLauncher struct {

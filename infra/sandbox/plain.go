@@ -31,7 +31,7 @@ func (p *Plain) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	l := &plainLauncher{why: p.Why}
 	_, reason := l.isolated()
 	slog.Warn("sandbox: plain process backend: commands run unisolated on the host", "reason", reason)
-	return start(ctx, l, spec, -1, -1)
+	return start(ctx, l, spec, -1, -1, nil)
 }
 
 type plainLauncher struct{ why string }

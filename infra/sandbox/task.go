@@ -15,11 +15,15 @@ import (
 
 // start builds a sandbox: directories, the task's environment, then the
 // snapshot baseline.
-func start(ctx context.Context, l launcher, spec Spec, uid, gid int) (Sandbox, error) {
+func start(ctx context.Context, l launcher, spec Spec, uid, gid int, release func()) (Sandbox, error) {
 	b, err := newBox(l, spec, uid, gid)
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
+	b.release = release
 	if spec.TaskDir != "" {
 		if err := b.build(ctx, spec); err != nil {
 			b.Close()

@@ -1,0 +1,137 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+func backends(b *testing.B) []sandbox.Backend {
+	bes := []sandbox.Backend{&sandbox.Plain{}}
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err == nil {
+		bes = append([]sandbox.Backend{bw}, bes...)
+	} else {
+		b.Logf("bwrap skipped: %v", err)
+	}
+	return bes
+}
+
+// quiet silences the plain backend's per-start warning during benchmarks.
+func quiet(b *testing.B) {
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	b.Cleanup(func() { slog.SetDefault(old) })
+}
+
+// BenchmarkStartFirstOutput: from Start of a fresh, empty sandbox to the
+// output of its first command. ms-median is the median over iterations.
+func BenchmarkStartFirstOutput(b *testing.B) {
+	quiet(b)
+	ctx := context.Background()
+	for _, be := range backends(b) {
+		b.Run(be.Name(), func(b *testing.B) {
+			var times []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sb, err := be.Start(ctx, sandbox.Spec{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"echo", "ready"}})
+				if err != nil || r.Stdout != "ready\n" {
+					b.Fatalf("%+v %v", r, err)
+				}
+				times = append(times, time.Since(t0))
+				b.StopTimer()
+				sb.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(median(times), "ms-median")
+		})
+	}
+}
+
+// BenchmarkShellRun: one command through a warm persistent shell.
+func BenchmarkShellRun(b *testing.B) {
+	quiet(b)
+	ctx := context.Background()
+	for _, be := range backends(b) {
+		b.Run(be.Name(), func(b *testing.B) {
+			sb, err := be.Start(ctx, sandbox.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close()
+			sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if r, err := sh.Run(ctx, "echo ok", sandbox.RunOptions{}); err != nil || r.Stdout != "ok\n" {
+					b.Fatalf("%+v %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshotRestore: Snapshot of 10 MiB of changes (100 files of
+// 100 KiB plus a deletion) and Restore of the layer into a fresh sandbox.
+func BenchmarkSnapshotRestore(b *testing.B) {
+	quiet(b)
+	ctx := context.Background()
+	const size = 10 << 20
+	for _, be := range backends(b) {
+		b.Run(be.Name(), func(b *testing.B) {
+			src, err := be.Start(ctx, sandbox.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			dir := "/app"
+			if !src.Info().Isolated {
+				dir = src.Info().Paths["/app"]
+			}
+			r, err := src.Exec(ctx, sandbox.Cmd{Script: "mkdir -p " + dir + "/data && for i in $(seq 1 100); do head -c 104857 /dev/urandom > " + dir + "/data/f$i; done"})
+			if err != nil || r.ExitCode != 0 {
+				b.Fatalf("%+v %v", r, err)
+			}
+			b.SetBytes(size)
+			var layer bytes.Buffer
+			for b.Loop() {
+				b.StopTimer()
+				dst, err := be.Start(ctx, sandbox.Spec{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				layer.Reset()
+				b.StartTimer()
+				if err := src.Snapshot(ctx, &layer); err != nil {
+					b.Fatal(err)
+				}
+				if err := dst.Restore(ctx, bytes.NewReader(layer.Bytes())); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				dst.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func median(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
+}
