@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		queryCmd(g),
 		inspectCmd(g),
 		tasksCmd(g),
+		servePolicyCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/runners/local"
+)
+
+// moeConfig converts the configuration's model shape.
+func moeConfig(m config.InferenceModel) moe.Config {
+	return moe.Config{Vocab: m.Vocab, Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Experts: m.Experts,
+		TopK: m.TopK, DFF: m.DFF, Context: m.Context, Seed: m.Seed}
+}
+
+// inferenceOptions converts the inference section.
+func inferenceOptions(in config.Inference) inference.Options {
+	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
+		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: moeConfig(in.Model)}
+}
+
+func servePolicyCmd(g *globals) *cobra.Command {
+	var checkpoint, addr, precision, version string
+	cmd := &cobra.Command{
+		Use:   "serve-policy",
+		Short: "Serve the reference MoE policy over HTTP in SGLang's /generate format",
+		Long: `serve-policy loads a reference MoE checkpoint (a local directory, else a key
+prefix in the object store) and answers POST /generate as an SGLang server
+started with --enable-return-routed-experts does: token ids in, token ids,
+log-probs and per-layer routed experts out. Without a checkpoint it serves a
+freshly initialised model of the configured shape.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			opts := inferenceOptions(cfg.Inference)
+			if cmd.Flags().Changed("checkpoint") {
+				opts.Checkpoint = checkpoint
+			}
+			if cmd.Flags().Changed("precision") {
+				opts.Precision = precision
+			}
+			opts.Version = version
+			ctx := cmd.Context()
+			var st store.ObjectStore
+			if !inference.IsLocalCheckpoint(opts.Checkpoint) {
+				in, err := local.Open(ctx, cfg, local.Options{})
+				if err != nil {
+					return err
+				}
+				defer in.Close()
+				st = in.Store
+			}
+			ref, err := inference.OpenReference(ctx, opts, st)
+			if err != nil {
+				return err
+			}
+			srv := inference.NewServer(ref, opts.Checkpoint, slog.Default())
+			return inference.ListenAndServe(ctx, addr, srv, func(a string) {
+				slog.Info("serving policy", "url", "http://"+a, "weight_version", ref.WeightVersion(), "precision", ref.Precision().String(),
+					"checkpoint", opts.Checkpoint)
+				if g.json {
+					_ = printJSON(cmd, map[string]string{"url": "http://" + a, "weight_version": ref.WeightVersion()})
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "serving on http://%s (weight version %s, %s)\n", a, ref.WeightVersion(), ref.Precision())
+				}
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&checkpoint, "checkpoint", "", "checkpoint directory or object-store key prefix (default: the config's inference.checkpoint)")
+	f.StringVar(&addr, "addr", "127.0.0.1:30000", "listen address (port 0 picks a free one)")
+	f.StringVar(&precision, "precision", "", "serving precision, bf16 or f32 (default: the config's inference.precision)")
+	f.StringVar(&version, "weight-version", "", "weight version to report (default: the checkpoint's policy_version, else 0)")
+	return cmd
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+)
+
+// lockedBuffer is written by the serving command while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestServePolicy(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := moe.DefaultConfig()
+	cfg.Context = 128
+	m, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRoot()
+	out := &lockedBuffer{}
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs([]string{"serve-policy", "--checkpoint", dir, "--addr", "127.0.0.1:0", "--weight-version", "7", "--log-level", "warn"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	re := regexp.MustCompile(`serving on (http://\S+)`)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if mm := re.FindStringSubmatch(out.String()); mm != nil {
+			url = mm[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("no address printed: %q", out.String())
+	}
+	cl, err := inference.NewSGLang(inference.SGLangOptions{URL: url, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := inference.GenerateRequest{InputIDs: tok.Encode("<|user|>pwd<|end|><|assistant|>"),
+		SamplingParams: inference.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 24, Seed: 3}, ReturnLogprob: true, ReturnRoutedExperts: true}
+	got, err := cl.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := inference.NewReference(m, tok, moe.BF16, "7").Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WeightVersion != "7" || !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) ||
+		!slices.Equal(got.RoutedExperts.Experts, want.RoutedExperts.Experts) {
+		t.Fatalf("served generation differs from the checkpoint's: %+v", got)
+	}
+}
