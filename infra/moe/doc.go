@@ -1,0 +1,75 @@
+// Package moe is t1's reference Mixture-of-Experts language model in pure
+// Go: a byte-level BPE tokenizer, a decoder-only transformer whose
+// feed-forward layers are top-k routed experts, a KV-cached sampler (the
+// serving path), a float32 forward/backward with rollout routing replay
+// (the training path), Adam, a critic, and safetensors checkpoints. It is
+// small enough that rollouts, critic and PPO of the whole pipeline run on a
+// CPU, and it differs between serving and training the way real stacks do
+// (bf16 serving, f32 training), so routing flips and log-prob gaps are
+// real and R³ and TITO have something to fix.
+//
+// # Model
+//
+//	ids ─▶ Embed ─▶ ┌─ block × Layers ─────────────────────────────────────────┐ ─▶ RMSNorm ─┬▶ LMHead ─▶ log-probs
+//	                │ x2 = x  + Wo·Attn(RoPE(Wq h1), RoPE(Wk h1), Wv h1)      │             └▶ value head (critic)
+//	                │        h1 = RMSNorm(x)           causal, Heads heads    │
+//	                │ out = x2 + Σ_{e∈S} g_e · W2_e(silu(W1_e h2) ⊙ W3_e h2)  │
+//	                │        h2 = RMSNorm(x2), p = softmax(Router h2),        │
+//	                │        S = top-k(p) (or replayed), g_e = p_e / Σ_S p    │
+//	                └─────────────────────────────────────────────────────────┘
+//
+// Config (config.json) gives vocab, layers, d_model, heads, experts, top_k,
+// d_ff, context and seed; DefaultConfig is 512/2/64/4/8/2/128/2048. Weights
+// are initialised deterministically from the seed.
+//
+// # Serving path (Sampler)
+//
+// NewSampler snapshots the weights at a Precision. Generate decodes one
+// token at a time with a KV cache; at BF16 the weights and every matmul
+// input and output are rounded to bfloat16 (accumulation in float32). It
+// returns the sampled ids, their log-probs under the distribution they were
+// drawn from (temperature, top-p; with both 1 this is the model's log-prob)
+// and the sorted top-k experts of every processed token at every layer,
+// shape [prompt+generated−1, layers, top_k], as SGLang returns them.
+//
+// # Training path (Model.Forward / Model.Backward)
+//
+// Forward runs the whole sequence in float32, routing live or replaying a
+// given Routing (R³): replayed experts are used, and their gate weights are
+// the live router probabilities at those experts renormalised over them, so
+// the router still receives gradients. Backward takes ∂L/∂log-prob of each
+// target token and ∂L/∂value of each position from the caller (PPO builds
+// its loss from log-prob ratios, SFT uses −mask/N) and accumulates into
+// Model.G. Both paths call the same per-token kernels in the same order, so
+// with F32 serving the sampler reproduces the trainer bit for bit, and
+// replaying a forward's own live routing reproduces that forward exactly.
+// Training splits rows over Workers goroutines without changing any sum's
+// order, so results do not depend on the number of workers.
+//
+// # Tokenizer
+//
+// Ids 0-255 are bytes, then the special tokens (<|pad|>, <|system|>,
+// <|user|>, <|assistant|>, <|tool|>, <|end|>), then merges in training
+// order. Encode splits text at special tokens, pre-tokenises by byte class
+// (a leading space joins the following word) and applies merges by rank.
+// Decode(Encode(s)) == s for any bytes; any id sequence decodes, so
+// sampled non-canonical tokenisations are representable.
+//
+// # Checkpoint
+//
+//	<dir or key prefix>/config.json        Config
+//	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}
+//	                   /model.safetensors  every tensor, F32, names as below
+//
+//	safetensors: u64 LE header length N │ N bytes JSON header (space-padded to 8) │ raw LE data
+//	header:      {"__metadata__":{"format":"pt","policy_version":"3"},
+//	              "embed":{"dtype":"F32","shape":[512,64],"data_offsets":[0,131072]}, …}
+//	tensors:     embed [V,D]; layers.<l>.attn_norm [D]; layers.<l>.attn.{wq,wk,wv,wo} [D,D];
+//	             layers.<l>.moe_norm [D]; layers.<l>.moe.router [E,D];
+//	             layers.<l>.moe.experts.<e>.{w1,w3} [F,D], .w2 [D,F];
+//	             final_norm [D]; lm_head [V,D]; value_head.w [D]; value_head.b [1]
+//
+// Matrices are [out, in] (PyTorch nn.Linear layout). Checkpoints are
+// written to local directories (SaveDir/LoadDir) or through
+// store.ObjectStore (Save/Load); a reload is bit-identical.
+package moe
