@@ -28,6 +28,8 @@ type Config struct {
 	Stages    Stages           `yaml:"stages"`
 	// Inference selects the engine rollouts sample from.
 	Inference Inference `yaml:"inference"`
+	// Sandbox selects the sandbox backend and its default limits.
+	Sandbox Sandbox `yaml:"sandbox"`
 }
 
 // Run identifies one run of the pipeline.
@@ -176,6 +178,7 @@ func Default() Config {
 		},
 		Stages:    Stages{Demo: Demo{Count: 200, PayloadBytes: 4096}},
 		Inference: defaultInference(),
+		Sandbox:   defaultSandbox(),
 	}
 }
 

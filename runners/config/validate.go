@@ -120,6 +120,7 @@ func (c Config) problems() []problem {
 	}
 
 	c.Inference.check(bad)
+	c.Sandbox.check(bad)
 
 	// Stages.
 	if d := c.Stages.Demo; d.Count < 1 {

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"time"
+
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+// Sandbox configures the per-attempt sandboxes agents work in.
+type Sandbox struct {
+	// Backend is auto (bubblewrap when it works on this machine, else the
+	// plain process backend, with a warning), bwrap or process.
+	Backend string        `yaml:"backend"`
+	Limits  SandboxLimits `yaml:"limits"`
+}
+
+// SandboxLimits are the default limits of every sandbox. Sizes are byte
+// counts with an optional binary unit: 512MiB, 4GiB.
+type SandboxLimits struct {
+	CPUSeconds int           `yaml:"cpu_seconds"` // CPU time of each process
+	Memory     string        `yaml:"memory"`      // address space of each process
+	Processes  int           `yaml:"processes"`   // processes and threads at once
+	FileSize   string        `yaml:"file_size"`   // largest file a process may write
+	OpenFiles  int           `yaml:"open_files"`  // open files of each process
+	Disk       string        `yaml:"disk"`        // all writable directories together
+	WallClock  time.Duration `yaml:"wall_clock"`  // each command
+}
+
+func defaultSandbox() Sandbox {
+	d := sandbox.DefaultLimits()
+	return Sandbox{
+		Backend: "auto",
+		Limits: SandboxLimits{
+			CPUSeconds: d.CPUSeconds,
+			Memory:     sandbox.FormatSize(d.Memory),
+			Processes:  d.Processes,
+			FileSize:   sandbox.FormatSize(d.FileSize),
+			OpenFiles:  d.OpenFiles,
+			Disk:       sandbox.FormatSize(d.Disk),
+			WallClock:  d.WallClock,
+		},
+	}
+}
+
+// SandboxLimits converts the configured limits for infra/sandbox. The
+// configuration must be valid (Parse and Validate check it).
+func (s Sandbox) SandboxLimits() sandbox.Limits {
+	size := func(v string) int64 {
+		n, _ := sandbox.ParseSize(v)
+		return n
+	}
+	l := s.Limits
+	return sandbox.Limits{
+		CPUSeconds: l.CPUSeconds,
+		Memory:     size(l.Memory),
+		Processes:  l.Processes,
+		FileSize:   size(l.FileSize),
+		OpenFiles:  l.OpenFiles,
+		Disk:       size(l.Disk),
+		WallClock:  l.WallClock,
+	}
+}
+
+func (s Sandbox) check(bad func(path, format string, args ...any)) {
+	switch s.Backend {
+	case "auto", "bwrap", "process":
+	default:
+		bad("sandbox.backend", "unknown backend %q (want auto, bwrap or process)", s.Backend)
+	}
+	l := s.Limits
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"cpu_seconds", l.CPUSeconds}, {"processes", l.Processes}, {"open_files", l.OpenFiles}} {
+		if f.v < 1 {
+			bad("sandbox.limits."+f.key, "must be at least 1, got %d", f.v)
+		}
+	}
+	for _, f := range []struct{ key, v string }{{"memory", l.Memory}, {"file_size", l.FileSize}, {"disk", l.Disk}} {
+		n, err := sandbox.ParseSize(f.v)
+		switch {
+		case err != nil:
+			bad("sandbox.limits."+f.key, "want a size such as 512MiB or 4GiB, got %q", f.v)
+		case n < 1<<20:
+			bad("sandbox.limits."+f.key, "must be at least 1MiB, got %s", f.v)
+		}
+	}
+	if l.WallClock <= 0 {
+		bad("sandbox.limits.wall_clock", "must be positive, got %s", l.WallClock)
+	}
+}

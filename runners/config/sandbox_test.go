@@ -1,0 +1,42 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+func TestSandboxDefaultsMatchPackage(t *testing.T) {
+	if got, want := Default().Sandbox.SandboxLimits(), sandbox.DefaultLimits(); got != want {
+		t.Errorf("config defaults %+v, package defaults %+v", got, want)
+	}
+}
+
+func TestSandboxOverlay(t *testing.T) {
+	cfg, err := Parse("p.yaml", []byte("sandbox:\n  backend: bwrap\n  limits:\n    memory: 512MiB\n    disk: 3G\n    wall_clock: 90s\n    processes: 64\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Sandbox.SandboxLimits()
+	if cfg.Sandbox.Backend != "bwrap" || l.Memory != 512<<20 || l.Disk != 3<<30 || l.WallClock != 90*time.Second || l.Processes != 64 || l.CPUSeconds != 600 {
+		t.Errorf("parsed %+v -> %+v", cfg.Sandbox, l)
+	}
+}
+
+func TestSandboxErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"sandbox:\n  backend: docker\n", `p.yaml:2:12: sandbox.backend: unknown backend "docker" (want auto, bwrap or process)`},
+		{"sandbox:\n  limits:\n    memory: lots\n", `p.yaml:3:13: sandbox.limits.memory: want a size such as 512MiB or 4GiB, got "lots"`},
+		{"sandbox:\n  limits:\n    disk: 10KiB\n", `p.yaml:3:11: sandbox.limits.disk: must be at least 1MiB, got 10KiB`},
+		{"sandbox:\n  limits:\n    processes: 0\n", `p.yaml:3:16: sandbox.limits.processes: must be at least 1, got 0`},
+		{"sandbox:\n  limits:\n    wall_clock: 0s\n", `p.yaml:3:17: sandbox.limits.wall_clock: must be positive, got 0s`},
+		{"sandbox:\n  limits:\n    memroy: 1GiB\n", `p.yaml:3:5: unknown key "memroy" in sandbox.limits (did you mean "memory"?)`},
+	} {
+		_, err := Parse("p.yaml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got  %v\n want %s", tc.src, err, tc.want)
+		}
+	}
+}
