@@ -115,14 +115,22 @@ func sourceTree(g *Gen, _ *Artifact) Contribution {
 func sourceBroken(g *Gen, _ *Artifact) Contribution {
 	path := g.Path("/app/bin", Pick(g, []string{"total", "tally", "summarize", "count"}), ".sh")
 	nums := make([]string, g.Between(4, 8))
-	sum, above := 0, 0
 	limit := g.Between(20, 60)
-	for i := range nums {
-		v := g.Between(1, 99)
-		nums[i] = strconv.Itoa(v)
-		sum += v
-		if v > limit {
-			above++
+	sum, above, below := 0, 0, 0
+	// The defect must show: redraw until the inverted comparison counts
+	// differently from the right one.
+	for above == below {
+		sum, above, below = 0, 0, 0
+		for i := range nums {
+			v := g.Between(1, 99)
+			nums[i] = strconv.Itoa(v)
+			sum += v
+			if v > limit {
+				above++
+			}
+			if v < limit {
+				below++
+			}
 		}
 	}
 	var script, want string

@@ -1,0 +1,152 @@
+// Package testinfra gives tests the real servers they run against: one
+// embedded S3 gateway per test binary (the gateway allows one per
+// process), a key prefix of its own for every test, and an embedded
+// JetStream server per test on a random port in the test's temporary
+// directory.
+package testinfra
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/store"
+)
+
+var (
+	gateway *store.Embedded
+	seq     atomic.Int64
+)
+
+// Main runs the tests of a package that uses Store; call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+func Main(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "t1-test-s3-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	gateway, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: filepath.Join(tmp, "s3")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "embedded S3:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := gateway.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}
+
+// Store returns a client of the shared gateway whose keys live under a
+// prefix no other test uses.
+func Store(t testing.TB) store.ObjectStore {
+	t.Helper()
+	if gateway == nil {
+		t.Fatal("testinfra.Store needs TestMain to call testinfra.Main")
+	}
+	cfg := gateway.Config()
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	cfg.Prefix = fmt.Sprintf("t%03d-%s", seq.Add(1), name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Log starts an embedded JetStream server for the test and opens the
+// event log on it.
+func Log(t testing.TB) *engine.Log {
+	t.Helper()
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnectOptions{URLs: []string{srv.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := engine.OpenLog(ctx, nc, engine.LogConfig{DedupWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// RunStage runs a stage until the test ends.
+func RunStage(t testing.TB, l *engine.Log, s engine.Stage, cfg engine.RunnerConfig) {
+	t.Helper()
+	r := engine.NewRunner(l, s, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stage %s: %v", s.Name(), err)
+		}
+	})
+}
+
+// Events reads every event of the log whose subject matches filter.
+func Events(t testing.TB, l *engine.Log, filter string) []engine.Event {
+	t.Helper()
+	var out []engine.Event
+	if err := l.Replay(context.Background(), []string{filter}, engine.ReplayFrom{}, func(ev engine.Event) error {
+		out = append(out, ev)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Count is how many events of the log match the subject filter, from the
+// stream's per-subject counts (cheap enough to poll, unlike a replay).
+func Count(t testing.TB, l *engine.Log, filter string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := l.Stream().Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	return n
+}
+
+// CheckFor polls f until it returns nil or total passes.
+func CheckFor(t testing.TB, total time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s: %v", total, err)
+}

@@ -1,0 +1,221 @@
+package synth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trial"
+)
+
+// Events the stage adds to those of schemas: a candidate is one task to
+// build and execute, fanned out from a synth.requested so candidates run
+// in parallel and are retried one by one; a discarded candidate is
+// reported so that control can tell when a round is complete.
+const (
+	Candidate = "synth.candidate"
+	Discarded = "synth.discarded"
+)
+
+// RequestedPayload is synth.requested.
+type RequestedPayload struct {
+	schemas.SynthRequestedPayload
+	// Seeds is how many fresh tasks round 0 starts from (SeedIDs empty).
+	Seeds int    `json:"seeds,omitempty"`
+	Seed  uint64 `json:"seed"`
+}
+
+// CandidatePayload is synth.candidate.
+type CandidatePayload struct {
+	Round    int       `json:"round"`
+	ParentID string    `json:"parent_id,omitempty"`
+	RootID   string    `json:"root_id,omitempty"`
+	Steps    []StepRef `json:"steps"`
+	// ParentSteps is how many of Steps are the parent's.
+	ParentSteps int `json:"parent_steps,omitempty"`
+}
+
+// DiscardedPayload is synth.discarded.
+type DiscardedPayload struct {
+	TaskID   string `json:"task_id"`
+	ParentID string `json:"parent_id,omitempty"`
+	Round    int    `json:"round"`
+	Reason   string `json:"reason"`
+}
+
+// Config wires the stage.
+type Config struct {
+	Store store.ObjectStore
+	Trial trial.Options
+	// StepsPerRound is how many steps that do work a child adds to its
+	// parent (default 2).
+	StepsPerRound int
+	// TempDir holds task directories while they execute.
+	TempDir string
+}
+
+// LineageKey is where a run keeps a task's lineage.
+func LineageKey(run, taskID string) string { return "runs/" + run + "/lineage/" + taskID + ".json" }
+
+// New returns the synth stage.
+func New(cfg Config) engine.Stage {
+	if cfg.StepsPerRound <= 0 {
+		cfg.StepsPerRound = 2
+	}
+	s := &stage{cfg: cfg}
+	return engine.NewStage("synth", []string{schemas.SynthRequested, Candidate}, s.handle)
+}
+
+type stage struct{ cfg Config }
+
+func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	switch ev.Type {
+	case schemas.SynthRequested:
+		return s.fanOut(ctx, ev, out)
+	case Candidate:
+		return s.candidate(ctx, ev, out)
+	}
+	return engine.Permanent(fmt.Errorf("synth: unexpected event type %s", ev.Type))
+}
+
+// rngFor seeds a generator from the run's seed and a name, so a rerun and
+// a replay with the same seed grow the same tasks.
+func rngFor(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
+func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	var p RequestedPayload
+	if err := ev.Decode(&p); err != nil {
+		return err
+	}
+	if p.Round < 0 || p.Seeds < 0 || p.PerSeed < 0 || p.Seeds > 100000 || p.PerSeed > 1000 {
+		return engine.Permanent(fmt.Errorf("synth.requested: round %d, seeds %d, per_seed %d out of range", p.Round, p.Seeds, p.PerSeed))
+	}
+	if len(p.SeedIDs) == 0 {
+		for i := range p.Seeds {
+			refs := Seed(rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
+			if _, err := out.Emit(Candidate, CandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, id := range p.SeedIDs {
+		lin, err := s.lineage(ctx, ev.Run, id)
+		if err != nil {
+			return err
+		}
+		for k := range p.PerSeed {
+			refs, err := Extend(lin.Steps, s.cfg.StepsPerRound, rngFor(p.Seed, fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)))
+			if err != nil {
+				return engine.Permanent(fmt.Errorf("seed %s: %w", id, err))
+			}
+			c := CandidatePayload{Round: p.Round, ParentID: id, RootID: lin.RootID, Steps: refs, ParentSteps: len(lin.Steps)}
+			if _, err := out.Emit(Candidate, c, engine.WithKey(id+"/"+fmt.Sprint(k))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
+	rc, _, err := s.cfg.Store.Get(ctx, LineageKey(run, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, engine.Permanent(fmt.Errorf("seed task %s has no lineage at %s", id, LineageKey(run, id)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var lin Lineage
+	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&lin); err != nil {
+		return nil, engine.Permanent(fmt.Errorf("lineage of %s: %w", id, err))
+	}
+	return &lin, nil
+}
+
+func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	var p CandidatePayload
+	if err := ev.Decode(&p); err != nil {
+		return err
+	}
+	child, err := Build(p.Steps)
+	if err != nil {
+		return engine.Permanent(err)
+	}
+	var parent *Spec
+	if p.ParentID != "" {
+		if p.ParentSteps <= 0 || p.ParentSteps >= len(p.Steps) {
+			return engine.Permanent(fmt.Errorf("candidate %s: parent_steps %d of %d", child.ID(), p.ParentSteps, len(p.Steps)))
+		}
+		if parent, err = Build(p.Steps[:p.ParentSteps]); err != nil {
+			return engine.Permanent(fmt.Errorf("parent of %s: %w", child.ID(), err))
+		}
+		if parent.ID() != p.ParentID {
+			return engine.Permanent(fmt.Errorf("candidate %s: its steps do not extend parent %s", child.ID(), p.ParentID))
+		}
+	}
+	id := child.ID()
+	t, err := child.Task(p.Round)
+	if err != nil {
+		return engine.Permanent(fmt.Errorf("task %s: %w", id, err))
+	}
+	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-synth-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	v, err := Execute(ctx, child, parent, t, filepath.Join(work, id), s.cfg.Trial)
+	if err != nil {
+		return fmt.Errorf("execute %s: %w", id, err)
+	}
+	if !v.Keep {
+		_, err := out.Emit(Discarded, DiscardedPayload{TaskID: id, ParentID: p.ParentID, Round: p.Round, Reason: v.Reason}, engine.WithKey(id))
+		return err
+	}
+	root := p.RootID
+	if root == "" {
+		root = id
+	}
+	lin := Lineage{TaskID: id, ParentID: p.ParentID, RootID: root, Round: p.Round, Steps: p.Steps}
+	data, _ := json.Marshal(lin)
+	if _, err := s.cfg.Store.PutIfAbsent(ctx, LineageKey(ev.Run, id), bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: "application/json"}); err != nil && !errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("lineage %s: %w", id, err)
+	}
+	key, sum, size, err := trial.PutBundle(ctx, s.cfg.Store, ev.Run, id, t)
+	if err != nil {
+		return err
+	}
+	source := "synth"
+	if p.ParentID == "" {
+		source = "seed"
+	}
+	row := schemas.TaskRow{
+		Run: ev.Run, TaskID: id, ParentID: p.ParentID, RootID: root, Round: int32(p.Round), Source: source,
+		Category: child.Category, Difficulty: child.Difficulty, Tags: t.Config.Metadata.Tags,
+		Instruction: child.Instruction, Steps: int32(child.Work), BundleKey: key, BundleSHA: sum, SolutionPassed: true,
+	}
+	ref, err := schemas.WriteTable(ctx, s.cfg.Store, ev.Run, p.Round, []schemas.TaskRow{row}, schemas.WriterOptions{TempDir: s.cfg.TempDir})
+	if err != nil {
+		return err
+	}
+	_, err = out.Emit(schemas.TaskSynthesized, schemas.TaskSynthesizedPayload{
+		TaskID: id, ParentID: p.ParentID, Round: p.Round, Steps: child.Work, Task: ref,
+		Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum},
+	}, engine.WithKey(id))
+	return err
+}

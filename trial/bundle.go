@@ -1,0 +1,75 @@
+package trial
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/store"
+)
+
+// BundleKey is where a run keeps the bundle of a task.
+func BundleKey(run, taskID string) string { return "runs/" + run + "/bundles/" + taskID + ".tar.gz" }
+
+// PutBundle stores t's deterministic bundle under BundleKey. Equal tasks
+// give equal bytes, so a repeated put (a redelivered event) finds the
+// object present and succeeds.
+func PutBundle(ctx context.Context, st store.ObjectStore, run, taskID string, t *harbor.Task) (key, sum string, size int64, err error) {
+	data, sum, err := t.BundleBytes()
+	if err != nil {
+		return "", "", 0, err
+	}
+	key = BundleKey(run, taskID)
+	_, err = st.PutIfAbsent(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{
+		ContentType: "application/gzip", Metadata: map[string]string{"sha256": sum},
+	})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return "", "", 0, fmt.Errorf("store bundle %s: %w", key, err)
+	}
+	return key, sum, int64(len(data)), nil
+}
+
+// FetchBundle reads the bundle at key, checks it against sum (when given)
+// and extracts it into dir, which must not exist or be empty. A bundle that
+// fails its checks is a permanent problem of the input, reported as such
+// by the error's text; the store being away is not.
+func FetchBundle(ctx context.Context, st store.ObjectStore, key, sum, dir string) (*harbor.Task, error) {
+	rc, _, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", key, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, 2*harbor.DefaultLimits.MaxTotalBytes))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", key, err)
+	}
+	if sum != "" {
+		got := sha256.Sum256(data)
+		if hex.EncodeToString(got[:]) != sum {
+			return nil, &BadBundle{Key: key, Err: fmt.Errorf("sha256 %x, the event says %s", got, sum)}
+		}
+	}
+	if err := harbor.Extract(bytes.NewReader(data), dir, harbor.DefaultLimits); err != nil {
+		return nil, &BadBundle{Key: key, Err: err}
+	}
+	t, err := harbor.Load(dir)
+	if err != nil {
+		return nil, &BadBundle{Key: key, Err: err}
+	}
+	return t, nil
+}
+
+// BadBundle is a bundle that can never be used: corrupt, unsafe or not a
+// valid task.
+type BadBundle struct {
+	Key string
+	Err error
+}
+
+func (e *BadBundle) Error() string { return "bundle " + e.Key + ": " + e.Err.Error() }
+func (e *BadBundle) Unwrap() error { return e.Err }
