@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -41,7 +41,7 @@ func (t *Task) Bundle(w io.Writer) (string, error) {
 	}
 	h := sha256.New()
 	out := io.MultiWriter(w, h)
-	zw, err := gzip.NewWriterLevel(out, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(out, gzip.DefaultCompression)
 	if err != nil {
 		return "", err
 	}
