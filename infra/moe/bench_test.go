@@ -15,6 +15,7 @@ func BenchmarkSample(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := NewSampler(m, prec)
+			s.SetPrefixCache(0) // measure decoding, not cache hits
 			prompt := samplePrompt(m.Cfg, 64)
 			sp := SamplingParams{Temperature: 1, MaxNewTokens: 448, Seed: 1}
 			b.ResetTimer()

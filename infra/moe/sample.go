@@ -59,11 +59,16 @@ type Generation struct {
 // engine's do; with F32 it reproduces Model.Forward bit for bit. A Sampler
 // is immutable and safe for concurrent Generate calls.
 type Sampler struct {
-	cfg  Config
-	prec Precision
-	w    *Weights
-	rope ropeTable
+	cfg   Config
+	prec  Precision
+	w     *Weights
+	rope  ropeTable
+	cache *prefixCache
 }
+
+// DefaultPrefixCache is how many recent sequences a new Sampler keeps for
+// prefix reuse (about 2 MB each at the default config's full context).
+const DefaultPrefixCache = 16
 
 // NewSampler snapshots m's weights at precision p; later training of m does
 // not affect it.
@@ -73,7 +78,22 @@ func NewSampler(m *Model, p Precision) *Sampler {
 		copy(w.Tensors[i].Data, t.Data)
 		p.round(w.Tensors[i].Data)
 	}
-	return &Sampler{cfg: m.Cfg, prec: p, w: w, rope: m.rope}
+	return &Sampler{cfg: m.Cfg, prec: p, w: w, rope: m.rope, cache: &prefixCache{max: DefaultPrefixCache}}
+}
+
+// SetPrefixCache sets how many recent sequences are kept for prefix reuse
+// (0 disables it) and empties the cache. Reuse never changes results.
+func (s *Sampler) SetPrefixCache(n int) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	s.cache.max, s.cache.entries = max(n, 0), nil
+}
+
+// PrefixCacheHits is the number of prompt tokens served from the cache.
+func (s *Sampler) PrefixCacheHits() uint64 {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	return s.cache.hits
 }
 
 // Config returns the model shape.
@@ -129,16 +149,17 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 	rng := rand.New(rand.NewPCG(sp.Seed, 0x73616d706c65))
 	g := &Generation{MatchedStop: -1, FinishReason: FinishLength}
 	tokens := append(make([]int, 0, total), prompt...)
-	var routing []int32
+	start, routing := s.cache.restore(st, prompt, D, L, K)
 	if sp.MaxNewTokens == 0 || n == cfg.Context {
 		// Nothing to generate; still report the prompt's routing.
-		for pos := 0; pos < n-1; pos++ {
+		for pos := start; pos < n-1; pos++ {
 			routing = s.step(st, tokens[pos], pos, routing)
 		}
 		g.Routing = Routing{Tokens: n - 1, Layers: L, TopK: K, Experts: routing}
+		s.cache.store(st, tokens[:n-1], routing, D, L, K)
 		return g, nil
 	}
-	for pos := 0; ; pos++ {
+	for pos := start; ; pos++ {
 		if pos%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("moe generate: %w", err)
@@ -163,6 +184,7 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 	}
 	rows := len(tokens) - 1
 	g.Routing = Routing{Tokens: rows, Layers: L, TopK: K, Experts: routing[:rows*L*K]}
+	s.cache.store(st, tokens[:rows], routing, D, L, K)
 	return g, nil
 }
 

@@ -165,3 +165,34 @@ func TestReplayRemovesMismatches(t *testing.T) {
 	}
 	t.Logf("bf16 vs f32: %d of %d routing sets differ", mm, total)
 }
+
+// TestPrefixCacheIsExact: a multi-turn sequence reusing the cached prefix
+// gives exactly what a cold sampler computes.
+func TestPrefixCacheIsExact(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Context = 128
+	m := roughModel(t, cfg)
+	warm := NewSampler(m, BF16)
+	sp := SamplingParams{Temperature: 1, MaxNewTokens: 12, Seed: 4}
+	prompt := samplePrompt(cfg, 6)
+	for turn := 0; turn < 4; turn++ {
+		g, err := warm.Generate(context.Background(), prompt, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cold := NewSampler(m, BF16)
+		cold.SetPrefixCache(0)
+		c, err := cold.Generate(context.Background(), prompt, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g.OutputIDs, c.OutputIDs) || !slices.Equal(g.LogProbs, c.LogProbs) || !slices.Equal(g.Routing.Experts, c.Routing.Experts) {
+			t.Fatalf("turn %d: cached generation differs from a cold one", turn)
+		}
+		// Next turn: the history plus an observation.
+		prompt = append(append(slices.Clone(prompt), g.OutputIDs...), 3, 5, 7)
+	}
+	if warm.PrefixCacheHits() == 0 {
+		t.Fatal("the cache was never used")
+	}
+}
