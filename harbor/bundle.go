@@ -45,6 +45,9 @@ func (t *Task) Bundle(w io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// MTIME 0 is gzip's "no time"; this writer would store the zero
+	// time.Time truncated to 32 bits instead. OS 255 is "unknown".
+	zw.ModTime, zw.OS = epoch, 255
 	tw := tar.NewWriter(zw)
 	names := map[string]bool{}
 	for p := range files {
