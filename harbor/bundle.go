@@ -235,6 +235,9 @@ func readArchive(r io.Reader, origin string, lim Limits) (map[string]File, map[s
 		case tar.TypeDir:
 			dirs[name] = true
 		case tar.TypeSymlink:
+			if hdr.Linkname == "" {
+				return bad(fmt.Errorf("%w: link with an empty target", ErrUnsafe))
+			}
 			files[name] = File{Mode: 0o777, Link: hdr.Linkname}
 		case tar.TypeReg, tar.TypeRegA:
 			if hdr.Size > lim.MaxFileBytes {

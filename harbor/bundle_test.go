@@ -182,6 +182,7 @@ func TestHostileBundles(t *testing.T) {
 			{name: "environment/d", link: "../tests", typ: tar.TypeSymlink},
 			{name: "environment/d/evil", data: "x"},
 		}, small, []string{"environment/d/evil", "environment/d is a link"}},
+		{"empty link target", []entry{{name: "environment/nothing", typ: tar.TypeSymlink}}, small, []string{"environment/nothing", "empty target"}},
 		{"hard link", []entry{{name: "environment/h", link: "task.toml", typ: tar.TypeLink}}, small, []string{"environment/h", "hard link"}},
 		{"char device", []entry{{name: "environment/null", typ: tar.TypeChar}}, small, []string{"environment/null", "device"}},
 		{"block device", []entry{{name: "environment/sda", typ: tar.TypeBlock}}, small, []string{"environment/sda", "device"}},

@@ -334,6 +334,11 @@ func pytestTargets(script []byte) (targets, missing []string) {
 				addPkg(strings.TrimPrefix(w, "--with="))
 			case (path.Base(w) == "pip" || path.Base(w) == "pip3") && i+1 < len(words) && words[i+1] == "install":
 				for j := i + 2; j < len(words) && !isOperator(words[j]); j++ {
+					switch words[j] {
+					case "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-e", "--editable":
+						j++ // an option's value, not a package
+						continue
+					}
 					addPkg(words[j])
 				}
 			case w == "pytest" && len(targets) == 0:

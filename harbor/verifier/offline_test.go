@@ -88,7 +88,7 @@ func TestOfflinePlan(t *testing.T) {
 	}
 
 	// Extra packages the original installed are reported, versions dropped.
-	extra, err := harbor.From(wf).TestScript("#!/bin/bash\npip install numpy==2.1 'pandas>=2'\nuvx --with pytest==8.4.1 --with=PyYAML -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json -k 'not slow' /tests/test_outputs.py::test_five_lines -rA\n").Build()
+	extra, err := harbor.From(wf).TestScript("#!/bin/bash\npip install numpy==2.1 'pandas>=2' -r /tests/requirements.txt --index-url https://pypi.org/simple\nuvx --with pytest==8.4.1 --with=PyYAML -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json -k 'not slow' /tests/test_outputs.py::test_five_lines -rA\n").Build()
 	if err != nil {
 		t.Fatal(err)
 	}
