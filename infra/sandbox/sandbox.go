@@ -127,21 +127,22 @@ const DefaultMaxOutput = 64 << 10
 // the command wrote, which need not be valid UTF-8; when Truncated, the
 // middle of a stream was replaced by a line "[… N bytes omitted …]".
 type Result struct {
-	Stdout, Stderr string
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
 	// ExitCode is the exit status, 128+n for a command killed by signal n,
 	// and -1 when the sandbox killed it (timeout, disk limit).
-	ExitCode int
-	TimedOut bool
+	ExitCode int  `json:"exit_code"`
+	TimedOut bool `json:"timed_out"`
 	// Truncated says that Stdout or Stderr lost its middle.
-	Truncated bool
+	Truncated bool `json:"truncated"`
 	// DiskExceeded says the writable directories outgrew Limits.Disk while
 	// the command ran; the command was stopped and the notice appended to
 	// Stderr.
-	DiskExceeded bool
+	DiskExceeded bool `json:"disk_exceeded"`
 	// Restarted says a Shell had to be restarted: its state (directory,
 	// variables, jobs) is lost; files remain. The notice is in Stderr.
-	Restarted bool
-	Duration  time.Duration
+	Restarted bool          `json:"restarted"`
+	Duration  time.Duration `json:"duration_ns"`
 }
 
 // Shell is a persistent bash session: the working directory, variables,

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// t1Sandbox runs a t1 sandbox command in process with stdin, returning its
+// output and the exit code it asked for.
+func t1Sandbox(t *testing.T, stdin string, args ...string) (string, int, error) {
+	t.Helper()
+	code := 0
+	old := sandboxExit
+	sandboxExit = func(c int) { code = c }
+	defer func() { sandboxExit = old }()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(append([]string{"--log-level", "error"}, args...))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), code, err
+}
+
+func TestSandboxRunAndShell(t *testing.T) {
+	task := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(task, "environment"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// $HOME is the sandbox's /root under both backends (mapped under the
+	// plain one), so the same script works for either.
+	if err := os.WriteFile(filepath.Join(task, "environment", "setup.sh"), []byte("echo from-setup > \"$HOME/greeting\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"auto", "process"} {
+		out, code, err := t1Sandbox(t, "", "sandbox", "run", "--task", task, "--backend", backend, "--", "bash", "-c", "cat \"$HOME/greeting\"; echo err >&2; exit 3")
+		if err != nil || code != 3 || !strings.Contains(out, "from-setup\n") || !strings.Contains(out, "err\n") {
+			t.Errorf("%s: run: code %d, %v\n%s", backend, code, err, out)
+		}
+		out, code, err = t1Sandbox(t, "", "sandbox", "run", "--backend", backend, "--timeout", "300ms", "--", "sleep", "100")
+		if err != nil || code != 124 || !strings.Contains(out, "timed out") {
+			t.Errorf("%s: timeout: code %d, %v\n%s", backend, code, err, out)
+		}
+		out, code, err = t1Sandbox(t, "piped-in", "--json", "sandbox", "run", "--backend", backend, "--", "cat")
+		var res struct {
+			Backend  string `json:"backend"`
+			Stdout   string `json:"stdout"`
+			ExitCode int    `json:"exit_code"`
+		}
+		if err != nil || code != 0 || json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res) != nil || res.Stdout != "piped-in" {
+			t.Errorf("%s: --json: code %d, %v\n%s", backend, code, err, out)
+		}
+		out, _, err = t1Sandbox(t, "cd \"$HOME\"; X=7\necho shell-$X $(cat greeting)\nexit\n", "sandbox", "shell", "--task", task, "--backend", backend)
+		if err != nil || !strings.Contains(out, "shell-7 from-setup") {
+			t.Errorf("%s: shell: %v\n%s", backend, err, out)
+		}
+	}
+	if _, _, err := t1Sandbox(t, "", "sandbox", "run", "--backend", "docker", "--", "true"); err == nil || !strings.Contains(err.Error(), `unknown backend "docker"`) {
+		t.Errorf("bad backend: %v", err)
+	}
+}
