@@ -225,6 +225,7 @@ func Decode(b []byte) (*Record, error) {
 			return nil, corrupt("zstd payload decodes to %d bytes, want %d", len(r.IDs), raw)
 		}
 	case Rank, Delta:
+		// Ranks decode to valid sets by construction; packed ids do not.
 		if !Rankable(info.TopK, info.Experts) {
 			return nil, corrupt("%s encoding of %d-of-%d sets is impossible", info.Encoding, info.TopK, info.Experts)
 		}
@@ -242,6 +243,10 @@ func Decode(b []byte) (*Record, error) {
 		if err != nil {
 			return nil, err
 		}
+		return r, nil
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return r, nil
 }
