@@ -11,10 +11,25 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 all: build
 
 # Idempotent: fetches modules; everything the tests need (NATS, S3) is
-# embedded in the test binaries.
+# embedded in the test binaries. System packages: bubblewrap (the isolated
+# sandbox backend) and python3-pytest (offline verifiers) are installed with
+# apt-get when missing, as root or with passwordless sudo; otherwise a note
+# says the sandboxes fall back to the plain process backend.
 setup:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required (https://go.dev/dl/)"; exit 1; }
 	$(GO) mod download
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	note="sandboxes will use the plain process backend, which isolates nothing, and offline verifiers lack pytest"; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "note: missing$$missing and no apt-get: install them by hand; until then $$note"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else echo "note: missing$$missing; installing needs root or passwordless sudo: run 'sudo apt-get install -y$$missing'; until then $$note"; exit 0; fi; \
+	echo "installing$$missing"; \
+	{ $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; } \
+		|| echo "note: installing$$missing failed; $$note"
 
 build: setup
 	$(GO) build -o $(BIN) ./runners/t1
