@@ -212,7 +212,7 @@ func TestSetPolicySwapsVersion(t *testing.T) {
 // TestSGLangFixture decodes an answer shaped like SGLang's (no t1 shape
 // extension, extra fields) with the model's layers and top_k.
 func TestSGLangFixture(t *testing.T) {
-	b, err := os.ReadFile("testdata/sglang_generate.json")
+	b, err := os.ReadFile(testdata("sglang_generate.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestSGLangFixture(t *testing.T) {
 }
 
 func TestVLLMFixture(t *testing.T) {
-	b, err := os.ReadFile("testdata/vllm_completion.json")
+	b, err := os.ReadFile(testdata("vllm_completion.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
