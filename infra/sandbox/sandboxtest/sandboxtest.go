@@ -129,6 +129,14 @@ func testExec(t *testing.T, be sandbox.Backend) {
 	if info.Backend != be.Name() || info.Reason == "" || info.ID == "" {
 		t.Errorf("Info = %+v", info)
 	}
+	if info.Isolated {
+		r = exec(t, sb, sandbox.Cmd{Script: "id -u; touch /tmp/by-1000; stat -c %u /tmp/by-1000", User: "1000"})
+		if r.Stdout != "1000\n1000\n" {
+			t.Errorf("User 1000: %+v", r)
+		}
+	} else if _, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"true"}, User: "1000"}); err == nil {
+		t.Error("the plain backend accepted a User")
+	}
 }
 
 func testEnv(t *testing.T, be sandbox.Backend) {
@@ -537,6 +545,20 @@ func testDiskLimit(t *testing.T, be sandbox.Backend) {
 	r = script(t, sb, "rm -f "+sh(sb, "/app")+"/f*; echo freed")
 	if r.Stdout != "freed\n" || r.DiskExceeded {
 		t.Errorf("after freeing: %+v", r)
+	}
+	// In a shell the command is interrupted and the session survives.
+	s, err := sb.Shell(context.Background(), sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run(t, s, "K=kept", 10*time.Second)
+	r = run(t, s, "for i in $(seq 1 200); do head -c 4194304 /dev/zero > "+sh(sb, "/tmp")+"/f$i || break; done; sleep 30", time.Minute)
+	if !r.DiskExceeded || !strings.Contains(r.Stderr, "disk limit exceeded") || r.ExitCode == 0 {
+		t.Errorf("filling the disk from a shell: %+v", r)
+	}
+	if r := run(t, s, "rm -f "+sh(sb, "/tmp")+"/f*; echo $K", 10*time.Second); r.Stdout != "kept\n" || r.DiskExceeded {
+		t.Errorf("shell after the overrun: %+v", r)
 	}
 }
 
