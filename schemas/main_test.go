@@ -10,14 +10,23 @@ import (
 	"github.com/t1pipe/t1/infra/store"
 )
 
-// shared is the one embedded S3 gateway of this test binary.
-var shared *store.Embedded
+// shared is the one embedded S3 gateway of this test binary. It changes
+// the working directory, so origWD keeps the package directory.
+var (
+	shared *store.Embedded
+	origWD string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
+	var err error
+	if origWD, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	tmp, err := os.MkdirTemp("", "t1-schemas-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

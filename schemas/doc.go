@@ -1,0 +1,163 @@
+// Package schemas defines what t1 stores and what its events say: the
+// versioned Parquet tables, the typed event payloads with their
+// claim-check references, the writers and checked readers of table
+// objects, and the batch manifest the GPU update stage reads. The routing
+// record codec lives in schemas/routing.
+//
+// # Objects
+//
+// Every table object is one Parquet file at a content-addressed,
+// hive-partitioned key:
+//
+//	runs/<run>/<table>/<partition>=NNNN/part-<sha256[:32]>.parquet
+//
+// Writers spool rows to a temporary file (zstd at DefaultZstdLevel,
+// dictionary encoding for low-cardinality strings, bounded row groups),
+// then PutIfAbsent the file: identical rows give identical bytes and so
+// the same key, and a rewrite after a crash or a redelivery is a no-op.
+// The file's key-value metadata holds t1.table and t1.schema_version; the
+// object's store metadata holds its sha256. Commit returns the FileRef
+// (key, table, version, rows, bytes, SHA-256) an event carries.
+//
+// Readers check, in order: size and SHA-256 (against the caller's
+// FileRef, else the object's stored sha256), the Parquet footer, the
+// table name, and the schema version (any minor of a known major;
+// another major is refused). Errors name the object. ReadRows decodes
+// small objects into row structs with parquet-go (which verifies page
+// CRCs); ReadArrow/Object.Arrow decode with arrow-go's parallel column
+// readers, after a page-CRC pass when no hash vouched for the bytes.
+// CheckAligned verifies that a tokens object and a routing object agree
+// chunk by chunk.
+//
+// # Tables (all version 1.0)
+//
+// tasks — grain: task; partition: round. One synthesized, seed or imported
+// task. Columns: run, task_id, parent_id, root_id, round, source (seed |
+// synth | import), category, difficulty, tags (list<string>),
+// instruction, steps (executable steps of the reference solution),
+// bundle_key and bundle_sha256 (the Harbor task directory as an object),
+// solution_passed.
+//
+// audits — grain: task; partition: round. Columns: run, task_id, round,
+// dimensions (list<struct{name, facet, score}>, the eight audit
+// dimensions), the four facet scores verifier, solution, instruction,
+// value (0..1), total (weighted 45/25/20/10), reject_reasons
+// (list<string>: hidden_requirement, test_leakage, solution_gaming,
+// weak_verifier, near_duplicate, low_score), decision (accept | reject),
+// near_duplicate_of.
+//
+// trajectories — grain: attempt; partition: iter. Columns: run, task_id,
+// attempt, iteration, purpose (train | eval), suite, policy_version,
+// seed, turns, tokens, chunks, compactions, termination (done | max_turns
+// | context | timeout | error), snapshot_key, duration_ms.
+//
+// turns — grain: turn; partition: iter. Columns: run, task_id, attempt,
+// turn, chunk, action, observation (bounded), truncated,
+// observation_bytes (full size), exit_code, prompt_tokens,
+// completion_tokens, compacted, start_ms, duration_ms.
+//
+// tokens — grain: chunk; partition: iter. A chunk is one training
+// sequence, exactly as sampled (TITO). Columns: run, task_id, attempt, chunk, iteration, policy_version,
+// token_ids (list<int32>), logprobs (list<float32>, the sampler's),
+// loss_mask (list<bool>), turn_offsets (list<int32>, index in token_ids
+// where each turn starts), drift_repair (how the chunk began: none,
+// strict_prefix, clipped_norm, text_retokened, new_chunk),
+// repairs_strict_prefix, repairs_clipped_norm, repairs_text_retokened
+// (repairs at turn boundaries inside the chunk).
+//
+// routing — grain: chunk; partition: iter. Columns: run, task_id,
+// attempt, chunk, tokens, layers, top_k, experts (the model's expert
+// count), encoding (packed | packed+zstd | rank | delta), ids_offset
+// (for packed: where the raw [T, L, k] ids start inside record; −1
+// otherwise), record (binary: one schemas/routing record). Rows written
+// for a GPU batch use packed; storage-only rows may use the smaller
+// encodings.
+//
+// rewards — grain: attempt; partition: iter. Columns: run, task_id,
+// attempt, iteration, purpose, policy_version, assertions
+// (list<struct{name, passed}>), passed, total, scale (fixed before the
+// run), reward (passed × scale, or the binary fallback), source (ctrf,
+// junit, reward_json, reward_txt, exit_code), fallback,
+// verifier_exit_code.
+//
+// values — grain: chunk; partition: iter. The critic's pre-update view,
+// the actor update's input. Columns: run, task_id, attempt, chunk,
+// iteration, policy_version, critic_version, values, advantages, returns
+// (each list<float32>, one entry per token).
+//
+// metrics — grain: iteration; partition: iter. Columns: run, iteration,
+// policy_version, trajectories, tokens, reward_mean, resolve_rate,
+// explained_variance, logprob_gap, clip_fraction, policy_loss,
+// value_loss, repairs_strict_prefix, repairs_clipped_norm,
+// repairs_text_retokened, repairs_new_chunk, routing_flip_rate.
+//
+// eval_results — grain: attempt; partition: policy (the policy version).
+// Columns: run, suite, task_id, attempt, policy_version, reward, passed,
+// total, solved, turns, difficulty, category.
+//
+// # Events
+//
+// Payload JSON names are snake_case. FileRef points at a table object,
+// ObjectRef at any other object (bundle, snapshot, checkpoint, manifest).
+//
+//	run.started        producer: t1 run (operator)  consumers: control
+//	                   seed, config_hash, model{vocab, layers, top_k, experts},
+//	                   iterations, reward_scale, eval_suites, parent
+//	iteration.started  producer: control  consumers: control, rollout, metrics readers
+//	                   iteration, policy_version, pool_version
+//	synth.requested    producer: control  consumers: synth
+//	                   round, seed_ids, per_seed
+//	task.synthesized   producer: synth  consumers: audit, control
+//	                   task_id, parent_id, round, steps, task (FileRef, tasks),
+//	                   bundle (ObjectRef)
+//	task.audited       producer: audit  consumers: control
+//	                   task_id, round, decision, total, reject_reasons,
+//	                   audit (FileRef, audits)
+//	pool.sealed        producer: control  consumers: control, rollout, eval
+//	                   pool_version, tasks, categories, pool ([]FileRef, tasks),
+//	                   excluded
+//	sft.requested      producer: control  consumers: ppo (trainer)
+//	                   policy_version, data ([]FileRef, tokens), epochs
+//	sft.completed      producer: ppo (trainer)  consumers: control
+//	                   policy_version, checkpoint, loss
+//	rollout.requested  producer: control, eval  consumers: rollout
+//	                   task_id, attempt, purpose, suite, iteration,
+//	                   policy_version, seed, max_turns
+//	rollout.completed  producer: rollout  consumers: reward
+//	                   task_id, attempt, purpose, suite, iteration,
+//	                   policy_version, turns, tokens, chunks, termination,
+//	                   drift{strict_prefix, clipped_norm, text_retokened, new_chunk},
+//	                   trajectory, turns_ref, tokens_ref, routing_ref (FileRefs),
+//	                   snapshot (ObjectRef)
+//	reward.scored      producer: reward  consumers: control (train), eval (eval)
+//	                   task_id, attempt, purpose, suite, iteration,
+//	                   policy_version, reward, passed, total, source,
+//	                   fallback, rewards (FileRef)
+//	batch.ready        producer: control  consumers: critic
+//	                   iteration, policy_version, attempts, tokens,
+//	                   manifest (ObjectRef to a BatchManifest)
+//	critic.updated     producer: critic  consumers: ppo
+//	                   iteration, policy_version, critic_version, warmup,
+//	                   explained_variance, value_loss, values ([]FileRef),
+//	                   manifest (the batch with value_files), checkpoint
+//	policy.updated     producer: ppo  consumers: control
+//	                   iteration, policy_version, previous_version,
+//	                   checkpoint, metrics (FileRef), clip_fraction,
+//	                   policy_loss, logprob_gap
+//	eval.requested     producer: control  consumers: eval
+//	                   suite, policy_version, attempts, tasks
+//	eval.completed     producer: eval  consumers: control, reports
+//	                   suite, policy_version, tasks, attempts, resolve_rate,
+//	                   mean_reward, mean_turns, by_difficulty, by_category
+//	                   (map to {attempts, resolve_rate, mean_reward}),
+//	                   results ([]FileRef, eval_results)
+//
+// # Batch manifest
+//
+// BatchManifest (JSON, runs/<run>/batches/iter=NNNN/manifest-<sha>.json)
+// lists one PPO batch for the GPU update stage: token, routing, value,
+// reward and trajectory FileRefs, the schema version of each table, the
+// model dimensions (vocab, layers, top_k, experts), the routing encoding
+// ("packed") and numpy dtype, and chunk, token and attempt counts that
+// Validate checks against the FileRefs' row counts.
+package schemas
