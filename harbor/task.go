@@ -518,11 +518,14 @@ func (t *Task) ID() (string, error) {
 }
 
 // EnvironmentKind says how the task's environment is built: "dockerfile",
+// "compose" (environment/docker-compose.yaml, multi-container tasks),
 // "setup.sh", "image" (a prebuilt [environment] docker_image) or "none".
 func (t *Task) EnvironmentKind() string {
 	switch {
 	case t.has(DockerfilePath):
 		return "dockerfile"
+	case t.has("environment/docker-compose.yaml") || t.has("environment/docker-compose.yml"):
+		return "compose"
 	case t.has(SetupScriptPath):
 		return "setup.sh"
 	case t.Config != nil && t.Config.Environment.DockerImage != "":
