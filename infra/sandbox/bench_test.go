@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	osexec "os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -52,6 +53,37 @@ func BenchmarkStartFirstOutput(b *testing.B) {
 				b.StopTimer()
 				sb.Close()
 				b.StartTimer()
+			}
+			b.ReportMetric(median(times), "ms-median")
+		})
+	}
+}
+
+// BenchmarkStartBaseline: the floor under BenchmarkStartFirstOutput on
+// the same machine: a bare fork and exec of echo, and a bare bwrap with
+// the same namespaces running echo (no per-attempt directories, no uid,
+// no rlimit prologue).
+func BenchmarkStartBaseline(b *testing.B) {
+	bare := map[string][]string{"exec-echo": {"/usr/bin/echo", "ready"}}
+	if p, err := osexec.LookPath("bwrap"); err == nil {
+		bare["bwrap-echo"] = []string{p, "--unshare-all", "--die-with-parent", "--new-session",
+			"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+			"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/echo", "ready"}
+	}
+	for _, name := range []string{"exec-echo", "bwrap-echo"} {
+		argv, ok := bare[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			var times []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				out, err := osexec.Command(argv[0], argv[1:]...).Output()
+				if err != nil || string(out) != "ready\n" {
+					b.Fatalf("%q %v", out, err)
+				}
+				times = append(times, time.Since(t0))
 			}
 			b.ReportMetric(median(times), "ms-median")
 		})
