@@ -429,11 +429,14 @@ func (b *box) Close() error {
 		shells = append(shells, s)
 	}
 	b.mu.Unlock()
-	for _, s := range shells {
-		s.Close()
-	}
+	// Kill first (the shells' processes are among procs): a Shell.Run in
+	// progress then returns at once, and closing the shell need not wait
+	// for its command.
 	for _, c := range procs {
 		killTree(c)
+	}
+	for _, s := range shells {
+		s.Close()
 	}
 	// Whatever escaped a process group (setsid, double fork) still carries
 	// the sandbox's marker in its environment, or runs as its host uid.

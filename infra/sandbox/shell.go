@@ -47,11 +47,12 @@ type shell struct {
 	errs   *markerReader
 	n      int
 	exited chan struct{} // closed when the shell process has exited
+	token  string        // marker part: random, and unlike the sandbox id in no environment
 }
 
 // Shell implements Sandbox.
 func (b *box) Shell(ctx context.Context, opts ShellOptions) (Shell, error) {
-	s := &shell{b: b, opts: opts}
+	s := &shell{b: b, opts: opts, token: newID()}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (s *shell) start(ctx context.Context) error {
 
 // mark is the current command's marker prefix; its random part keeps
 // output from faking it.
-func (s *shell) mark() string { return "__T1_" + s.b.id + "_" + strconv.Itoa(s.n) }
+func (s *shell) mark() string { return "__T1_" + s.token + "_" + strconv.Itoa(s.n) }
 
 func (s *shell) markLine(mark, kind, status string) string {
 	return fmt.Sprintf("printf '\\n%s_%s:%%d\\n' %s; printf '\\n%s_%s\\n' >&2\n", mark, kind, status, mark, kind)

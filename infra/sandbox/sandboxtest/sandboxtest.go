@@ -694,12 +694,31 @@ func testClose(t *testing.T, be sandbox.Backend) {
 		_, _ = sb.Exec(context.Background(), sandbox.Cmd{Script: "setsid sleep 1005 & sleep 1006", Timeout: time.Minute})
 	}()
 	<-running
+	// A second shell is busy in a long command when Close comes.
+	s2, err := sb.Shell(context.Background(), sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan time.Time, 1)
+	go func() {
+		_, _ = s2.Run(context.Background(), "sleep 1007", sandbox.RunOptions{Timeout: time.Minute})
+		busy <- time.Now()
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if len(sandbox.FindProcesses(info.ID, -1)) < 4 {
 		t.Fatalf("expected the sandbox's processes to be running, found %v", sandbox.FindProcesses(info.ID, -1))
 	}
+	closing := time.Now()
 	if err := sb.Close(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case done := <-busy:
+		if d := done.Sub(closing); d > 5*time.Second {
+			t.Errorf("a running Shell.Run returned %s after Close", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a running Shell.Run did not return after Close")
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
