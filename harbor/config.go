@@ -24,8 +24,9 @@ const (
 	DefaultStorageMB       = 10240
 )
 
-// Difficulties are the values [metadata] difficulty may take.
-var Difficulties = []string{"easy", "medium", "hard"}
+// Difficulties are the values [metadata] difficulty may take: Terminal-Bench's
+// three, and "unknown", which Harbor-format generators write for unrated tasks.
+var Difficulties = []string{"easy", "medium", "hard", "unknown"}
 
 // Config is the typed view of task.toml. Only the keys t1 reads are typed;
 // every other key (Harbor's [task] package section, [solution.env],

@@ -231,7 +231,7 @@ func TestHostileTaskDirs(t *testing.T) {
 		"missing-instruction":  {"missing-instruction/instruction.md", "missing"},
 		"missing-task-toml":    {"missing-task-toml/task.toml", "missing"},
 		"missing-test-sh":      {"missing-test-sh/tests/test.sh", "missing"},
-		"bad-difficulty":       {"task.toml: [metadata] difficulty", `"trivial"`, "easy, medium, hard"},
+		"bad-difficulty":       {"task.toml: [metadata] difficulty", `"trivial"`, "easy, medium, hard, unknown"},
 		"negative-timeout":     {"task.toml: [verifier] timeout_sec", "negative"},
 		"non-utf8-instruction": {"instruction.md", "UTF-8", "line 1"},
 		"non-utf8-toml":        {"task.toml:4:", "UTF-8"},

@@ -96,6 +96,9 @@ func TestOfflinePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tg, miss := pytestTargets([]byte("uvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n  -w pytest-json-ctrf==0.3.5 \\\n  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n")); !reflect.DeepEqual(tg, []string{"/tests/test_outputs.py"}) || len(miss) != 0 {
+		t.Fatalf("uvx -p form: targets %v missing %v", tg, miss)
+	}
 	if !reflect.DeepEqual(plan.Missing, []string{"numpy", "pandas", "pyyaml"}) || !reflect.DeepEqual(plan.Targets, []string{"/tests/test_outputs.py::test_five_lines"}) {
 		t.Fatalf("missing %v targets %v", plan.Missing, plan.Targets)
 	}
