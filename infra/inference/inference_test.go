@@ -324,3 +324,49 @@ func FuzzDecodeRoutedExperts(f *testing.F) {
 		}
 	})
 }
+
+// TestConcurrentRequests: parallel requests over HTTP each get exactly what
+// they get alone (the prefix cache and the server are shared).
+func TestConcurrentRequests(t *testing.T) {
+	ref, tok := testReference(t)
+	url := serve(t, ref)
+	cl, err := NewSGLang(SGLangOptions{URL: url, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]GenerateRequest, 6)
+	wants := make([]*GenerateResponse, len(reqs))
+	for i := range reqs {
+		reqs[i] = GenerateRequest{InputIDs: tok.Encode("<|user|>task " + strings.Repeat("x", i) + "<|end|>"),
+			SamplingParams: SamplingParams{Temperature: 0.8, TopP: 0.9, MaxNewTokens: 30, Seed: uint64(i)}, ReturnLogprob: true, ReturnRoutedExperts: true}
+		if wants[i], err = ref.Generate(context.Background(), reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, len(reqs))
+	for i := range reqs {
+		go func() {
+			got, err := cl.Generate(context.Background(), reqs[i])
+			if err == nil && (!slices.Equal(got.OutputIDs, wants[i].OutputIDs) || !slices.Equal(got.OutputTokenLogprobs, wants[i].OutputTokenLogprobs) ||
+				!slices.Equal(got.RoutedExperts.Experts, wants[i].RoutedExperts.Experts)) {
+				err = errors.New("concurrent answer differs")
+			}
+			errs <- err
+		}()
+	}
+	for range reqs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestGenerateCancelled(t *testing.T) {
+	ref, _ := testReference(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := ref.Generate(ctx, GenerateRequest{InputIDs: []int{1, 2}, SamplingParams: DefaultSampling()})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrBadRequest) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
