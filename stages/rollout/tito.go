@@ -52,6 +52,14 @@ func NewAssembler(tp *Template, msgs []Message) *Assembler {
 }
 
 func (a *Assembler) open(msgs []Message, why string) {
+	if len(a.chunks) > 0 {
+		if !slices.Contains(a.cur().Loss, true) {
+			// Never sampled from: replaced, not kept as an empty sequence.
+			a.chunks = a.chunks[:len(a.chunks)-1]
+		} else {
+			a.cur().trim()
+		}
+	}
 	a.msgs = slices.Clone(msgs)
 	c := &Chunk{Opened: why}
 	for i, m := range a.msgs {
@@ -60,6 +68,34 @@ func (a *Assembler) open(msgs []Message, why string) {
 	c.add(a.tp.Header(), nil, -1, false)
 	a.chunks = append(a.chunks, c)
 }
+
+// trim drops the ids after the chunk's last sampled id (context the
+// policy never answered): a closed chunk carries no loss and no routing
+// past its last sample.
+func (c *Chunk) trim() {
+	last := -1
+	for i, l := range c.Loss {
+		if l {
+			last = i
+		}
+	}
+	if last < 0 {
+		return
+	}
+	c.IDs, c.LogProbs, c.Loss = c.IDs[:last+1], c.LogProbs[:last+1], c.Loss[:last+1]
+	segs := c.segs[:0]
+	for _, s := range c.segs {
+		if s.start <= last {
+			s.end = min(s.end, last+1)
+			segs = append(segs, s)
+		}
+	}
+	c.segs = segs
+}
+
+// Close ends the episode's token stream: the last chunk is trimmed like
+// every closed chunk.
+func (a *Assembler) Close() { a.cur().trim() }
 
 func (c *Chunk) add(ids []int, lp []float32, msg int, loss bool) {
 	start := len(c.IDs)

@@ -1,0 +1,298 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+// Termination reasons of an episode.
+const (
+	EndComplete  = "task_complete"
+	EndMaxTurns  = "max_turns"
+	EndTokens    = "token_budget"
+	EndWallClock = "wall_clock"
+	EndContext   = "context_exhausted"
+	EndCancelled = "cancelled"
+)
+
+// SystemPrompt opens every episode.
+const SystemPrompt = "You are an agent operating a Linux shell to complete a task. " + ReplyFormat
+
+// Config bounds an episode.
+type Config struct {
+	MaxTurns int // default 300
+	// MaxSampledTokens is the episode's budget of sampled tokens.
+	MaxSampledTokens int
+	// MaxNewTokens bounds one reply.
+	MaxNewTokens int
+	WallClock    time.Duration
+	// CommandTimeout is a command's default timeout.
+	CommandTimeout time.Duration
+	// MaxObservation bounds one observation in bytes (head and tail kept).
+	MaxObservation int
+	// Context is the model's context length in tokens; CompactAt the
+	// fraction of it at which the conversation is compacted, keeping the
+	// last KeepTurns turns.
+	Context   int
+	CompactAt float64
+	KeepTurns int
+	Sampling  inference.SamplingParams
+}
+
+// DefaultConfig suits the reference model on a laptop.
+func DefaultConfig() Config {
+	return Config{
+		MaxTurns: 300, MaxSampledTokens: 100000, MaxNewTokens: 192, WallClock: 15 * time.Minute,
+		CommandTimeout: 30 * time.Second, MaxObservation: 2048, Context: 2048, CompactAt: 0.75, KeepTurns: 4,
+		Sampling: inference.SamplingParams{Temperature: 1, TopP: 1},
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxTurns <= 0 {
+		c.MaxTurns = d.MaxTurns
+	}
+	if c.MaxSampledTokens <= 0 {
+		c.MaxSampledTokens = d.MaxSampledTokens
+	}
+	if c.MaxNewTokens <= 0 {
+		c.MaxNewTokens = d.MaxNewTokens
+	}
+	if c.WallClock <= 0 {
+		c.WallClock = d.WallClock
+	}
+	if c.CommandTimeout <= 0 {
+		c.CommandTimeout = d.CommandTimeout
+	}
+	if c.MaxObservation <= 0 {
+		c.MaxObservation = d.MaxObservation
+	}
+	if c.Context <= 0 {
+		c.Context = d.Context
+	}
+	if c.CompactAt <= 0 || c.CompactAt > 1 {
+		c.CompactAt = d.CompactAt
+	}
+	if c.KeepTurns <= 0 {
+		c.KeepTurns = d.KeepTurns
+	}
+	return c
+}
+
+// Shell runs commands with state carried between them.
+type Shell interface {
+	Run(ctx context.Context, script string, opts sandbox.RunOptions) (sandbox.Result, error)
+}
+
+// Turn is one reply and what came of it.
+type Turn struct {
+	Index       int
+	Chunk       int
+	Reply       string
+	Commands    []string
+	ExitCodes   []int
+	Observation string
+	ParseError  string
+	Complete    bool
+	Sampled     int
+	Duration    time.Duration
+}
+
+// Result is a finished episode.
+type Result struct {
+	Turns       []Turn
+	Chunks      []*Chunk
+	Routing     []*moe.Routing // per chunk; nil where the backend returned none
+	Termination string
+	Repairs     map[string]int
+	LossDrift   int
+	Sampled     int
+	// RoutingUnavailable says why the backend returned no routing.
+	RoutingUnavailable string
+}
+
+// Run plays one episode: the policy replies, the shell runs its commands,
+// the observations come back, until the task is declared complete or a
+// bound is reached. Progress, when set, is called after every turn (the
+// stage heartbeats from it). An error means the episode could not go on
+// (the policy went away, the sandbox broke); the caller retries the attempt.
+func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
+	cfg = cfg.withDefaults()
+	start := time.Now()
+	asm := NewAssembler(tp, []Message{{System, SystemPrompt}, {User, instruction}})
+	res := &Result{}
+	var routing []*moe.Routing
+	end := ""
+	for turn := 0; end == ""; turn++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(asm.Prompt())+cfg.MaxNewTokens > int(float64(cfg.Context)*cfg.CompactAt) {
+			// Keep as many recent turns as fit; a single huge observation
+			// may leave room for none.
+			fits := false
+			for keep := cfg.KeepTurns; keep >= 0 && !fits; keep-- {
+				msgs := compact(asm.Messages(), res.Turns, keep)
+				fits = len(tp.Render(msgs))+cfg.MaxNewTokens <= int(float64(cfg.Context)*cfg.CompactAt)
+				if fits || keep == 0 {
+					asm.Compact(msgs)
+				}
+			}
+			if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
+				end = EndContext
+				break
+			}
+		}
+		t0 := time.Now()
+		sp := cfg.Sampling
+		sp.MaxNewTokens = min(cfg.MaxNewTokens, cfg.MaxSampledTokens-res.Sampled)
+		sp.StopTokenIDs = []int{tp.End()}
+		sp.Seed = cfg.Sampling.Seed + uint64(turn)
+		resp, err := pol.Generate(ctx, inference.GenerateRequest{InputIDs: asm.Prompt(), SamplingParams: sp, ReturnLogprob: true, ReturnRoutedExperts: true})
+		if err != nil {
+			return nil, fmt.Errorf("turn %d: policy: %w", turn, err)
+		}
+		if len(resp.OutputTokenLogprobs) != len(resp.OutputIDs) {
+			return nil, fmt.Errorf("turn %d: policy returned %d log-probs for %d ids", turn, len(resp.OutputTokenLogprobs), len(resp.OutputIDs))
+		}
+		chunk := len(asm.Chunks()) - 1
+		for len(routing) <= chunk {
+			routing = append(routing, nil)
+		}
+		routing[chunk] = resp.RoutedExperts
+		if resp.RoutedExperts == nil && res.RoutingUnavailable == "" {
+			res.RoutingUnavailable = resp.RoutingUnavailable
+		}
+		text := asm.Sampled(resp.OutputIDs, resp.OutputTokenLogprobs)
+		res.Sampled += len(resp.OutputIDs)
+		tr := Turn{Index: turn, Chunk: chunk, Reply: text, Sampled: len(resp.OutputIDs)}
+		reply, perr := ParseReply(text)
+		var obs strings.Builder
+		if perr != nil {
+			tr.ParseError = perr.Error()
+			fmt.Fprintf(&obs, "Your reply could not be used: %s.\n%s\n", perr, ReplyFormat)
+		}
+		for _, c := range reply.Commands {
+			if time.Since(start) > cfg.WallClock {
+				break
+			}
+			tr.Commands = append(tr.Commands, c.Script)
+			timeout := c.Timeout
+			if timeout == 0 {
+				timeout = cfg.CommandTimeout
+			}
+			r, err := sh.Run(ctx, c.Script, sandbox.RunOptions{Timeout: timeout, MaxOutput: cfg.MaxObservation})
+			if err != nil {
+				return nil, fmt.Errorf("turn %d: shell: %w", turn, err)
+			}
+			tr.ExitCodes = append(tr.ExitCodes, r.ExitCode)
+			observe(&obs, c.Script, r, timeout)
+		}
+		tr.Complete = reply.Complete && perr == nil
+		tr.Observation = bound(obs.String(), cfg.MaxObservation)
+		tr.Duration = time.Since(t0)
+		res.Turns = append(res.Turns, tr)
+		if progress != nil {
+			progress(tr)
+		}
+		switch {
+		case tr.Complete:
+			end = EndComplete
+		case turn+1 >= cfg.MaxTurns:
+			end = EndMaxTurns
+		case res.Sampled >= cfg.MaxSampledTokens:
+			end = EndTokens
+		case time.Since(start) > cfg.WallClock:
+			end = EndWallClock
+		default:
+			asm.Next(Message{User, tr.Observation})
+		}
+	}
+	res.Termination = end
+	asm.Close()
+	res.Chunks = asm.Chunks()
+	for len(routing) < len(res.Chunks) {
+		routing = append(routing, nil)
+	}
+	res.Routing = routing
+	res.Repairs = asm.Counts
+	res.LossDrift = asm.LossDrift
+	return res, nil
+}
+
+func observe(b *strings.Builder, script string, r sandbox.Result, timeout time.Duration) {
+	first, _, multi := strings.Cut(script, "\n")
+	if multi {
+		first += " …"
+	}
+	fmt.Fprintf(b, "$ %s\n", first)
+	b.WriteString(r.Stdout)
+	if r.Stderr != "" {
+		if r.Stdout != "" && !strings.HasSuffix(r.Stdout, "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString(r.Stderr)
+	}
+	if out := r.Stdout + r.Stderr; out != "" && !strings.HasSuffix(out, "\n") {
+		b.WriteByte('\n')
+	}
+	switch {
+	case r.TimedOut:
+		fmt.Fprintf(b, "[timed out after %s; the command was interrupted]\n", timeout)
+	case r.ExitCode != 0:
+		fmt.Fprintf(b, "[exit status %d]\n", r.ExitCode)
+	}
+	if r.Restarted {
+		b.WriteString("[the shell was restarted: its directory, variables and jobs are gone; files remain]\n")
+	}
+}
+
+// bound keeps the head and the tail of s within n bytes.
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := fmt.Sprintf("\n[… %d bytes omitted …]\n", len(s)-n)
+	h := (n - len(note)) / 2
+	if h < 0 {
+		return s[:n]
+	}
+	return s[:h] + note + s[len(s)-(n-len(note)-h):]
+}
+
+// compact keeps the system prompt and instruction, a summary of the
+// earlier turns, and the last keep turns verbatim.
+func compact(msgs []Message, turns []Turn, keep int) []Message {
+	head := msgs[:2]
+	// The tail is the last keep assistant/user pairs.
+	tail := msgs[2:]
+	if n := 2 * keep; len(tail) > n {
+		tail = tail[len(tail)-n:]
+	}
+	if keep == 0 {
+		tail = nil
+	}
+	var sum strings.Builder
+	dropped := len(turns) - keep
+	fmt.Fprintf(&sum, "[Context compacted: %d earlier turns summarised.]\nCommands run so far:\n", max(dropped, 0))
+	for _, t := range turns[:max(dropped, 0)] {
+		for i, c := range t.Commands {
+			line, _, _ := strings.Cut(c, "\n")
+			status := ""
+			if i < len(t.ExitCodes) && t.ExitCodes[i] != 0 {
+				status = fmt.Sprintf(" (exit %d)", t.ExitCodes[i])
+			}
+			fmt.Fprintf(&sum, "- %s%s\n", bound(line, 120), status)
+		}
+	}
+	out := append([]Message{}, head...)
+	out = append(out, Message{User, bound(sum.String(), 1500)})
+	return append(out, tail...)
+}

@@ -1,0 +1,134 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+func shell(t *testing.T) Shell {
+	t.Helper()
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	ctx := context.Background()
+	sb, err := bw.Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	return sh
+}
+
+// A scripted agent runs commands whose state carries over, sees their
+// output, and completes.
+func TestEpisodeScripted(t *testing.T) {
+	tp := template(t)
+	sh := shell(t)
+	pol := NewScripted(tp, []string{
+		"First make the directory. <command>mkdir -p /app/out && cd /app/out</command>",
+		"not a valid reply",
+		"<command>echo hello > greeting.txt</command><command>cat greeting.txt; false</command>",
+		"<command timeout=\"1\">sleep 5</command>",
+		"<command>pwd</command><task_complete/>",
+	})
+	res, err := Run(context.Background(), pol, tp, sh, "Write hello to /app/out/greeting.txt.", Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Termination != EndComplete || len(res.Turns) != 5 {
+		t.Fatalf("termination %s after %d turns", res.Termination, len(res.Turns))
+	}
+	if res.Turns[1].ParseError == "" || !strings.Contains(res.Turns[1].Observation, "<command>") {
+		t.Fatalf("an unusable reply must get a corrective observation: %+v", res.Turns[1])
+	}
+	if obs := res.Turns[2].Observation; !strings.Contains(obs, "hello") || !strings.Contains(obs, "[exit status 1]") {
+		t.Fatalf("observation %q", obs)
+	}
+	if !strings.Contains(res.Turns[3].Observation, "timed out") {
+		t.Fatalf("timeout not reported: %q", res.Turns[3].Observation)
+	}
+	if !strings.Contains(res.Turns[4].Observation, "/app/out") {
+		t.Fatalf("the shell lost its directory: %q", res.Turns[4].Observation)
+	}
+	if res.LossDrift != 0 || res.Repairs["strict_prefix"] != 4 {
+		t.Fatalf("repairs %v, loss drift %d", res.Repairs, res.LossDrift)
+	}
+}
+
+// The reference model: every sampled token keeps its log-prob and the
+// routing covers every processed token of every chunk.
+func TestEpisodeReferenceModel(t *testing.T) {
+	tp := template(t)
+	sh := shell(t)
+	tok, _ := moe.DefaultTokenizer()
+	cfg := moe.DefaultConfig()
+	m, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := inference.NewReference(m, tok, moe.BF16, "v0")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ec := Config{MaxTurns: 6, MaxNewTokens: 48, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1, Seed: 7}}
+	res, err := Run(ctx, pol, tp, sh, "List the files in /app.", ec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Termination != EndMaxTurns && res.Termination != EndComplete {
+		t.Fatalf("termination %s", res.Termination)
+	}
+	if res.LossDrift != 0 {
+		t.Fatalf("loss drift %d", res.LossDrift)
+	}
+	sampled := 0
+	for i, c := range res.Chunks {
+		r := res.Routing[i]
+		if r == nil {
+			t.Fatalf("chunk %d has no routing", i)
+		}
+		if r.Tokens != len(c.IDs)-1 || r.Layers != cfg.Layers || r.TopK != cfg.TopK {
+			t.Fatalf("chunk %d: %d ids, routing %d×%d×%d", i, len(c.IDs), r.Tokens, r.Layers, r.TopK)
+		}
+		for j, l := range c.Loss {
+			if l {
+				sampled++
+				if c.LogProbs[j] > 0 {
+					t.Fatalf("log-prob %v > 0", c.LogProbs[j])
+				}
+			}
+		}
+	}
+	if sampled != res.Sampled {
+		t.Fatalf("%d loss tokens, %d sampled", sampled, res.Sampled)
+	}
+	// Same seed, same episode.
+	again, err := Run(ctx, pol, tp, shell(t), "List the files in /app.", ec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Turns) != len(res.Turns) || again.Turns[len(again.Turns)-1].Reply != res.Turns[len(res.Turns)-1].Reply {
+		t.Fatal("the episode is not deterministic")
+	}
+}
+
+func TestFromSolution(t *testing.T) {
+	tp := template(t)
+	s := FromSolution(tp, "#!/bin/bash\nset -e\n# make it\nmkdir -p /app/out\ncat > /app/out/a.sh <<'SH'\necho hi\nSH\nls \\\n  /app\n")
+	want := []string{"<command>set -e</command>", "<command>mkdir -p /app/out</command>",
+		"<command>cat > /app/out/a.sh <<'SH'\necho hi\nSH</command>", "<command>ls \\\n  /app</command>", "<task_complete/>"}
+	if strings.Join(s.replies, "|") != strings.Join(want, "|") {
+		t.Fatalf("%q", s.replies)
+	}
+}
