@@ -23,7 +23,9 @@ type Scripted struct {
 }
 
 // NewScripted replays replies in order.
-func NewScripted(tp *Template, replies []string) *Scripted { return &Scripted{tp: tp, replies: replies} }
+func NewScripted(tp *Template, replies []string) *Scripted {
+	return &Scripted{tp: tp, replies: replies}
+}
 
 // FromSolution makes one reply per non-empty, non-comment line of a
 // solution script (a line ending in a backslash continues), then a final
