@@ -55,5 +55,7 @@
 // they enforce Limits (per file, in total, entry count, and the
 // decompressed stream itself); errors name the entry.
 //
-// Builder assembles tasks in memory for code that generates them.
+// Builder assembles tasks in memory for code that generates them;
+// Task.FS gives a read-only fs.FS view of a task (for os.CopyFS or a walk)
+// without a temporary directory.
 package harbor
