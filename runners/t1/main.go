@@ -63,6 +63,7 @@ func newRoot() *cobra.Command {
 		inspectCmd(g),
 		tasksCmd(g),
 		servePolicyCmd(g),
+		moeCmd(g),
 		sandboxCmd(g),
 	)
 	return root

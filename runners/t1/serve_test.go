@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"regexp"
 	"slices"
 	"sync"
@@ -87,5 +88,31 @@ func TestServePolicy(t *testing.T) {
 	if got.WeightVersion != "7" || !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) ||
 		!slices.Equal(got.RoutedExperts.Experts, want.RoutedExperts.Experts) {
 		t.Fatalf("served generation differs from the checkpoint's: %+v", got)
+	}
+}
+
+func TestMoEGap(t *testing.T) {
+	run := func(prec string) gapResult {
+		out, err := t1(t, "moe", "gap", "--json", "--prompts", "2", "--max-new-tokens", "48", "--precision", prec, "--sft-steps", "2")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var r gapResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if r.Report.Generated != 96 || r.Report.ReplayOn.Sets == 0 {
+			t.Fatalf("%+v", r.Report)
+		}
+		return r
+	}
+	if r := run("bf16"); r.Report.ReplayOn.Mismatches != 0 || r.Report.ReplayOff.MeanAbsLogProbGap == 0 {
+		t.Fatalf("bf16: %+v", r.Report)
+	}
+	if r := run("f32"); r.Report.ReplayOff.Mismatches != 0 || r.Report.ReplayOff.MaxAbsLogProbGap != 0 {
+		t.Fatalf("f32: %+v", r.Report)
+	}
+	if _, err := t1(t, "moe", "gap", "--prompts", "0"); err == nil {
+		t.Fatal("--prompts 0 accepted")
 	}
 }
