@@ -78,14 +78,31 @@ func NewWriter[T Row](o WriterOptions) (*Writer[T], error) {
 		return nil, fmt.Errorf("%s writer: %w", t.Name, err)
 	}
 	w := &Writer[T]{table: t, f: f, sum: sha256.New()}
-	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n},
+	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n}, writerOptions(t, o)...)
+	return w, nil
+}
+
+// blobColumns hold large opaque values. Their min/max statistics would
+// copy whole values into page headers, the column index and the footer
+// (a 1.5 MB routing record stored five times over), so they get none.
+var blobColumns = map[string][]string{
+	TasksTable.Name:   {"instruction"},
+	TurnsTable.Name:   {"action", "observation"},
+	RoutingTable.Name: {"record"},
+}
+
+func writerOptions(t Table, o WriterOptions) []parquet.WriterOption {
+	opts := []parquet.WriterOption{
 		parquet.Compression(&zstd.Codec{Level: o.ZstdLevel}),
 		parquet.MaxRowsPerRowGroup(o.RowGroupRows),
 		parquet.CreatedBy("t1", "", ""),
 		parquet.KeyValueMetadata(MetaTable, t.Name),
 		parquet.KeyValueMetadata(MetaVersion, t.Version.String()),
-	)
-	return w, nil
+	}
+	for _, c := range blobColumns[t.Name] {
+		opts = append(opts, parquet.SkipPageBounds(c), parquet.SkipPageStatistics(c))
+	}
+	return opts
 }
 
 // Write appends rows.
