@@ -1,0 +1,149 @@
+// Package reward scores finished attempts: it restores an attempt's final
+// sandbox state from its snapshot into a fresh sandbox of the task, runs
+// the task's verifier there, and turns the report into a reward — passed
+// assertions × a scale fixed before the run (DESIGN.md §1.4), or the binary
+// outcome when the verifier gave no per-assertion report, so a solved task
+// never scores zero.
+//
+// Scoring from the snapshot rather than inside the rollout's sandbox is
+// what makes reward replayable: a fixed verifier can re-score every
+// trajectory of a run without rolling anything out again. Processes the
+// agent left running are not part of a snapshot; verifiers that query a
+// live service see none.
+//
+//	rollout.completed ─▶ reward ─▶ reward.scored  (+ a rewards-table object)
+package reward
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trial"
+)
+
+// Config wires the stage.
+type Config struct {
+	Store  store.ObjectStore
+	Trial  trial.Options
+	Reward verifier.RewardFunc
+	// MaxSnapshotBytes bounds a snapshot read back (default 1 GiB).
+	MaxSnapshotBytes int64
+	TempDir          string
+}
+
+// New returns the reward stage.
+func New(cfg Config) engine.Stage {
+	if cfg.MaxSnapshotBytes <= 0 {
+		cfg.MaxSnapshotBytes = 1 << 30
+	}
+	s := &stage{cfg: cfg}
+	return engine.NewStage("reward", []string{schemas.RolloutCompleted}, s.handle)
+}
+
+type stage struct{ cfg Config }
+
+func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	var p schemas.RolloutCompletedPayload
+	if err := ev.Decode(&p); err != nil {
+		return err
+	}
+	rep, err := s.verify(ctx, ev.Run, p)
+	if err != nil {
+		return err
+	}
+	score := s.cfg.Reward.Score(rep)
+	row := schemas.RewardRow{
+		Run: ev.Run, TaskID: p.TaskID, Attempt: int32(p.Attempt), Iteration: int32(p.Iteration), Purpose: p.Purpose,
+		PolicyVersion: p.PolicyVersion, Passed: int32(rep.Passed), Total: int32(rep.Total), Scale: s.cfg.Reward.Scale,
+		Reward: score.Value, Source: string(rep.Source), Fallback: score.Fallback, ExitCode: int32(rep.ExitCode),
+	}
+	for _, a := range rep.Assertions {
+		row.Assertions = append(row.Assertions, schemas.Assertion{Name: a.Name, Passed: a.Status == verifier.Passed})
+	}
+	ref, err := schemas.WriteTable(ctx, s.cfg.Store, ev.Run, p.Iteration, []schemas.RewardRow{row}, schemas.WriterOptions{TempDir: s.cfg.TempDir})
+	if err != nil {
+		return err
+	}
+	_, err = out.Emit(schemas.RewardScored, schemas.RewardScoredPayload{
+		TaskID: p.TaskID, Attempt: p.Attempt, Purpose: p.Purpose, Suite: p.Suite, Iteration: p.Iteration,
+		PolicyVersion: p.PolicyVersion, Reward: score.Value, Passed: rep.Passed, Total: rep.Total,
+		Source: string(rep.Source), Fallback: score.Fallback, Rewards: ref,
+	}, engine.WithKey(fmt.Sprintf("%s/%d", p.TaskID, p.Attempt)))
+	return err
+}
+
+// verify restores the attempt's snapshot into a fresh sandbox of the task
+// and runs the verifier there.
+func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutCompletedPayload) (*verifier.Report, error) {
+	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-reward-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	dir := filepath.Join(work, "task")
+	t, err := trial.FetchBundle(ctx, s.cfg.Store, trial.BundleKey(run, p.TaskID), "", dir)
+	var bad *trial.BadBundle
+	if errors.As(err, &bad) || errors.Is(err, store.ErrNotFound) {
+		return nil, engine.Permanent(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.snapshot(ctx, p.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Trial.Backend == nil {
+		return nil, engine.Permanent(errors.New("reward: no sandbox backend"))
+	}
+	sb, err := s.cfg.Trial.Backend.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: s.cfg.Trial.Limits, TempDir: s.cfg.Trial.TempDir})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox for %s: %w", p.TaskID, err)
+	}
+	defer sb.Close()
+	if err := sb.Restore(ctx, bytes.NewReader(snap)); err != nil {
+		return nil, engine.Permanent(fmt.Errorf("snapshot %s: %w", p.Snapshot.Key, err))
+	}
+	rep, _, _, err := trial.Verify(ctx, sb, dir, t, s.cfg.Trial)
+	return rep, err
+}
+
+func (s *stage) snapshot(ctx context.Context, ref schemas.ObjectRef) ([]byte, error) {
+	if ref.Key == "" {
+		return nil, nil
+	}
+	rc, _, err := s.cfg.Store.Get(ctx, ref.Key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, engine.Permanent(fmt.Errorf("snapshot %s: %w", ref.Key, err))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, s.cfg.MaxSnapshotBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", ref.Key, err)
+	}
+	if int64(len(data)) > s.cfg.MaxSnapshotBytes {
+		return nil, engine.Permanent(fmt.Errorf("snapshot %s is over %d bytes", ref.Key, s.cfg.MaxSnapshotBytes))
+	}
+	if ref.SHA256 != "" {
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != ref.SHA256 {
+			return nil, engine.Permanent(fmt.Errorf("snapshot %s: sha256 %x, the event says %s", ref.Key, sum, ref.SHA256))
+		}
+	}
+	return data, nil
+}
