@@ -112,14 +112,20 @@ func LoadLimits(dir string, lim Limits) (*Task, error) {
 	if !info.IsDir() {
 		return nil, &Error{Task: dir, Err: errors.New("not a directory")}
 	}
+	// A symlinked task root is followed (WalkDir would not descend into
+	// it); links inside the task are kept as links.
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", dir, err)
+	}
 	files := map[string]File{}
 	var total int64
 	entries := 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}

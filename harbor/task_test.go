@@ -208,6 +208,14 @@ func TestHashIgnoresNameAndModeBeyondExec(t *testing.T) {
 	if h2, _ := other.Hash(); h2 != h {
 		t.Fatalf("hash depends on name or mode: %s vs %s", h, h2)
 	}
+	// A symlinked task root loads like the directory itself.
+	alias := filepath.Join(t.TempDir(), "alias")
+	must(t, os.Symlink(dir, alias))
+	if viaLink, err := Load(alias); err != nil {
+		t.Fatal(err)
+	} else if h2, _ := viaLink.Hash(); h2 != h {
+		t.Fatal("a symlinked root loads differently")
+	}
 	id, _ := other.ID()
 	if !strings.HasPrefix(id, "task-") || len(id) != 25 || !strings.HasPrefix(h, id[5:]) {
 		t.Fatalf("id %q for hash %s", id, h)
