@@ -241,6 +241,11 @@ func TestSGLangFixture(t *testing.T) {
 	if _, err := fromSGLang(raw, req, 3, 2); err == nil {
 		t.Fatal("wrong layers accepted")
 	}
+	aborted := raw
+	aborted.MetaInfo.FinishReason = &sglFinish{Type: "abort", Message: "prompt too long"}
+	if _, err := fromSGLang(aborted, req, 2, 2); err == nil || !strings.Contains(err.Error(), "prompt too long") {
+		t.Fatalf("abort: %v", err)
+	}
 	raw.MetaInfo.RoutedExperts = nil
 	r, err = fromSGLang(raw, req, 2, 2)
 	if err != nil || r.RoutedExperts != nil || !strings.Contains(r.RoutingUnavailable, "--enable-return-routed-experts") {

@@ -201,6 +201,9 @@ func fromSGLang(raw sglResponse, req GenerateRequest, layers, topK int) (*Genera
 		resp.CompletionTokens = len(resp.OutputIDs)
 	}
 	if f := m.FinishReason; f != nil {
+		if f.Type == FinishAbort {
+			return nil, fmt.Errorf("the server aborted the request: %s", f.Message)
+		}
 		resp.FinishReason = f.Type
 		if f.Type == FinishStop {
 			if v, ok := f.Matched.(float64); ok {

@@ -106,7 +106,7 @@ func topK(sel []int32, probs []float32) {
 // e1, e3 ([K·F]) and eout ([K·D]) keep the experts' intermediates; act is
 // scratch of length F. It returns the norm's inverse RMS.
 func moeRow(lw *LayerWeights, p Precision, x2, h2, probs []float32, live, replay, sel []int32, gates, e1, e3, eout, act, xout []float32) float32 {
-	D, F, K := len(x2), len(act), len(sel)
+	D, F := len(x2), len(act)
 	r := rmsNorm(h2, x2, lw.MoENorm)
 	p.round(h2)
 	matvec(probs, lw.Router, h2)
@@ -144,7 +144,6 @@ func moeRow(lw *LayerWeights, p Precision, x2, h2, probs []float32, live, replay
 		p.round(o)
 		axpy(xout, gates[j], o)
 	}
-	_ = K
 	for i := range xout {
 		xout[i] += x2[i]
 	}
