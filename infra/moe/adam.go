@@ -1,6 +1,11 @@
 package moe
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+)
 
 // AdamConfig is Adam with a constant learning rate (no schedule, no weight
 // decay), as the recipe prescribes.
@@ -74,4 +79,70 @@ func (m *Model) ClipGradNorm(maxNorm float64) float64 {
 		}
 	}
 	return n
+}
+
+// stateTensors lists the moment estimates as tensors named m.<param> and
+// v.<param>, the layout of optimizer.safetensors.
+func (a *Adam) stateTensors() []*Tensor {
+	var out []*Tensor
+	for i, t := range a.mom.Tensors {
+		out = append(out, &Tensor{Name: "m." + t.Name, Shape: t.Shape, Data: t.Data})
+		out = append(out, &Tensor{Name: "v." + t.Name, Shape: t.Shape, Data: a.vel.Tensors[i].Data})
+	}
+	return out
+}
+
+// optimizerMeta records the step count and hyper-parameters.
+func (a *Adam) meta() map[string]string {
+	return map[string]string{"step": strconv.Itoa(a.step), "lr": fmtF(a.Cfg.LR), "beta1": fmtF(a.Cfg.Beta1),
+		"beta2": fmtF(a.Cfg.Beta2), "eps": fmtF(a.Cfg.Eps)}
+}
+
+func fmtF(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// restoreAdam rebuilds an optimiser for m from optimizer.safetensors.
+func restoreAdam(m *Model, tensors map[string]*Tensor, meta map[string]string) (*Adam, error) {
+	var cfg AdamConfig
+	var step int
+	var err error
+	parse := func(key string, dst *float64) {
+		if err == nil {
+			if *dst, err = strconv.ParseFloat(meta[key], 64); err != nil {
+				err = fmt.Errorf("metadata %s: %w", key, err)
+			}
+		}
+	}
+	parse("lr", &cfg.LR)
+	parse("beta1", &cfg.Beta1)
+	parse("beta2", &cfg.Beta2)
+	parse("eps", &cfg.Eps)
+	if err == nil {
+		if step, err = strconv.Atoi(meta["step"]); err != nil || step < 0 {
+			err = fmt.Errorf("metadata step %q is not a step count", meta["step"])
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := NewAdam(m, cfg)
+	a.step = step
+	for i, t := range a.mom.Tensors {
+		for _, p := range []struct {
+			name string
+			dst  *Tensor
+		}{{"m." + t.Name, t}, {"v." + t.Name, a.vel.Tensors[i]}} {
+			g, ok := tensors[p.name]
+			if !ok {
+				return nil, fmt.Errorf("tensor %q missing", p.name)
+			}
+			if !slices.Equal(g.Shape, p.dst.Shape) {
+				return nil, fmt.Errorf("tensor %q: shape %v, want %v", p.name, g.Shape, p.dst.Shape)
+			}
+			copy(p.dst.Data, g.Data)
+		}
+	}
+	if len(tensors) != 2*len(a.mom.Tensors) {
+		return nil, fmt.Errorf("%d tensors, want %d", len(tensors), 2*len(a.mom.Tensors))
+	}
+	return a, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +20,9 @@ const (
 	ConfigFile    = "config.json"
 	TokenizerFile = "tokenizer.json"
 	WeightsFile   = "model.safetensors"
+	// OptimizerFile holds Adam's moments and step (optional), so training
+	// resumes exactly where it stopped.
+	OptimizerFile = "optimizer.safetensors"
 )
 
 // Checkpoint is a model with the tokenizer it was trained with.
@@ -28,6 +32,9 @@ type Checkpoint struct {
 	// Meta is stored in the safetensors __metadata__ (e.g. a policy
 	// version); it may be nil.
 	Meta map[string]string
+	// Optimizer, when set, is saved too; Load restores it when the
+	// checkpoint has one.
+	Optimizer *Adam
 }
 
 func (c *Checkpoint) files() (map[string][]byte, error) {
@@ -53,8 +60,22 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if err := WriteSafetensors(&w, c.Model.W.Tensors, meta); err != nil {
 		return nil, err
 	}
-	return map[string][]byte{ConfigFile: append(cfg, '\n'), TokenizerFile: tok, WeightsFile: w.Bytes()}, nil
+	files := map[string][]byte{ConfigFile: append(cfg, '\n'), TokenizerFile: tok, WeightsFile: w.Bytes()}
+	if c.Optimizer != nil {
+		if c.Optimizer.m != c.Model {
+			return nil, errors.New("checkpoint: the optimizer belongs to another model")
+		}
+		var o bytes.Buffer
+		if err := WriteSafetensors(&o, c.Optimizer.stateTensors(), c.Optimizer.meta()); err != nil {
+			return nil, err
+		}
+		files[OptimizerFile] = o.Bytes()
+	}
+	return files, nil
 }
+
+// errMissing marks an optional checkpoint file that is absent.
+var errMissing = errors.New("optional file missing")
 
 // parseCheckpoint builds a checkpoint from its three files; where names
 // the source in errors.
@@ -90,7 +111,22 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 	if err := loadTensors(m.W, tensors); err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
 	}
-	return &Checkpoint{Model: m, Tokenizer: tok, Meta: meta}, nil
+	ck := &Checkpoint{Model: m, Tokenizer: tok, Meta: meta}
+	ob, err := get(OptimizerFile)
+	if errors.Is(err, errMissing) {
+		return ck, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ot, om, err := ReadSafetensors(ob)
+	if err == nil {
+		ck.Optimizer, err = restoreAdam(m, ot, om)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", where, OptimizerFile, err)
+	}
+	return ck, nil
 }
 
 // SaveDir writes the checkpoint's files into dir (created if needed).
@@ -101,6 +137,13 @@ func (c *Checkpoint) SaveDir(dir string) error {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if _, ok := files[OptimizerFile]; !ok {
+		// A stale optimizer from an earlier save would be restored with
+		// these weights.
+		if err := os.Remove(filepath.Join(dir, OptimizerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
 	}
 	for name, b := range files {
 		// Write then rename, so a reader never sees half a file.
@@ -119,6 +162,9 @@ func (c *Checkpoint) SaveDir(dir string) error {
 func LoadDir(dir string) (*Checkpoint, error) {
 	return parseCheckpoint(dir, func(name string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) && name == OptimizerFile {
+			return nil, errMissing
+		}
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
@@ -127,15 +173,25 @@ func LoadDir(dir string) (*Checkpoint, error) {
 }
 
 // Save puts the checkpoint's files under prefix (keys prefix/config.json,
-// prefix/tokenizer.json, prefix/model.safetensors). The weights go last,
-// so their presence marks a complete checkpoint.
+// prefix/tokenizer.json, prefix/optimizer.safetensors when there is an
+// optimizer, prefix/model.safetensors). The weights go last, so their
+// presence marks a complete checkpoint.
 func (c *Checkpoint) Save(ctx context.Context, st store.ObjectStore, prefix string) error {
 	files, err := c.files()
 	if err != nil {
 		return err
 	}
-	for _, name := range []string{ConfigFile, TokenizerFile, WeightsFile} {
-		b := files[name]
+	if _, ok := files[OptimizerFile]; !ok {
+		key := path.Join(prefix, OptimizerFile)
+		if err := st.Delete(ctx, key); err != nil {
+			return fmt.Errorf("checkpoint: delete stale %s: %w", key, err)
+		}
+	}
+	for _, name := range []string{ConfigFile, TokenizerFile, OptimizerFile, WeightsFile} {
+		b, ok := files[name]
+		if !ok {
+			continue
+		}
 		key := path.Join(prefix, name)
 		ct := "application/json"
 		if name == WeightsFile {
@@ -153,6 +209,9 @@ func Load(ctx context.Context, st store.ObjectStore, prefix string) (*Checkpoint
 	return parseCheckpoint(prefix, func(name string) ([]byte, error) {
 		key := path.Join(prefix, name)
 		r, _, err := st.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) && name == OptimizerFile {
+			return nil, errMissing
+		}
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: get %s: %w", key, err)
 		}

@@ -60,6 +60,8 @@
 //	<dir or key prefix>/config.json        Config
 //	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}
 //	                   /model.safetensors  every tensor, F32, names as below
+//	                   /optimizer.safetensors  optional: Adam moments m.<name>, v.<name>;
+//	                                           __metadata__ step, lr, beta1, beta2, eps
 //
 //	safetensors: u64 LE header length N │ N bytes JSON header (space-padded to 8) │ raw LE data
 //	header:      {"__metadata__":{"format":"pt","policy_version":"3"},
