@@ -157,6 +157,10 @@ func FuzzTokenizerRoundTrip(f *testing.F) {
 				t.Fatalf("id %d out of range", id)
 			}
 		}
+		ord := tok.EncodeOrdinary(string(b))
+		if got, _ := tok.Decode(ord); got != string(b) || slices.ContainsFunc(ord, tok.IsSpecial) {
+			t.Fatalf("ordinary encoding of %q: %v", b, ord)
+		}
 		// Decoding any ids and re-encoding round-trips the text.
 		for i := 0; i+1 < len(b); i += 2 {
 			ids = append(ids, (int(b[i])<<8|int(b[i+1]))%tok.VocabSize())
