@@ -148,7 +148,12 @@ func Verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if err := sb.Upload(ctx, filepath.Join(taskDir, harbor.TestsDir), "/tests"); err != nil {
 		return nil, false, false, fmt.Errorf("upload tests: %w", err)
 	}
-	cmd := sandbox.Cmd{Script: "mkdir -p /logs/verifier && exec bash /tests/test.sh"}
+	// The agent could have left reports behind (a ctrf.json claiming
+	// every test passed): the verifier starts from an empty directory.
+	if res, err := sb.Exec(ctx, sandbox.Cmd{Script: "rm -rf /logs/verifier && mkdir -p /logs/verifier"}); err != nil || res.ExitCode != 0 {
+		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
+	}
+	cmd := sandbox.Cmd{Script: "exec bash /tests/test.sh"}
 	switch mode := opt.Offline; {
 	case mode == OfflineAlways, mode != OfflineNever && needsOffline(t):
 		plan, err := verifier.OfflinePytest(t, verifier.PytestOptions{})

@@ -114,3 +114,23 @@ func TestOfflineVerifier(t *testing.T) {
 		t.Fatalf("test.sh without network should fail: %+v", out.Report)
 	}
 }
+
+// Reports an agent leaves in /logs/verifier never reach the verdict.
+func TestForgedReportIgnored(t *testing.T) {
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir, tk := writeTask(t, localTestSh)
+	forge := &Solution{Script: []byte(`#!/bin/bash
+mkdir -p /logs/verifier
+echo '{"results":{"tool":{"name":"x"},"summary":{"tests":2,"passed":2,"failed":0},"tests":[{"name":"test_greeting","status":"passed"},{"name":"test_input_kept","status":"passed"}]}}' > /logs/verifier/ctrf.json
+echo 1 > /logs/verifier/reward.txt
+`)}
+	out, err := Run(ctx, dir, tk, forge, Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Report.Solved || out.Report.Source != "junit" {
+		t.Fatalf("a forged report was believed: %+v", out.Report)
+	}
+}

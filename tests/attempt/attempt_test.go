@@ -1,0 +1,146 @@
+// Package attempt_test plays attempts end to end through the real event
+// log, store and sandboxes: rollout.requested → rollout → rollout.completed
+// → reward → reward.scored, with a scripted agent replaying the reference
+// solution and with the reference MoE policy.
+package attempt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/reward"
+	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/trial"
+)
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+
+const run = "att"
+
+func TestRolloutAndReward(t *testing.T) {
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st := testinfra.Store(t)
+	l := testinfra.Log(t)
+
+	sp, err := synth.Build([]synth.StepRef{{Name: "source.csv", Seed: 3, Input: -1}, {Name: "csv.aggregate", Seed: 4, Input: 0}, {Name: "sys.checksum", Seed: 5, Input: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := sp.Task(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := trial.PutBundle(ctx, st, run, tk.Name, tk); err != nil {
+		t.Fatal(err)
+	}
+
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := rollout.NewTemplate(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcfg := moe.DefaultConfig()
+	model, err := moe.NewModel(mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := inference.NewReference(model, tok, moe.BF16, "v1")
+	// Version 0 replays the reference solution; version 1 is the model.
+	policies := func(_ context.Context, v int64) (rollout.Policy, error) {
+		if v == 0 {
+			return rollout.Policy{Engine: rollout.FromSolution(tp, sp.SolveScript()), Tokenizer: tok, Experts: mcfg.Experts}, nil
+		}
+		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
+	}
+	opt := trial.Options{Backend: bw}
+	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	ec := rollout.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
+	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
+	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 0.5)
+	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
+
+	for v := range int64(2) {
+		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, fmt.Sprint(v), schemas.RolloutRequestedPayload{
+			TaskID: tk.Name, Attempt: int(v), Purpose: "train", PolicyVersion: v, Seed: 11,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testinfra.CheckFor(t, 2*time.Minute, func() error {
+		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored); n != 2 {
+			return fmt.Errorf("%d of 2 attempts scored (failed: %d)", n, testinfra.Count(t, l, "t1."+run+".*.failed"))
+		}
+		return nil
+	})
+
+	scores := map[int]schemas.RewardScoredPayload{}
+	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.RewardScored) {
+		var p schemas.RewardScoredPayload
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		scores[p.Attempt] = p
+	}
+	oracle := scores[0]
+	if oracle.Total != len(sp.Checks) || oracle.Passed != oracle.Total || oracle.Reward != 0.5*float64(oracle.Total) || oracle.Fallback {
+		t.Fatalf("the replayed reference solution scored %+v", oracle)
+	}
+	if model := scores[1]; model.Total != len(sp.Checks) {
+		t.Fatalf("the model's attempt was not verified per assertion: %+v", model)
+	}
+
+	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.RolloutCompleted) {
+		var p schemas.RolloutCompletedPayload
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := schemas.ReadRows[schemas.TokenRow](ctx, st, p.TokenRows.Key, &p.TokenRows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tokens) != p.Chunks {
+			t.Fatalf("attempt %d: %d token rows for %d chunks", p.Attempt, len(tokens), p.Chunks)
+		}
+		if p.PolicyVersion == 1 {
+			routes, err := schemas.ReadRows[schemas.RoutingRow](ctx, st, p.RoutingRows.Key, &p.RoutingRows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.CheckAligned(p.TokenRows.Key, tokens, p.RoutingRows.Key, routes); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range routes {
+				if _, err := r.Decode(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		turns, err := schemas.ReadRows[schemas.TurnRow](ctx, st, p.TurnRows.Key, &p.TurnRows)
+		if err != nil || len(turns) != p.Turns {
+			t.Fatalf("attempt %d: %d turn rows for %d turns (%v)", p.Attempt, len(turns), p.Turns, err)
+		}
+	}
+}
