@@ -150,7 +150,7 @@ func Verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	}
 	// The agent could have left reports behind (a ctrf.json claiming
 	// every test passed): the verifier starts from an empty directory.
-	if res, err := sb.Exec(ctx, sandbox.Cmd{Script: "rm -rf /logs/verifier && mkdir -p /logs/verifier"}); err != nil || res.ExitCode != 0 {
+	if res, err := sb.Exec(ctx, sandbox.Cmd{Script: "chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier && mkdir -p /logs/verifier"}); err != nil || res.ExitCode != 0 {
 		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
 	}
 	cmd := sandbox.Cmd{Script: "exec bash /tests/test.sh"}
