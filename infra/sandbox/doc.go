@@ -87,7 +87,7 @@
 // omitted …]". Bytes need not be UTF-8. On timeout the shell's process
 // group gets SIGINT (what Ctrl-C sends; background jobs ignore it) and
 // an interactive bash abandons the line; if the shell does not answer
-// within a second (the command ignores SIGINT, or exec'd something that
+// within two seconds (the command ignores SIGINT, or exec'd something that
 // does), it is killed and started again, and the Result says Restarted
 // with a notice on Stderr. A command that exits the shell restarts it the
 // same way. Output that background jobs write between commands is given

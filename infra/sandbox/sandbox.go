@@ -149,8 +149,8 @@ type Result struct {
 // functions and background jobs carry from one Run to the next.
 type Shell interface {
 	// Run executes script in the session. On timeout the foreground job is
-	// interrupted (SIGINT) and, if the session does not recover within a
-	// second, the session is restarted (Result.Restarted). A script that
+	// interrupted (SIGINT) and, if the session does not recover within two
+	// seconds, the session is restarted (Result.Restarted). A script that
 	// exits the shell also restarts it.
 	Run(ctx context.Context, script string, opts RunOptions) (Result, error)
 	// Close ends the session and every process it started.

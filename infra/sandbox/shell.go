@@ -21,7 +21,7 @@ const shellCtl = "/run/t1"
 
 // interruptGrace is how long an interrupted shell has to come back to its
 // prompt before it is restarted.
-const interruptGrace = time.Second
+const interruptGrace = 2 * time.Second
 
 // shell is a persistent interactive bash. The protocol: for each Run the
 // host writes the script to ctl/<n>.sh and sends bash one line,
