@@ -328,13 +328,35 @@ func decodeRank(payload []byte, r *Record) error {
 	if uint64(sets)*uint64(nb) > br.end || br.end-uint64(sets)*uint64(nb) >= 8 {
 		return corrupt("rank payload of %d bytes, want %d", len(payload), (uint64(sets)*uint64(nb)+7)/8)
 	}
-	for s := range sets {
+	w8 := Width(r.Experts) == 1
+	s0 := 0
+	if w8 {
+		var vs [4]uint64
+		for ; s0+4 <= sets; s0 += 4 {
+			for j := range vs {
+				v, err := br.get(nb)
+				if err != nil {
+					return corrupt("set %d: %v", s0+j, err)
+				}
+				if v >= limit {
+					return corrupt("token %d layer %d: rank %d out of range", (s0+j)/r.Layers, (s0+j)%r.Layers, v)
+				}
+				vs[j] = v
+			}
+			c.unrank8x4(vs, k, r.IDs[s0*k:(s0+4)*k])
+		}
+	}
+	for s := s0; s < sets; s++ {
 		v, err := br.get(nb)
 		if err != nil {
 			return corrupt("set %d: %v", s, err)
 		}
 		if v >= limit {
 			return corrupt("token %d layer %d: rank %d out of range", s/r.Layers, s%r.Layers, v)
+		}
+		if w8 {
+			c.unrank8(v, r.IDs[s*k:s*k+k])
+			continue
 		}
 		c.unrank(v, k, r.Experts, set)
 		storeSet(r, s, set)
@@ -345,6 +367,9 @@ func decodeRank(payload []byte, r *Record) error {
 // deltaHistogram counts, over every set after token 0, how many experts
 // changed from the same layer one token earlier.
 func deltaHistogram(r *Record) []uint64 {
+	if Width(r.Experts) == 1 {
+		return deltaHistogram8(r)
+	}
 	k, L := r.TopK, r.Layers
 	hist := make([]uint64, k+1)
 	prev, cur := make([]int, k), make([]int, k)
@@ -406,6 +431,10 @@ func encodeDelta(dst []byte, r *Record, hist []uint64) []byte {
 	codes := canonicalCodes(lens)
 	nb := c.rankBits(E, k)
 	w := bitWriter{buf: dst}
+	if Width(E) == 1 {
+		encodeDelta8(&w, c, r, lens, codes)
+		return w.flush()
+	}
 	prev, cur := make([]int, k), make([]int, k)
 	dropped, added := make([]int, 0, k), make([]int, 0, k)
 	for s := range r.Tokens * L {
@@ -460,6 +489,19 @@ func decodeDelta(payload []byte, r *Record) error {
 	limit := c.at(E, k)
 	prev, cur := make([]int, k), make([]int, k)
 	dropped, added := make([]int, k), make([]int, k)
+	if Width(E) == 1 {
+		for s := range min(L, r.Tokens*L) {
+			v, err := br.get(nb)
+			if err != nil {
+				return corrupt("token 0 layer %d: %v", s, err)
+			}
+			if v >= limit {
+				return corrupt("token 0 layer %d: rank %d out of range", s, v)
+			}
+			c.unrank8(v, r.IDs[s*k:s*k+k])
+		}
+		return decodeDelta8(&br, dec, c, r)
+	}
 	for s := range r.Tokens * L {
 		if s < L {
 			v, err := br.get(nb)

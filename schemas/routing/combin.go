@@ -20,7 +20,7 @@ type combin struct {
 	ok bool
 }
 
-const bucketBits = 5
+const bucketBits = 7
 
 // bucket maps v to a log-spaced bucket: its bit length and the bucketBits
 // bits below its leading one. Consecutive binomials C(c, i), C(c+1, i)
@@ -85,7 +85,7 @@ func newCombin(n, k int) *combin {
 	if !c.ok {
 		return c
 	}
-	nb := (64 + 1) << bucketBits
+	nb := 128 << bucketBits // a power of two, so lookups can mask instead of bounds-check
 	c.guess = make([][]uint16, k+1)
 	for i := 1; i <= k; i++ {
 		g := make([]uint16, nb)
@@ -117,24 +117,71 @@ func (c *combin) rankBits(u, i int) int {
 }
 
 // unrank writes into out the ascending i-subset of [0, u) whose
-// combinatorial rank is r (r < C(u, i), checked by the caller).
+// combinatorial rank is r. r < C(u, i) is the caller's to check; then the
+// guess never overshoots and the scan stops below u, because the element
+// found one level up bounds the next.
 func (c *combin) unrank(r uint64, i, u int, out []int) {
+	_ = u
 	w := c.n + 1
 	for ; i >= 1; i-- {
 		row := c.tab[i*w : i*w+w]
 		x := int(c.guess[i][bucket(r)])
-		if x >= u {
-			x = u - 1
-		}
-		for x+1 < u && row[x+1] <= r {
+		for row[x+1] <= r {
 			x++
-		}
-		// The guess never overshoots for values within range, but a
-		// clamp to u may; walk down so the search stays exact.
-		for row[x] > r {
-			x--
 		}
 		out[i-1] = x
 		r -= row[x]
 	}
+}
+
+// unrank8 is unrank of a full k-subset of [0, n) into one byte per id.
+func (c *combin) unrank8(r uint64, out []byte) {
+	w := c.n + 1
+	for i := len(out); i >= 2; i-- {
+		row := c.tab[i*w : i*w+w]
+		g := c.guess[i]
+		x := int(g[bucket(r)&(len(g)-1)])
+		for row[x+1] <= r {
+			x++
+		}
+		out[i-1] = byte(x)
+		r -= row[x]
+	}
+	out[0] = byte(r) // C(x, 1) = x
+}
+
+// unrank8x4 is unrank8 of four sets at once. Unranking is a chain of
+// dependent loads (each level's remainder picks the next level's row), so
+// one set leaves the core idle waiting on memory; four interleaved
+// chains keep it busy. out holds the four sets back to back.
+func (c *combin) unrank8x4(r [4]uint64, k int, out []byte) {
+	w := c.n + 1
+	_ = out[4*k-1]
+	for i := k; i >= 2; i-- {
+		row := c.tab[i*w : i*w+w]
+		g := c.guess[i]
+		m := len(g) - 1
+		x0 := int(g[bucket(r[0])&m])
+		x1 := int(g[bucket(r[1])&m])
+		x2 := int(g[bucket(r[2])&m])
+		x3 := int(g[bucket(r[3])&m])
+		for row[x0+1] <= r[0] {
+			x0++
+		}
+		for row[x1+1] <= r[1] {
+			x1++
+		}
+		for row[x2+1] <= r[2] {
+			x2++
+		}
+		for row[x3+1] <= r[3] {
+			x3++
+		}
+		out[i-1], out[k+i-1], out[2*k+i-1], out[3*k+i-1] = byte(x0), byte(x1), byte(x2), byte(x3)
+		r[0] -= row[x0]
+		r[1] -= row[x1]
+		r[2] -= row[x2]
+		r[3] -= row[x3]
+	}
+	out[0], out[k], out[2*k], out[3*k] = byte(r[0]), byte(r[1]), byte(r[2]), byte(r[3])
 }
