@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// diskInterval is how often a running command's disk usage is measured.
-// Between two checks a fast writer can overshoot the budget by what it
-// writes in that time, bounded per file by RLIMIT_FSIZE.
+// diskInterval is how often a running command's disk usage is measured,
+// at most: a walk that takes longer than a tenth of it stretches the
+// interval to ten walks. Between two checks a fast writer can overshoot the
+// budget by what it writes in that time, bounded per file by RLIMIT_FSIZE.
 const diskInterval = 200 * time.Millisecond
 
 // usage is the disk space, in bytes of allocated blocks, used by the
@@ -58,17 +59,22 @@ type diskWatch struct {
 func (b *box) watchDisk() *diskWatch {
 	w := &diskWatch{b: b, exceeded: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		t := time.NewTicker(diskInterval)
-		defer t.Stop()
+		// A large tree makes each measurement expensive: keep the walks
+		// under a tenth of the time.
+		wait := diskInterval
 		for {
+			t := time.NewTimer(wait)
 			select {
 			case <-w.done:
+				t.Stop()
 				return
 			case <-t.C:
-				if w.check() {
-					return
-				}
 			}
+			start := time.Now()
+			if w.check() {
+				return
+			}
+			wait = max(diskInterval, 10*time.Since(start))
 		}
 	}()
 	return w
