@@ -10,7 +10,11 @@
 //   - VLLM: a client of vLLM's OpenAI-compatible POST /v1/completions with a
 //     token-id prompt; it marks routing as unavailable.
 //
-// Server exposes any Engine over HTTP (`t1 serve-policy`). Its /generate
+// Server exposes any Engine over HTTP (`t1 serve-policy`): POST /generate,
+// GET /health, GET /get_model_info and, for the reference engine, POST
+// /update_weights_from_disk {"model_path": dir|key, "weight_version": v}
+// (answered {"success": true, "message": …}), SGLang's way of loading a new
+// policy without restarting. Its /generate
 // mirrors SGLang's wire format so that the SGLang client can be tested end
 // to end against it over a real connection, and so that rollout code can
 // switch between the embedded engine and a GPU SGLang server by URL alone.

@@ -34,11 +34,17 @@ func testReference(t testing.TB) (*Reference, *moe.Tokenizer) {
 // serve starts a real loopback server for eng and returns its base URL.
 func serve(t *testing.T, eng Engine) string {
 	t.Helper()
+	return serveHandler(t, NewServer(eng, "t1-reference", nil))
+}
+
+// serveHandler serves h on a loopback port until the test ends.
+func serveHandler(t *testing.T, h http.Handler) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- ListenAndServe(ctx, "127.0.0.1:0", NewServer(eng, "t1-reference", nil), func(a string) { addrc <- a })
+		done <- ListenAndServe(ctx, "127.0.0.1:0", h, func(a string) { addrc <- a })
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -73,3 +73,55 @@ func TestOpenReferenceFromStoreAndDir(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateWeightsFromDisk swaps the served weights over HTTP, as an RL
+// loop does after each policy update.
+func TestUpdateWeightsFromDisk(t *testing.T) {
+	st, err := store.Open(context.Background(), s3.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, tok := testReference(t)
+	srv := NewServer(ref, "initial", nil)
+	srv.EnableWeightUpdates(func(ctx context.Context, path string) (*moe.Checkpoint, error) {
+		return LoadCheckpoint(ctx, path, moe.Config{}, st)
+	})
+	url := serveHandler(t, srv)
+	cl, err := NewSGLang(SGLangOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ref.Config()
+	cfg.Seed = 77
+	m2, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&moe.Checkpoint{Model: m2, Tokenizer: tok}).Save(context.Background(), st, "runs/r/policy/v9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.UpdateWeightsFromDisk(context.Background(), "runs/r/policy/v9", "9"); err != nil {
+		t.Fatal(err)
+	}
+	req := GenerateRequest{InputIDs: tok.Encode("<|user|>ls<|end|>"), SamplingParams: SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 12, Seed: 1}, ReturnLogprob: true}
+	got, err := cl.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := NewReference(m2, tok, moe.BF16, "9").Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WeightVersion != "9" || !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) {
+		t.Fatalf("after update: version %s", got.WeightVersion)
+	}
+	if err := cl.UpdateWeightsFromDisk(context.Background(), "runs/r/policy/none", "10"); err == nil || !strings.Contains(err.Error(), "runs/r/policy/none") {
+		t.Fatalf("missing checkpoint: %v", err)
+	}
+	if ref.WeightVersion() != "9" {
+		t.Fatal("a failed update changed the weights")
+	}
+}

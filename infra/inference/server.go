@@ -23,9 +23,19 @@ import (
 //	GET  /get_model_info  model path, weight version, and t1's model shape
 type Server struct {
 	eng       Engine
-	modelPath string
+	modelPath atomic.Pointer[string]
 	log       *slog.Logger
 	reqs      atomic.Uint64
+	load      func(ctx context.Context, ref string) (*moe.Checkpoint, error)
+}
+
+// EnableWeightUpdates turns on POST /update_weights_from_disk, SGLang's
+// endpoint for loading new weights: {"model_path": ref, "weight_version":
+// v} loads ref with load and swaps it into the Reference engine; requests
+// already running finish on the old weights. The version defaults to the
+// checkpoint's policy_version.
+func (s *Server) EnableWeightUpdates(load func(ctx context.Context, ref string) (*moe.Checkpoint, error)) {
+	s.load = load
 }
 
 // NewServer serves eng. modelPath names the model in /get_model_info; log
@@ -34,7 +44,9 @@ func NewServer(eng Engine, modelPath string, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{eng: eng, modelPath: modelPath, log: log}
+	s := &Server{eng: eng, log: log}
+	s.modelPath.Store(&modelPath)
+	return s
 }
 
 // maxBody bounds a request body (a 2048-token prompt is ~12 KB).
@@ -48,6 +60,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.generate(w, r)
+	case "/update_weights_from_disk":
+		if r.Method != http.MethodPost {
+			httpError(w, http.StatusMethodNotAllowed, "use POST for /update_weights_from_disk")
+			return
+		}
+		s.updateWeights(w, r)
 	case "/health":
 		w.WriteHeader(http.StatusOK)
 	case "/get_model_info":
@@ -57,8 +75,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+type updateRequest struct {
+	ModelPath     string `json:"model_path"`
+	WeightVersion string `json:"weight_version"`
+}
+
+type updateResponse struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+}
+
+func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
+	ref, ok := s.eng.(*Reference)
+	if s.load == nil || !ok {
+		writeJSON(w, http.StatusBadRequest, updateResponse{Message: "weight updates are not enabled on this server"})
+		return
+	}
+	var req updateRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil || req.ModelPath == "" {
+		writeJSON(w, http.StatusBadRequest, updateResponse{Message: fmt.Sprintf("want {\"model_path\": …, \"weight_version\": …}: %v", err)})
+		return
+	}
+	ck, err := s.load(r.Context(), req.ModelPath)
+	if err != nil {
+		s.log.Warn("weight update failed", "model_path", req.ModelPath, "err", err)
+		writeJSON(w, http.StatusBadRequest, updateResponse{Message: err.Error()})
+		return
+	}
+	version := req.WeightVersion
+	if version == "" {
+		version = ck.Meta["policy_version"]
+	}
+	ref.SetPolicy(ck.Model, ck.Tokenizer, version)
+	s.modelPath.Store(&req.ModelPath)
+	s.log.Info("weights updated", "model_path", req.ModelPath, "weight_version", version)
+	writeJSON(w, http.StatusOK, updateResponse{Success: true, Message: "loaded " + req.ModelPath + " as weight version " + version})
+}
+
 func (s *Server) modelInfo(w http.ResponseWriter) {
-	info := map[string]any{"model_path": s.modelPath, "is_generation": true}
+	info := map[string]any{"model_path": *s.modelPath.Load(), "is_generation": true}
 	if ref, ok := s.eng.(*Reference); ok {
 		info["weight_version"] = ref.WeightVersion()
 		info["t1_model_config"] = ref.Config()

@@ -271,3 +271,38 @@ func postJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url s
 	}
 	return nil
 }
+
+// UpdateWeightsFromDisk asks the server to load the weights at modelPath
+// (POST /update_weights_from_disk, as SGLang has it) and report them as
+// version.
+func (c *SGLang) UpdateWeightsFromDisk(ctx context.Context, modelPath, version string) error {
+	body, err := json.Marshal(updateRequest{ModelPath: modelPath, WeightVersion: version})
+	if err != nil {
+		return err
+	}
+	var res updateResponse
+	if err := postJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/update_weights_from_disk", body, &res); err != nil {
+		return fmt.Errorf("sglang: update weights: %w", err)
+	}
+	if !res.Success {
+		return fmt.Errorf("sglang: update weights from %s: %s", modelPath, res.Message)
+	}
+	return nil
+}
+
+// Health checks GET /health.
+func (c *SGLang) Health(ctx context.Context) error {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, c.opt.URL+"/health", nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("sglang: health: %w", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("sglang: health: %s/health answered HTTP %d", c.opt.URL, res.StatusCode)
+	}
+	return nil
+}

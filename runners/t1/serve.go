@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +36,8 @@ func servePolicyCmd(g *globals) *cobra.Command {
 prefix in the object store) and answers POST /generate as an SGLang server
 started with --enable-return-routed-experts does: token ids in, token ids,
 log-probs and per-layer routed experts out. Without a checkpoint it serves a
-freshly initialised model of the configured shape.`,
+freshly initialised model of the configured shape. POST /update_weights_from_disk
+{"model_path": DIR|KEY, "weight_version": V} swaps in new weights, as in SGLang.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -50,20 +53,47 @@ freshly initialised model of the configured shape.`,
 			}
 			opts.Version = version
 			ctx := cmd.Context()
-			var st store.ObjectStore
-			if !inference.IsLocalCheckpoint(opts.Checkpoint) {
-				in, err := local.Open(ctx, cfg, local.Options{})
-				if err != nil {
-					return err
+			// The object store is opened only when a checkpoint lives there,
+			// at start or on a later weight update.
+			var (
+				mu sync.Mutex
+				in *local.Infra
+			)
+			defer func() {
+				if in != nil {
+					in.Close()
 				}
-				defer in.Close()
-				st = in.Store
+			}()
+			storeFor := func(ref string) (store.ObjectStore, error) {
+				if inference.IsLocalCheckpoint(ref) {
+					return nil, nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if in == nil {
+					var err error
+					if in, err = local.Open(ctx, cfg, local.Options{}); err != nil {
+						return nil, err
+					}
+				}
+				return in.Store, nil
+			}
+			st, err := storeFor(opts.Checkpoint)
+			if err != nil {
+				return err
 			}
 			ref, err := inference.OpenReference(ctx, opts, st)
 			if err != nil {
 				return err
 			}
 			srv := inference.NewServer(ref, opts.Checkpoint, slog.Default())
+			srv.EnableWeightUpdates(func(ctx context.Context, path string) (*moe.Checkpoint, error) {
+				st, err := storeFor(path)
+				if err != nil {
+					return nil, err
+				}
+				return inference.LoadCheckpoint(ctx, path, opts.Model, st)
+			})
 			return inference.ListenAndServe(ctx, addr, srv, func(a string) {
 				slog.Info("serving policy", "url", "http://"+a, "weight_version", ref.WeightVersion(), "precision", ref.Precision().String(),
 					"checkpoint", opts.Checkpoint)

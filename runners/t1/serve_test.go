@@ -89,6 +89,30 @@ func TestServePolicy(t *testing.T) {
 		!slices.Equal(got.RoutedExperts.Experts, want.RoutedExperts.Experts) {
 		t.Fatalf("served generation differs from the checkpoint's: %+v", got)
 	}
+	// A new policy, loaded without restarting.
+	cfg.Seed = 2
+	m2, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir2 := t.TempDir()
+	if err := (&moe.Checkpoint{Model: m2, Tokenizer: tok}).SaveDir(dir2); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.UpdateWeightsFromDisk(context.Background(), dir2, "8"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = cl.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err = inference.NewReference(m2, tok, moe.BF16, "8").Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WeightVersion != "8" || !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) {
+		t.Fatalf("after the update: version %s", got.WeightVersion)
+	}
 }
 
 func TestMoEGap(t *testing.T) {
