@@ -170,6 +170,10 @@ func allocUID() (uid int, release func(), err error) {
 	return 0, nil, errors.New("sandbox: no free sandbox uid after 100 draws")
 }
 
+// shmSize bounds /dev/shm, which is memory, not disk, and outside the
+// snapshot: enough for POSIX shared memory and semaphores.
+const shmSize = 64 << 20
+
 type bwrapLauncher struct {
 	bw  *Bubblewrap
 	uid int
@@ -201,9 +205,11 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
 	}
 	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
-	// The root itself is bwrap's tmpfs: read-only, so that everything a
-	// command writes lands in a directory the snapshot covers.
-	args = append(args, "--remount-ro", "/")
+	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
+	// that everything a command writes lands in a directory the snapshot
+	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
+	args = append(args, "--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm",
+		"--remount-ro", "/dev", "--remount-ro", "/")
 	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)

@@ -18,8 +18,8 @@
 //
 //	/app  /tmp  /logs (with /logs/verifier, /logs/agent)  /tests  /solution  /root  /var/tmp
 //
-// and remounts the root read-only, so every write lands where Snapshot
-// looks. The network namespace holds only a loopback interface of its own:
+// and remounts the root and /dev read-only, so every write lands where
+// Snapshot looks (except /dev/shm, a 64 MiB tmpfs of its own). The network namespace holds only a loopback interface of its own:
 // the host's 127.0.0.1 is unreachable. Each command is its own bwrap (about
 // the cost of a fork and exec); state carries through the directories, and
 // a Shell is one long-lived bwrap running bash.

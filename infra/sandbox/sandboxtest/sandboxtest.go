@@ -629,7 +629,7 @@ func testHostFiles(t *testing.T, be sandbox.Backend) {
 	if strings.Contains(r.Stdout, "host secret") {
 		t.Errorf("a host file outside the sandbox was readable: %+v", r)
 	}
-	for _, p := range []string{"/etc/t1-sandbox-probe", "/usr/t1-sandbox-probe", "/var/t1-sandbox-probe", "/t1-sandbox-probe", filepath.Dir(secret) + "/written"} {
+	for _, p := range []string{"/etc/t1-sandbox-probe", "/usr/t1-sandbox-probe", "/var/t1-sandbox-probe", "/t1-sandbox-probe", "/dev/t1-sandbox-probe", "/run/t1/probe", filepath.Dir(secret) + "/written"} {
 		r := script(t, sb, "echo x > "+p+" && echo wrote")
 		if strings.Contains(r.Stdout, "wrote") {
 			t.Errorf("writing %s inside the sandbox succeeded", p)
