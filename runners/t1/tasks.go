@@ -14,11 +14,10 @@ import (
 )
 
 // tasksCmd is the parent of every command that works on Harbor task
-// directories and bundles; import, export and check-by-execution join it
-// as further subcommands.
+// directories and bundles.
 func tasksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tasks", Short: "Work with Harbor / Terminal-Bench task directories"}
-	cmd.AddCommand(tasksValidateCmd(g))
+	cmd.AddCommand(tasksValidateCmd(g), tasksCheckCmd(g), tasksImportCmd(g), tasksExportCmd(g))
 	return cmd
 }
 

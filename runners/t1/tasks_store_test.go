@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/t1pipe/t1/harbor"
+)
+
+func TestTasksCheck(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+	out, err := t1(t, "tasks", "check", "--json", "../../harbor/testdata/tasks/word-freq", "../../harbor/testdata/tasks/disk-report")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rs []checkResult
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rs) != 2 || !rs[0].Solved || rs[0].Total != 5 || rs[0].Reward != 5 || !rs[0].Offline || !rs[1].Solved || rs[1].Source != "reward.txt" {
+		t.Fatalf("%+v", rs)
+	}
+}
+
+func TestTasksImportExport(t *testing.T) {
+	data := t.TempDir()
+	cfg := writeConfig(t, "run: {id: imp}\n")
+	out, err := t1(t, "tasks", "import", "--data", data, "--config", cfg, "../../harbor/testdata/tasks")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "runs/imp/bundles/t1--log-rotate.tar.gz") {
+		t.Fatalf("%s", out)
+	}
+	dest := filepath.Join(t.TempDir(), "out")
+	out, err = t1(t, "tasks", "export", "--data", data, "--config", cfg, "--out", dest)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, name := range []string{"disk-report", "t1--log-rotate", "word-freq"} {
+		back, err := harbor.Load(filepath.Join(dest, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, _ := harbor.Load(filepath.Join("../../harbor/testdata/tasks", strings.TrimPrefix(name, "t1--")))
+		h1, _ := back.Hash()
+		h2, _ := orig.Hash()
+		if h1 != h2 || h1 == "" {
+			t.Fatalf("%s changed in an import/export round trip", name)
+		}
+	}
+	if _, err := t1(t, "tasks", "import", "--data", data, "--config", cfg, "../../harbor/testdata/hostile/bad-toml"); err == nil {
+		t.Fatal("a bad task was imported")
+	}
+}
