@@ -45,6 +45,7 @@ func Run(t *testing.T, backend sandbox.Backend) {
 	t.Run("Dockerfile", func(t *testing.T) { testDockerfile(t, backend) })
 	t.Run("DiskLimit", func(t *testing.T) { testDiskLimit(t, backend) })
 	t.Run("FileSizeLimit", func(t *testing.T) { testFileSizeLimit(t, backend) })
+	t.Run("CPUMemoryFilesLimits", func(t *testing.T) { testRlimits(t, backend) })
 	t.Run("ForkBomb", func(t *testing.T) { testForkBomb(t, backend) })
 	t.Run("HostFilesUnreachable", func(t *testing.T) { testHostFiles(t, backend) })
 	t.Run("NoNetwork", func(t *testing.T) { testNetwork(t, backend) })
@@ -571,6 +572,31 @@ func testFileSizeLimit(t *testing.T, be sandbox.Backend) {
 	r := script(t, sb, "head -c 2097152 /dev/zero > "+sh(sb, "/app/big")+"; echo rc=$?; stat -c %s "+sh(sb, "/app/big"))
 	if !strings.Contains(r.Stdout, "1048576") || strings.Contains(r.Stdout, "rc=0") {
 		t.Errorf("file size limit: %+v", r)
+	}
+}
+
+func testRlimits(t *testing.T, be sandbox.Backend) {
+	sb := Start(t, be, sandbox.Spec{Limits: sandbox.Limits{CPUSeconds: 1, Memory: 256 << 20, OpenFiles: 40}})
+	r := script(t, sb, "ulimit -t; ulimit -v; ulimit -n; ulimit -Ht; ulimit -St 5 2>/dev/null || echo cannot-raise")
+	if r.Stdout != "1\n262144\n40\n1\ncannot-raise\n" {
+		t.Errorf("limits seen inside: %q", r.Stdout)
+	}
+	// CPU: a busy loop is killed after a second of CPU time, long before
+	// the wall clock (SIGKILL, as the soft limit equals the hard one; or
+	// SIGXCPU).
+	r = exec(t, sb, sandbox.Cmd{Script: "while :; do :; done", Timeout: time.Minute})
+	if r.TimedOut || (r.ExitCode != 128+9 && r.ExitCode != 128+24) {
+		t.Errorf("busy loop under a 1 s CPU limit: %+v", r)
+	}
+	// Memory: a 1 GiB allocation fails under a 256 MiB address space.
+	r = script(t, sb, "python3 -c 'bytearray(1 << 30)' 2>&1 | tail -1")
+	if !strings.Contains(r.Stdout, "MemoryError") {
+		t.Errorf("1 GiB allocation under a 256 MiB limit: %+v", r)
+	}
+	// Open files: the 41st descriptor is refused.
+	r = script(t, sb, "python3 -c 'import os\nfds=[]\ntry:\n  [fds.append(os.open(\"/dev/null\", 0)) for _ in range(100)]\nexcept OSError as e: print(\"refused\", len(fds) < 40)'")
+	if r.Stdout != "refused True\n" {
+		t.Errorf("open files under a limit of 40: %+v", r)
 	}
 }
 
