@@ -19,6 +19,11 @@
 // to end against it over a real connection, and so that rollout code can
 // switch between the embedded engine and a GPU SGLang server by URL alone.
 //
+// inferencetest holds the conformance suite every backend passes (shapes,
+// optional outputs, greedy and stop tokens, seeded determinism, bad
+// requests); it runs against the reference engine, the SGLang client over
+// loopback and, when T1_TEST_SGLANG_URL is set, a real SGLang server.
+//
 // # Request (POST /generate)
 //
 //	{"input_ids": [int…],                     one sequence; batches are rejected
