@@ -1,9 +1,15 @@
 package sandbox
 
 import (
+	"archive/tar"
 	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,4 +247,124 @@ func TestDiskUsageCountsBlocks(t *testing.T) {
 	if grown < 1<<20 || grown > 1<<20+64<<10 {
 		t.Errorf("a 1 MiB file (hard-linked twice) grew usage by %d bytes", grown)
 	}
+}
+
+// layer builds a tar layer from (name, type, contents-or-target) triples.
+func layer(t *testing.T, entries ...[3]string) *bytes.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e[0], Mode: 0o644}
+		switch e[1] {
+		case "dir":
+			h.Typeflag, h.Mode = tar.TypeDir, 0o755
+		case "link":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e[2]
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e[2]))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(e[2]))
+		}
+	}
+	tw.Close()
+	return bytes.NewReader(buf.Bytes())
+}
+
+func TestRestoreEdgeCases(t *testing.T) {
+	ctx := context.Background()
+	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.removeAll()
+	for _, name := range []string{"app/d/a", "app/d/sub/b", "app/keep"} {
+		if err := b.ensureParent(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.fsRoot.WriteFile(name, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An opaque whiteout empties the directory before the layer's own
+	// entries for it.
+	if err := b.Restore(ctx, layer(t, [3]string{"app/d/.wh..wh..opq", "file", ""}, [3]string{"app/d/new", "file", "n"})); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.Glob(b.fsRoot.FS(), "app/d/*")
+	if !reflect.DeepEqual(names, []string{"app/d/new"}) {
+		t.Errorf("after an opaque whiteout app/d holds %v", names)
+	}
+	// A link in the layer cannot carry later entries outside the sandbox.
+	outside := t.TempDir()
+	err = b.Restore(ctx, layer(t, [3]string{"app/esc", "link", outside}, [3]string{"app/esc/planted", "file", "x"}))
+	if err == nil {
+		t.Error("a layer wrote through a symbolic link")
+	}
+	if _, statErr := os.Stat(filepath.Join(outside, "planted")); statErr == nil {
+		t.Errorf("a layer wrote %s outside the sandbox", filepath.Join(outside, "planted"))
+	}
+	// A whiteout may not remove a writable directory itself.
+	if err := b.Restore(ctx, layer(t, [3]string{".wh.app", "file", ""})); err == nil {
+		t.Error("a whiteout of /app was accepted")
+	}
+	// Garbage is an error, not a panic.
+	if err := b.Restore(ctx, bytes.NewReader([]byte("not a tar stream at all, just text"))); err == nil {
+		t.Error("garbage restored without error")
+	}
+}
+
+// FuzzRestore: Restore of any byte stream returns (an error or not) without
+// panicking, and never creates anything beside the sandbox's directories.
+func FuzzRestore(f *testing.F) {
+	seed := func(entries ...[3]string) []byte {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, e := range entries {
+			h := &tar.Header{Name: e[0], Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(e[2]))}
+			if e[1] == "dir" {
+				h.Typeflag, h.Size = tar.TypeDir, 0
+			} else if e[1] == "link" {
+				h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e[2], 0
+			}
+			tw.WriteHeader(h)
+			if h.Typeflag == tar.TypeReg {
+				tw.Write([]byte(e[2]))
+			}
+		}
+		tw.Close()
+		return buf.Bytes()
+	}
+	f.Add(seed([3]string{"app/x", "file", "hello"}, [3]string{"app/.wh.y", "file", ""}))
+	f.Add(seed([3]string{"app/d/", "dir", ""}, [3]string{"app/d/l", "link", "../x"}, [3]string{"tmp/z", "file", "z"}))
+	f.Add(seed([3]string{"app/l", "link", "/etc"}, [3]string{"app/l/passwd", "file", "x"}))
+	f.Add(seed([3]string{"../x", "file", "x"}))
+	f.Add([]byte("garbage"))
+	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(b.removeAll)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_ = b.Restore(context.Background(), bytes.NewReader(data))
+		ents, err := os.ReadDir(b.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Name() != "fs" && e.Name() != "ctl" {
+				t.Fatalf("Restore created %s beside the sandbox's directories", e.Name())
+			}
+		}
+		top, _ := os.ReadDir(b.fsDir)
+		for _, e := range top {
+			if p := "/" + e.Name(); p != "/var" && !slices.Contains(writableDirs, p) {
+				t.Fatalf("Restore created /%s", e.Name())
+			}
+		}
+	})
 }
