@@ -65,6 +65,7 @@ func newRoot() *cobra.Command {
 		servePolicyCmd(g),
 		moeCmd(g),
 		sandboxCmd(g),
+		rolloutCmd(g),
 	)
 	return root
 }
