@@ -66,6 +66,7 @@ func newRoot() *cobra.Command {
 		moeCmd(g),
 		sandboxCmd(g),
 		rolloutCmd(g),
+		exportCmd(g),
 	)
 	return root
 }

@@ -202,12 +202,19 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 	return ref, nil
 }
 
-// write stores the attempt's four tables and fills their references.
-func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
-	wo := schemas.WriterOptions{TempDir: s.cfg.TempDir}
+// Rows are the table rows of one attempt.
+type Rows struct {
+	Tokens     []schemas.TokenRow
+	Routing    []schemas.RoutingRow
+	Turns      []schemas.TurnRow
+	Trajectory schemas.TrajectoryRow
+}
+
+// AttemptRows turns a finished episode into its table rows. experts is the
+// model's expert count (for the routing codec).
+func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, experts int, snapshotKey string, took time.Duration) (*Rows, error) {
+	rows := &Rows{}
 	att := int32(p.Attempt)
-	var tokens []schemas.TokenRow
-	var routes []schemas.RoutingRow
 	for i, ch := range res.Chunks {
 		row := schemas.TokenRow{
 			Run: run, TaskID: p.TaskID, Attempt: att, Chunk: int32(i), Iteration: int32(p.Iteration), PolicyVersion: p.PolicyVersion,
@@ -217,57 +224,65 @@ func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequeste
 		if row.DriftRepair == "" {
 			row.DriftRepair = schemas.RepairNone
 		}
-		tokens = append(tokens, row)
+		rows.Tokens = append(rows.Tokens, row)
 		r := res.Routing[i]
 		if r == nil {
 			continue
 		}
-		rec, err := record(r, pol.Experts, len(ch.IDs))
+		rec, err := record(r, experts, len(ch.IDs))
 		if err != nil {
-			return engine.Permanent(fmt.Errorf("chunk %d routing: %w", i, err))
+			return nil, fmt.Errorf("chunk %d routing: %w", i, err)
 		}
 		rr, err := schemas.NewRoutingRow(run, p.TaskID, p.Attempt, i, rec, routing.Auto)
 		if err != nil {
-			return engine.Permanent(err)
+			return nil, err
 		}
-		routes = append(routes, rr)
+		rows.Routing = append(rows.Routing, rr)
 	}
-	var turns []schemas.TurnRow
 	var at time.Duration
 	for _, t := range res.Turns {
 		exit := int32(0)
 		for _, e := range t.ExitCodes {
 			exit = int32(e)
 		}
-		turns = append(turns, schemas.TurnRow{
+		rows.Turns = append(rows.Turns, schemas.TurnRow{
 			Run: run, TaskID: p.TaskID, Attempt: att, Turn: int32(t.Index), Chunk: int32(t.Chunk), Action: t.Reply,
 			Observation: t.Observation, ExitCode: exit, CompletionTokens: int32(t.Sampled),
 			StartMS: at.Milliseconds(), DurationMS: t.Duration.Milliseconds(),
 		})
 		at += t.Duration
 	}
-	traj := schemas.TrajectoryRow{
+	rows.Trajectory = schemas.TrajectoryRow{
 		Run: run, TaskID: p.TaskID, Attempt: att, Iteration: int32(p.Iteration), Purpose: p.Purpose, Suite: p.Suite,
 		PolicyVersion: p.PolicyVersion, Seed: p.Seed, Turns: int32(len(res.Turns)), Tokens: int64(res.Sampled),
 		Chunks: int32(len(res.Chunks)), Compactions: int32(res.Repairs["compaction"]), Termination: res.Termination,
-		SnapshotKey: c.Snapshot.Key, DurationMS: took.Milliseconds(),
+		SnapshotKey: snapshotKey, DurationMS: took.Milliseconds(),
 	}
-	var err error
-	if c.TokenRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, tokens, wo); err != nil {
+	return rows, nil
+}
+
+// write stores the attempt's four tables and fills their references.
+func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
+	rows, err := AttemptRows(run, p, res, pol.Experts, c.Snapshot.Key, took)
+	if err != nil {
+		return engine.Permanent(err)
+	}
+	wo := schemas.WriterOptions{TempDir: s.cfg.TempDir}
+	if c.TokenRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, rows.Tokens, wo); err != nil {
 		return err
 	}
-	if len(routes) > 0 {
-		if err := schemas.CheckAligned(c.TokenRows.Key, tokens, "routing", routes); err != nil {
+	if len(rows.Routing) > 0 {
+		if err := schemas.CheckAligned(c.TokenRows.Key, rows.Tokens, "routing", rows.Routing); err != nil {
 			return engine.Permanent(err)
 		}
-		if c.RoutingRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, routes, wo); err != nil {
+		if c.RoutingRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, rows.Routing, wo); err != nil {
 			return err
 		}
 	}
-	if c.TurnRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, turns, wo); err != nil {
+	if c.TurnRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, rows.Turns, wo); err != nil {
 		return err
 	}
-	c.Trajectory, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, []schemas.TrajectoryRow{traj}, wo)
+	c.Trajectory, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, []schemas.TrajectoryRow{rows.Trajectory}, wo)
 	return err
 }
 

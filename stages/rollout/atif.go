@@ -1,0 +1,139 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/t1pipe/t1/schemas"
+)
+
+// ATIFVersion is the Agent Trajectory Interchange Format version written.
+const ATIFVersion = "ATIF-v1.4"
+
+// ATIF is a trajectory in Harbor's Agent Trajectory Interchange Format:
+// a system step, the instruction as a user step, then one agent step per
+// turn with its commands as tool calls, the observation, and the exact
+// prompt length, completion token ids and log-probs of the turn.
+type ATIF struct {
+	SchemaVersion string           `json:"schema_version"`
+	SessionID     string           `json:"session_id"`
+	Agent         ATIFAgent        `json:"agent"`
+	Steps         []ATIFStep       `json:"steps"`
+	Notes         string           `json:"notes,omitempty"`
+	FinalMetrics  ATIFFinalMetrics `json:"final_metrics"`
+	Extra         map[string]any   `json:"extra,omitempty"`
+}
+
+// ATIFAgent names the agent.
+type ATIFAgent struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	ModelName string `json:"model_name,omitempty"`
+}
+
+// ATIFStep is one step.
+type ATIFStep struct {
+	StepID      int              `json:"step_id"`
+	Source      string           `json:"source"` // system | user | agent
+	Message     string           `json:"message"`
+	ToolCalls   []ATIFToolCall   `json:"tool_calls,omitempty"`
+	Observation *ATIFObservation `json:"observation,omitempty"`
+	Metrics     *ATIFMetrics     `json:"metrics,omitempty"`
+	Extra       map[string]any   `json:"extra,omitempty"`
+}
+
+// ATIFToolCall is one command.
+type ATIFToolCall struct {
+	ToolCallID   string         `json:"tool_call_id"`
+	FunctionName string         `json:"function_name"`
+	Arguments    map[string]any `json:"arguments"`
+}
+
+// ATIFObservation holds what the commands printed.
+type ATIFObservation struct {
+	Results []ATIFResult `json:"results"`
+}
+
+// ATIFResult is one observation.
+type ATIFResult struct {
+	SourceCallID string `json:"source_call_id,omitempty"`
+	Content      string `json:"content"`
+}
+
+// ATIFMetrics are a turn's token figures.
+type ATIFMetrics struct {
+	PromptTokens       int       `json:"prompt_tokens"`
+	CompletionTokens   int       `json:"completion_tokens"`
+	CompletionTokenIDs []int32   `json:"completion_token_ids,omitempty"`
+	LogProbs           []float32 `json:"logprobs,omitempty"`
+}
+
+// ATIFFinalMetrics sum the turns.
+type ATIFFinalMetrics struct {
+	TotalPromptTokens     int `json:"total_prompt_tokens"`
+	TotalCompletionTokens int `json:"total_completion_tokens"`
+	TotalSteps            int `json:"total_steps"`
+}
+
+// ToATIF builds the ATIF trajectory of one attempt from its stored rows.
+// Commands are re-read from each turn's reply, as the harness parsed them.
+func ToATIF(traj schemas.TrajectoryRow, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*ATIF, error) {
+	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
+	chunks := map[int32]schemas.TokenRow{}
+	for _, t := range tokens {
+		chunks[t.Chunk] = t
+	}
+	a := &ATIF{
+		SchemaVersion: ATIFVersion,
+		SessionID:     fmt.Sprintf("%s/%s/a%d/i%d", traj.Run, traj.TaskID, traj.Attempt, traj.Iteration),
+		Agent:         ATIFAgent{Name: "t1-terminus", Version: "1", ModelName: fmt.Sprintf("policy-v%d", traj.PolicyVersion)},
+		Extra: map[string]any{"task_id": traj.TaskID, "attempt": traj.Attempt, "purpose": traj.Purpose,
+			"termination": traj.Termination, "chunks": traj.Chunks, "snapshot_key": traj.SnapshotKey},
+		Steps: []ATIFStep{
+			{StepID: 1, Source: "system", Message: SystemPrompt},
+			{StepID: 2, Source: "user", Message: instruction},
+		},
+	}
+	next := map[int32]int{} // turn index within each chunk
+	for _, t := range turns {
+		s := ATIFStep{StepID: len(a.Steps) + 1, Source: "agent", Message: t.Action}
+		r, perr := ParseReply(t.Action)
+		for i, c := range r.Commands {
+			s.ToolCalls = append(s.ToolCalls, ATIFToolCall{
+				ToolCallID: fmt.Sprintf("t%d-c%d", t.Turn, i), FunctionName: "bash",
+				Arguments: map[string]any{"command": c.Script, "timeout_sec": c.Timeout.Seconds()},
+			})
+		}
+		if perr != nil {
+			s.Extra = map[string]any{"parse_error": perr.Error()}
+		}
+		if t.Observation != "" {
+			s.Observation = &ATIFObservation{Results: []ATIFResult{{Content: t.Observation}}}
+		}
+		if c, ok := chunks[t.Chunk]; ok {
+			k := next[t.Chunk]
+			next[t.Chunk]++
+			if k < len(c.TurnOffsets) {
+				m := turnMetrics(c, int(c.TurnOffsets[k]))
+				s.Metrics = &m
+				a.FinalMetrics.TotalPromptTokens += m.PromptTokens
+				a.FinalMetrics.TotalCompletionTokens += m.CompletionTokens
+			}
+		}
+		a.Steps = append(a.Steps, s)
+	}
+	a.FinalMetrics.TotalSteps = len(a.Steps)
+	return a, nil
+}
+
+// turnMetrics reads the sampled ids of the turn starting at off: the run
+// of loss-region ids there.
+func turnMetrics(c schemas.TokenRow, off int) ATIFMetrics {
+	m := ATIFMetrics{PromptTokens: off}
+	for i := off; i < len(c.TokenIDs) && i < len(c.LossMask) && c.LossMask[i]; i++ {
+		m.CompletionTokenIDs = append(m.CompletionTokenIDs, c.TokenIDs[i])
+		m.LogProbs = append(m.LogProbs, c.LogProbs[i])
+	}
+	m.CompletionTokens = len(m.CompletionTokenIDs)
+	return m
+}
