@@ -127,10 +127,7 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer src.Close()
-			dir := "/app"
-			if !src.Info().Isolated {
-				dir = src.Info().Paths["/app"]
-			}
+			dir := src.Info().CommandPath("/app")
 			r, err := src.Exec(ctx, sandbox.Cmd{Script: "mkdir -p " + dir + "/data && for i in $(seq 1 100); do head -c 104857 /dev/urandom > " + dir + "/data/f$i; done"})
 			if err != nil || r.ExitCode != 0 {
 				b.Fatalf("%+v %v", r, err)

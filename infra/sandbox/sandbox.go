@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -91,6 +92,25 @@ type Info struct {
 	Paths map[string]string
 	// Limits are the limits in force.
 	Limits Limits
+}
+
+// CommandPath maps a sandbox path to the path commands see: itself under
+// an isolating backend, the host directory under the plain one. Paths
+// outside the writable directories are returned unchanged.
+func (i Info) CommandPath(p string) string {
+	if i.Isolated {
+		return p
+	}
+	best := ""
+	for d := range i.Paths {
+		if (p == d || strings.HasPrefix(p, d+"/")) && len(d) > len(best) {
+			best = d
+		}
+	}
+	if best == "" {
+		return p
+	}
+	return i.Paths[best] + strings.TrimPrefix(p, best)
 }
 
 // Cmd is one command. Exactly one of Args and Script is set.

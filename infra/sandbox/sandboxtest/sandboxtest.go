@@ -88,22 +88,7 @@ func run(t *testing.T, sh sandbox.Shell, s string, timeout time.Duration) sandbo
 
 // sh maps a sandbox path to the path commands see (the host path under
 // the plain backend).
-func sh(sb sandbox.Sandbox, p string) string {
-	info := sb.Info()
-	if info.Isolated {
-		return p
-	}
-	best := ""
-	for d := range info.Paths {
-		if (p == d || strings.HasPrefix(p, d+"/")) && len(d) > len(best) {
-			best = d
-		}
-	}
-	if best == "" {
-		return p
-	}
-	return info.Paths[best] + strings.TrimPrefix(p, best)
-}
+func sh(sb sandbox.Sandbox, p string) string { return sb.Info().CommandPath(p) }
 
 func testExec(t *testing.T, be sandbox.Backend) {
 	sb := Start(t, be, sandbox.Spec{})
@@ -253,6 +238,14 @@ func testShellState(t *testing.T, be sandbox.Backend) {
 	r = run(t, s, "printf 'no newline'", 10*time.Second)
 	if r.Stdout != "no newline" {
 		t.Errorf("output without newline = %q", r.Stdout)
+	}
+	s2, err := sb.Shell(context.Background(), sandbox.ShellOptions{Dir: "/logs/agent", Env: []string{"SESSION=two"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if r := run(t, s2, "pwd; echo $SESSION $X", 10*time.Second); r.Stdout != sh(sb, "/logs/agent")+"\ntwo\n" {
+		t.Errorf("second shell with its own directory and environment: %+v", r)
 	}
 }
 
