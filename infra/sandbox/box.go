@@ -54,6 +54,7 @@ type box struct {
 	env     []string // task environment, "K=V", applied after the base
 	base    manifest // state after setup; Snapshot diffs against it
 	release func()   // frees the host uid, if one was allocated
+	notes   []string // what the environment build ignored
 
 	mu     sync.Mutex
 	closed bool
@@ -158,7 +159,7 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits}
+	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes}
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work

@@ -32,7 +32,8 @@
 // (Cmd.Dir, Upload, Download, Snapshot, Restore, the Dockerfile's WORKDIR
 // and COPY); text inside commands is not translated, so a command that
 // names /app must use the mapped path instead. HOME and TMPDIR point at
-// the mapped /root and /tmp. Auto picks Bubblewrap when bwrap is installed
+// the mapped /root and /tmp; Info().CommandPath maps a sandbox path to the
+// path commands see. Auto picks Bubblewrap when bwrap is installed
 // and a probe sandbox starts, else Plain.
 //
 // # Limits
@@ -98,7 +99,7 @@
 // Start builds the initial state from the task directory's environment/:
 //
 //   - environment/Dockerfile: the subset that maps onto the host. FROM is
-//     ignored (logged; a second FROM is refused); ARG, ENV (both forms,
+//     ignored (said in Info().Notes; a second FROM is refused); ARG, ENV (both forms,
 //     with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
 //     (shell form through /bin/sh -c, or exec form), executed in the

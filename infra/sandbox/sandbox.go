@@ -92,6 +92,9 @@ type Info struct {
 	Paths map[string]string
 	// Limits are the limits in force.
 	Limits Limits
+	// Notes say what building the task's environment left out (a
+	// Dockerfile's FROM image), one sentence each with file and line.
+	Notes []string
 }
 
 // CommandPath maps a sandbox path to the path commands see: itself under

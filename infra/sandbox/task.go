@@ -128,7 +128,9 @@ func (b *box) buildDockerfile(ctx context.Context, envDir string, spec Spec) err
 			if len(in.Args) > 0 {
 				image = in.Args[0]
 			}
-			slog.Info("sandbox: Dockerfile FROM ignored: the sandbox uses the host's system directories", "file", file, "line", in.Line, "image", image)
+			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories", file, in.Line, image)
+			b.notes = append(b.notes, note)
+			slog.Debug("sandbox: " + note)
 		case "ARG":
 			for _, w := range in.Args {
 				k, v, hasV := strings.Cut(w, "=")
