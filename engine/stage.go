@@ -26,11 +26,21 @@ type emitSpec struct {
 	key     string
 	version int
 	run     string
+	stable  bool
 }
 
 // WithKey distinguishes sibling events of one type from one cause, such as
 // attempt numbers or task ids.
 func WithKey(key string) EmitOption { return func(s *emitSpec) { s.key = key } }
+
+// AsDecision makes the event's id depend on its run, type, stage
+// configuration and key only, not on the event being handled: a stage that
+// decides from a fold of the log (control) may reach the same decision
+// while handling different events, and the repeats must collapse into one
+// event (JetStream drops them within the dedup window).
+func AsDecision(key string) EmitOption {
+	return func(s *emitSpec) { s.key, s.stable = key, true }
+}
 
 // WithSchemaVersion sets the payload schema version (default 1).
 func WithSchemaVersion(v int) EmitOption { return func(s *emitSpec) { s.version = v } }
@@ -113,8 +123,12 @@ func (e *emitter) Emit(typ string, payload any, opts ...EmitOption) (Event, erro
 	if corr == "" {
 		corr = e.cause.ID
 	}
+	cause := e.cause.ID
+	if spec.stable {
+		cause = "decision"
+	}
 	ev := Event{
-		ID:            DeriveID(run, typ, e.cause.ID, e.configHash, spec.key),
+		ID:            DeriveID(run, typ, cause, e.configHash, spec.key),
 		Type:          typ,
 		Run:           run,
 		CausationID:   e.cause.ID,
