@@ -82,6 +82,12 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
+	// Absolute: bwrap and the plain backend's commands resolve these paths
+	// from their own working directory.
+	tmp, err := filepath.Abs(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: temporary directory: %w", err)
+	}
 	root, err := os.MkdirTemp(tmp, "t1-sandbox-"+b.id+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
