@@ -19,10 +19,20 @@
 //	/app  /tmp  /logs (with /logs/verifier, /logs/agent)  /tests  /solution  /root  /var/tmp
 //
 // and remounts the root and /dev read-only, so every write lands where
-// Snapshot looks (except /dev/shm, a 64 MiB tmpfs of its own). The network namespace holds only a loopback interface of its own:
-// the host's 127.0.0.1 is unreachable. Each command is its own bwrap (about
-// the cost of a fork and exec); state carries through the directories, and
-// a Shell is one long-lived bwrap running bash.
+// Snapshot looks (except /dev/shm, a 64 MiB tmpfs of its own). The network
+// namespace holds only a loopback interface of its own: the host's
+// 127.0.0.1 is unreachable. Each command is its own bwrap; state carries
+// through the directories, and a Shell is one long-lived bwrap running
+// bash.
+//
+// Both backends keep an attempt's state in one host directory:
+//
+//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   mode 0711, removed by Close
+//	├── fs/                                 the writable directories, laid out as the sandbox sees them
+//	│   ├── app/  tmp/  root/  tests/  solution/
+//	│   ├── logs/verifier/  logs/agent/
+//	│   └── var/tmp/
+//	└── ctl/                                Shell control files; /run/t1 (read-only) under bwrap
 //
 // Plain runs commands as ordinary host processes for machines without
 // bubblewrap. It isolates nothing, says so (a slog warning at every Start,
@@ -48,14 +58,15 @@
 // 2^30 … 2^30+2^24; inside, the user is still root, uid 0) and chowns the
 // per-attempt directories to it: a fork bomb then stops at the limit and
 // touches no other sandbox's budget. Every parent of Spec.TempDir must
-// therefore be searchable by other users (o+x), as /tmp is. The plain
-// backend runs as the caller, which RLIMIT_NPROC does not bind when that is
-// root.
+// therefore be searchable by other users (o+x), as /tmp is. A caller that
+// is not root runs bwrap as itself, and RLIMIT_NPROC then counts all of
+// that user's processes. The plain backend runs as the caller, which
+// RLIMIT_NPROC does not bind when that is root.
 //
 // The disk budget (Limits.Disk) covers the writable directories together.
 // The per-attempt directories live on the host's disk, so the budget is
-// enforced by measuring: every 200 ms while a command runs and once after
-// it. A command that takes the directories past it is killed (a Shell's is
+// enforced by measuring: every 200 ms while a command runs (less often
+// when one walk of the tree takes longer than 20 ms) and once after it. A command that takes the directories past it is killed (a Shell's is
 // interrupted), its Result has DiskExceeded, a non-zero exit code and the
 // notice "disk limit exceeded" on Stderr; RLIMIT_FSIZE bounds what one file
 // can add between two measurements. (bwrap's --size applies only to its own
@@ -71,7 +82,9 @@
 // the group and lives until Close). Every sandbox process carries
 // T1_SANDBOX=<Info().ID> in its environment, and Close kills, besides the
 // tracked process trees, every process that carries the marker or runs as
-// the sandbox's host uid. The environment is scrubbed: PATH, HOME,
+// the sandbox's host uid. If the calling process itself is killed, bwrap
+// follows it (parent-death signal) but the per-attempt directory stays
+// behind under Spec.TempDir (t1-sandbox-*). The environment is scrubbed: PATH, HOME,
 // TERM=dumb, LANG=C.UTF-8, T1_SANDBOX (and TMPDIR under Plain), then the
 // task's Dockerfile ENV, Spec.Env, and Cmd.Env.
 //
@@ -99,8 +112,9 @@
 // Start builds the initial state from the task directory's environment/:
 //
 //   - environment/Dockerfile: the subset that maps onto the host. FROM is
-//     ignored (said in Info().Notes; a second FROM is refused); ARG, ENV (both forms,
-//     with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY and ADD of
+//     ignored (said in Info().Notes; a second FROM is refused); ARG, ENV
+//     (both forms, with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY
+//     and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
 //     (shell form through /bin/sh -c, or exec form), executed in the
 //     sandbox in order, without network: RUN apt-get or pip install fails
@@ -131,7 +145,8 @@
 //	root/.wh..cache          whiteout of a deleted directory (its contents implied)
 //	tmp/notes                …every writable directory: app, tmp, logs, tests, solution, root, var/tmp
 //
-// Entries appear in byte order of their names, parents before children.
+// Entries appear in byte order of the paths they describe, parents before
+// children.
 // A path whose type changed (file to directory, …) appears as its new self;
 // Restore replaces what is there. Whiteouts are empty regular files named
 // .wh.<name>; an opaque whiteout .wh..wh..opq (clear the directory) is
@@ -140,7 +155,8 @@
 // setuid and setgid bits are kept except where Restore would create
 // root-owned host files (Plain as root). Hard links are stored as separate
 // files; sockets, fifos and devices are left out. Directory modification
-// times are restored for the directories in the layer only.
+// times are restored for the directories in the layer only, symbolic
+// links' not at all.
 //
 // A file counts as changed when its inode, size, mtime or ctime differs
 // from the baseline; ctime is set by the kernel on every write and cannot
