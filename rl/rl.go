@@ -207,7 +207,7 @@ func ValueGrad(s *ValueStats, loss []bool, v, vOld, ret []float32, c float64, n 
 
 // Moments accumulates the figures explained variance needs.
 type Moments struct {
-	n                     int
+	n                      int
 	sumY, sumY2, sumR, sR2 float64
 }
 
