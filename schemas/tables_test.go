@@ -269,3 +269,35 @@ func checkNoByteLists(t *testing.T, rt reflect.Type) {
 		}
 	}
 }
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 7)) }
+
+// fillJSON fills a payload value, maps included, with non-zero data.
+func fillJSON(rng *rand.Rand, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for i := range 2 {
+			val := reflect.New(v.Type().Elem()).Elem()
+			fillJSON(rng, val)
+			m.SetMapIndex(reflect.ValueOf(fmt.Sprintf("k%d", i)), val)
+		}
+		v.Set(m)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			fillJSON(rng, s.Index(i))
+		}
+		v.Set(s)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillJSON(rng, v.Field(i))
+		}
+	case reflect.Int:
+		v.SetInt(int64(rng.IntN(1000) + 1))
+	case reflect.Uint64:
+		v.SetUint(rng.Uint64() >> 12) // exact in a float64 JSON reader too
+	default:
+		fill(rng, v, []int{2}, 1)
+	}
+}

@@ -179,6 +179,28 @@ func TestParseWhere(t *testing.T) {
 	}
 }
 
+// FuzzParseWhere: the parser never panics, and what it accepts names
+// only columns that appear in the input.
+func FuzzParseWhere(f *testing.F) {
+	for _, s := range []string{"a = 1", "NOT (a < -1.5e3 or b >= 2) AND c != true", "x = 'it''s'", "((a>1))", "a == \"q\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := parseWhere(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--where: ") {
+				t.Fatalf("error %q lacks the flag name", err)
+			}
+			return
+		}
+		e.columns(func(c string) {
+			if !strings.Contains(s, c) {
+				t.Fatalf("column %q not in %q", c, s)
+			}
+		})
+	})
+}
+
 func TestInspect(t *testing.T) {
 	data := t.TempDir()
 	refs := seedTables(t, data)
