@@ -233,7 +233,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d routing: %w", i, err)
 		}
-		rr, err := schemas.NewRoutingRow(run, p.TaskID, p.Attempt, i, rec, routing.Auto)
+		rr, err := schemas.NewRoutingRow(run, p.TaskID, p.Attempt, i, rec, routing.Packed)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,277 @@
+package control
+
+import (
+	"encoding/json"
+	"sort"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/schemas"
+)
+
+// Event types control folds besides those of schemas: synth's candidate
+// fan-out and discards, and the end of a run.
+const (
+	SynthCandidate = "synth.candidate"
+	SynthDiscarded = "synth.discarded"
+	RunCompleted   = "run.completed"
+	RunFailed      = "run.failed"
+)
+
+// synthRequested is the part of synth.requested control reads.
+type synthRequested struct {
+	Round   int      `json:"round"`
+	SeedIDs []string `json:"seed_ids"`
+	PerSeed int      `json:"per_seed"`
+	Seeds   int      `json:"seeds"`
+}
+
+type roundRef struct {
+	Round int `json:"round"`
+}
+
+type discarded struct {
+	TaskID string `json:"task_id"`
+	Round  int    `json:"round"`
+}
+
+// RunCompletedPayload ends a run.
+type RunCompletedPayload struct {
+	Iterations    int    `json:"iterations"`
+	PolicyVersion int64  `json:"policy_version"`
+	PoolTasks     int    `json:"pool_tasks"`
+	Reason        string `json:"reason,omitempty"` // for run.failed
+}
+
+// round is one synthesis round.
+type round struct {
+	requested bool
+	failed    bool // synth.requested itself failed
+	expected  int
+	settled   int
+	accepted  []string
+}
+
+// iteration is one training iteration.
+type iteration struct {
+	started  bool
+	version  int64
+	expected int
+	failed   int
+	// completed and scored are keyed by attempt name (task/attempt).
+	completed map[string]schemas.RolloutCompletedPayload
+	scored    map[string]schemas.RewardScoredPayload
+	batch     bool
+	batchFail bool
+	updated   bool
+	newVer    int64
+}
+
+// runState is the fold of one run.
+type runState struct {
+	started     bool
+	seed        uint64
+	rounds      map[int]*round
+	candidates  map[string]int    // synth.candidate event id → round
+	synthesized map[string]string // task.synthesized event id → task id
+	taskRound   map[string]int    // task id → round
+	taskRef     map[string]schemas.FileRef
+	sealed      bool
+	pool        []string
+	iters       map[int]*iteration
+	requests    map[string]int // rollout.requested event id → iteration (train)
+	evals       map[int64]string // policy version → "requested" | "completed" | "failed"
+	evalReqs    map[string]int64 // eval.requested event id → version
+	finished    bool
+}
+
+func newRunState() *runState {
+	return &runState{
+		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
+		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, iters: map[int]*iteration{},
+		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{},
+	}
+}
+
+func (s *runState) round(r int) *round {
+	if s.rounds[r] == nil {
+		s.rounds[r] = &round{}
+	}
+	return s.rounds[r]
+}
+
+func (s *runState) iter(i int) *iteration {
+	if s.iters[i] == nil {
+		s.iters[i] = &iteration{completed: map[string]schemas.RolloutCompletedPayload{}, scored: map[string]schemas.RewardScoredPayload{}}
+	}
+	return s.iters[i]
+}
+
+func attemptKey(task string, attempt int) string {
+	b, _ := json.Marshal([]any{task, attempt})
+	return string(b)
+}
+
+// apply folds one event. Unknown types and undecodable payloads are
+// ignored: control must not stall on what another stage got wrong, and
+// the failing stage has reported it.
+func (s *runState) apply(ev engine.Event) {
+	switch ev.Type {
+	case schemas.RunStarted:
+		var p schemas.RunStartedPayload
+		if ev.Decode(&p) == nil {
+			s.started, s.seed = true, p.Seed
+		}
+	case schemas.SynthRequested:
+		var p synthRequested
+		if ev.Decode(&p) == nil {
+			r := s.round(p.Round)
+			r.requested = true
+			if len(p.SeedIDs) == 0 {
+				r.expected = p.Seeds
+			} else {
+				r.expected = len(p.SeedIDs) * p.PerSeed
+			}
+		}
+	case engine.FailedType(schemas.SynthRequested):
+		// The whole round failed before fanning out: it settles empty.
+		for _, r := range s.rounds {
+			if r.requested && r.settled == 0 && !r.failed {
+				r.failed = true
+			}
+		}
+	case SynthCandidate:
+		var p roundRef
+		if ev.Decode(&p) == nil {
+			s.candidates[ev.ID] = p.Round
+		}
+	case engine.FailedType(SynthCandidate):
+		var f engine.Failure
+		if ev.Decode(&f) == nil {
+			if r, ok := s.candidates[f.EventID]; ok {
+				s.round(r).settled++
+			}
+		}
+	case SynthDiscarded:
+		var p discarded
+		if ev.Decode(&p) == nil {
+			s.round(p.Round).settled++
+		}
+	case schemas.TaskSynthesized:
+		var p schemas.TaskSynthesizedPayload
+		if ev.Decode(&p) == nil {
+			s.synthesized[ev.ID] = p.TaskID
+			s.taskRound[p.TaskID] = p.Round
+			s.taskRef[p.TaskID] = p.Task
+		}
+	case engine.FailedType(schemas.TaskSynthesized):
+		var f engine.Failure
+		if ev.Decode(&f) == nil {
+			if id, ok := s.synthesized[f.EventID]; ok {
+				s.round(s.taskRound[id]).settled++
+			}
+		}
+	case schemas.TaskAudited:
+		var p schemas.TaskAuditedPayload
+		if ev.Decode(&p) == nil {
+			r := s.round(p.Round)
+			r.settled++
+			if p.Decision == "accept" {
+				r.accepted = append(r.accepted, p.TaskID)
+				sort.Strings(r.accepted)
+			}
+		}
+	case schemas.PoolSealed:
+		var p poolSealed
+		if ev.Decode(&p) == nil {
+			s.sealed, s.pool = true, p.TaskIDs
+		}
+	case schemas.RolloutRequested:
+		var p schemas.RolloutRequestedPayload
+		if ev.Decode(&p) == nil && p.Purpose == "train" {
+			it := s.iter(p.Iteration)
+			it.started = true
+			it.version = p.PolicyVersion
+			s.requests[ev.ID] = p.Iteration
+		}
+	case engine.FailedType(schemas.RolloutRequested):
+		var f engine.Failure
+		if ev.Decode(&f) == nil {
+			if i, ok := s.requests[f.EventID]; ok {
+				s.iter(i).failed++
+			}
+		}
+	case schemas.RolloutCompleted:
+		var p schemas.RolloutCompletedPayload
+		if ev.Decode(&p) == nil && p.Purpose == "train" {
+			s.iter(p.Iteration).completed[attemptKey(p.TaskID, p.Attempt)] = p
+			s.requests[ev.ID] = p.Iteration
+		}
+	case engine.FailedType(schemas.RolloutCompleted):
+		var f engine.Failure
+		if ev.Decode(&f) == nil {
+			if i, ok := s.requests[f.EventID]; ok {
+				s.iter(i).failed++
+			}
+		}
+	case schemas.RewardScored:
+		var p schemas.RewardScoredPayload
+		if ev.Decode(&p) == nil && p.Purpose == "train" {
+			s.iter(p.Iteration).scored[attemptKey(p.TaskID, p.Attempt)] = p
+		}
+	case schemas.BatchReady:
+		var p schemas.BatchReadyPayload
+		if ev.Decode(&p) == nil {
+			s.iter(p.Iteration).batch = true
+		}
+	case engine.FailedType(schemas.BatchReady), engine.FailedType(schemas.CriticUpdated):
+		// The critic or the update failed for good: the run cannot go on.
+		for _, it := range s.iters {
+			if it.batch && !it.updated {
+				it.batchFail = true
+			}
+		}
+	case schemas.PolicyUpdated:
+		var p schemas.PolicyUpdatedPayload
+		if ev.Decode(&p) == nil {
+			it := s.iter(p.Iteration)
+			it.updated, it.newVer = true, p.PolicyVersion
+		}
+	case schemas.EvalRequested:
+		var p schemas.EvalRequestedPayload
+		if ev.Decode(&p) == nil {
+			if s.evals[p.PolicyVersion] == "" {
+				s.evals[p.PolicyVersion] = "requested"
+			}
+			s.evalReqs[ev.ID] = p.PolicyVersion
+		}
+	case engine.FailedType(schemas.EvalRequested):
+		var f engine.Failure
+		if ev.Decode(&f) == nil {
+			if v, ok := s.evalReqs[f.EventID]; ok {
+				s.evals[v] = "failed"
+			}
+		}
+	case schemas.EvalCompleted:
+		var p schemas.EvalCompletedPayload
+		if ev.Decode(&p) == nil {
+			s.evals[p.PolicyVersion] = "completed"
+		}
+	case RunCompleted, RunFailed:
+		s.finished = true
+	}
+}
+
+// poolSealed is pool.sealed with the task ids control put in it.
+type poolSealed struct {
+	schemas.PoolSealedPayload
+	TaskIDs []string `json:"task_ids"`
+}
+
+// settled reports whether every candidate of the round has an outcome.
+func (r *round) isSettled() bool {
+	return r.requested && (r.failed || r.settled >= r.expected)
+}
+
+func (it *iteration) isSettled() bool {
+	return it.started && len(it.scored)+it.failed >= it.expected
+}

@@ -1,0 +1,352 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/schemas/routing"
+)
+
+// Config is the shape of a run.
+type Config struct {
+	// PoolTarget is how many accepted tasks end synthesis early.
+	PoolTarget int
+	// Rounds bounds synthesis rounds; Seeds is round 0's fresh tasks and
+	// PerSeed the children tried per accepted task in later rounds.
+	Rounds, Seeds, PerSeed int
+	// Iterations of rollout → reward → critic → PPO.
+	Iterations int
+	// TasksPerIteration samples the pool each iteration (0: every task);
+	// Attempts is the attempts per task.
+	TasksPerIteration, Attempts int
+	// MinSuccess is the fraction of attempts that must be scored for an
+	// iteration to go on with what succeeded.
+	MinSuccess float64
+	// MaxTurns bounds each rollout (0: the rollout stage's default).
+	MaxTurns int
+	// EvalEvery evaluates every K-th policy version (0: only the last);
+	// EvalBaseline also evaluates the initial policy. EvalSuite names
+	// the suite (empty: no evaluation); EvalAttempts is attempts per task.
+	EvalEvery    int
+	EvalBaseline bool
+	EvalSuite    string
+	EvalAttempts int
+	// Model is the policy's shape, for batch manifests.
+	Model schemas.ModelDims
+}
+
+// DefaultConfig is a small run for a laptop.
+func DefaultConfig() Config {
+	return Config{
+		PoolTarget: 8, Rounds: 2, Seeds: 6, PerSeed: 1, Iterations: 2, Attempts: 2, MinSuccess: 0.5,
+		MaxTurns: 24, EvalBaseline: true, EvalSuite: "builtin", EvalAttempts: 3,
+	}
+}
+
+// StageConfig wires the stage.
+type StageConfig struct {
+	Log    *engine.Log
+	Store  store.ObjectStore
+	Config Config
+}
+
+// NewStage returns the control stage. It must run with concurrency 1: it
+// decides from a fold that one handler at a time updates.
+func NewStage(cfg StageConfig) engine.Stage {
+	s := &stage{cfg: cfg, runs: map[string]*runState{}, seen: map[string]bool{}}
+	return engine.NewStage("control", Consumes(), s.handle)
+}
+
+// Consumes lists what control folds.
+func Consumes() []string {
+	types := []string{
+		schemas.RunStarted, schemas.SynthRequested, SynthCandidate, SynthDiscarded, schemas.TaskSynthesized,
+		schemas.TaskAudited, schemas.PoolSealed, schemas.RolloutRequested, schemas.RolloutCompleted,
+		schemas.RewardScored, schemas.BatchReady, schemas.PolicyUpdated, schemas.EvalRequested,
+		schemas.EvalCompleted, RunCompleted, RunFailed,
+	}
+	for _, t := range []string{schemas.SynthRequested, SynthCandidate, schemas.TaskSynthesized, schemas.RolloutRequested,
+		schemas.RolloutCompleted, schemas.BatchReady, schemas.CriticUpdated, schemas.EvalRequested} {
+		types = append(types, engine.FailedType(t))
+	}
+	return types
+}
+
+type stage struct {
+	cfg    StageConfig
+	mu     sync.Mutex
+	loaded bool
+	runs   map[string]*runState
+	seen   map[string]bool
+}
+
+func (s *stage) run(id string) *runState {
+	if s.runs[id] == nil {
+		s.runs[id] = newRunState()
+	}
+	return s.runs[id]
+}
+
+// load folds the log as it stands, once: the state a restarted control
+// continues from.
+func (s *stage) load(ctx context.Context) error {
+	if s.loaded {
+		return nil
+	}
+	consumed := map[string]bool{}
+	for _, t := range Consumes() {
+		consumed[t] = true
+	}
+	err := s.cfg.Log.Replay(ctx, []string{"t1.>"}, engine.ReplayFrom{}, func(ev engine.Event) error {
+		if consumed[ev.Type] && !s.seen[ev.ID] {
+			s.seen[ev.ID] = true
+			s.run(ev.Run).apply(ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("control: fold the log: %w", err)
+	}
+	s.loaded = true
+	return nil
+}
+
+func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	if !s.seen[ev.ID] {
+		s.seen[ev.ID] = true
+		s.run(ev.Run).apply(ev)
+	}
+	return s.decide(ctx, ev.Run, s.run(ev.Run), out)
+}
+
+func seedFor(seed uint64, parts ...any) uint64 {
+	h := fnv.New64a()
+	fmt.Fprint(h, seed)
+	for _, p := range parts {
+		fmt.Fprint(h, "/", p)
+	}
+	return h.Sum64()
+}
+
+// decide emits whatever the state of run calls for. Every decision is
+// keyed, so deciding twice is harmless.
+func (s *stage) decide(ctx context.Context, run string, st *runState, out engine.Emitter) error {
+	c := s.cfg.Config
+	if !st.started || st.finished {
+		return nil
+	}
+	// Synthesis rounds.
+	if !st.sealed {
+		r0 := st.round(0)
+		if !r0.requested {
+			return emit(out, schemas.SynthRequested, "round-0", map[string]any{"round": 0, "seeds": c.Seeds, "per_seed": 0, "seed": st.seed})
+		}
+		last, total := 0, 0
+		for r := 0; r < c.Rounds; r++ {
+			rd := st.round(r)
+			if !rd.requested {
+				break
+			}
+			last = r
+			total += len(rd.accepted)
+			if !rd.isSettled() {
+				return nil
+			}
+		}
+		cur := st.round(last)
+		if total < c.PoolTarget && last+1 < c.Rounds && len(cur.accepted) > 0 {
+			return emit(out, schemas.SynthRequested, fmt.Sprintf("round-%d", last+1), map[string]any{
+				"round": last + 1, "seed_ids": cur.accepted, "per_seed": c.PerSeed, "seed": st.seed,
+			})
+		}
+		return s.seal(ctx, run, st, out)
+	}
+	// Training iterations.
+	for i := 0; i < c.Iterations; i++ {
+		it := st.iter(i)
+		version := int64(0)
+		if i > 0 {
+			prev := st.iter(i - 1)
+			if !prev.updated {
+				return nil
+			}
+			version = prev.newVer
+		}
+		if !it.started {
+			return s.startIteration(st, i, version, out)
+		}
+		it.expected = len(s.tasksFor(st, i)) * c.Attempts
+		if !it.isSettled() {
+			return nil
+		}
+		if !it.batch {
+			return s.batch(ctx, run, st, i, out)
+		}
+		if it.batchFail {
+			return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: the critic or the update failed", i)})
+		}
+		if !it.updated {
+			return nil
+		}
+		if err := s.maybeEval(st, it.newVer, i == c.Iterations-1, out); err != nil {
+			return err
+		}
+	}
+	// Done when every requested eval has an outcome.
+	for _, state := range st.evals {
+		if state == "requested" {
+			return nil
+		}
+	}
+	last := st.iter(c.Iterations - 1)
+	return emit(out, RunCompleted, "completed", RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
+}
+
+func emit(out engine.Emitter, typ, key string, payload any) error {
+	_, err := out.Emit(typ, payload, engine.AsDecision(key))
+	return err
+}
+
+// seal freezes the pool: every accepted task, with its category
+// histogram read from the tasks table.
+func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.Emitter) error {
+	var ids []string
+	for r := 0; r < s.cfg.Config.Rounds; r++ {
+		ids = append(ids, st.round(r).accepted...)
+	}
+	sort.Strings(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return emit(out, RunFailed, "failed", RunCompletedPayload{Reason: "synthesis produced no accepted task"})
+	}
+	p := poolSealed{PoolSealedPayload: schemas.PoolSealedPayload{PoolVersion: 1, Tasks: len(ids), Categories: map[string]int{}}, TaskIDs: ids}
+	for _, id := range ids {
+		ref, ok := st.taskRef[id]
+		if !ok {
+			continue
+		}
+		p.Pool = append(p.Pool, ref)
+		rows, err := schemas.ReadRows[schemas.TaskRow](ctx, s.cfg.Store, ref.Key, &ref)
+		if err != nil {
+			return err
+		}
+		for _, row := range rows {
+			p.Categories[row.Category]++
+		}
+	}
+	if err := emit(out, schemas.PoolSealed, "pool-1", p); err != nil {
+		return err
+	}
+	if s.cfg.Config.EvalBaseline && s.cfg.Config.EvalSuite != "" {
+		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0))
+	}
+	return nil
+}
+
+// tasksFor is iteration i's sample of the pool.
+func (s *stage) tasksFor(st *runState, i int) []string {
+	n := s.cfg.Config.TasksPerIteration
+	if n <= 0 || n >= len(st.pool) {
+		return st.pool
+	}
+	rng := rand.New(rand.NewPCG(st.seed, seedFor(st.seed, "iteration", i)))
+	idx := rng.Perm(len(st.pool))[:n]
+	sort.Ints(idx)
+	out := make([]string, n)
+	for j, k := range idx {
+		out[j] = st.pool[k]
+	}
+	return out
+}
+
+func (s *stage) startIteration(st *runState, i int, version int64, out engine.Emitter) error {
+	c := s.cfg.Config
+	for _, task := range s.tasksFor(st, i) {
+		for a := range c.Attempts {
+			p := schemas.RolloutRequestedPayload{
+				TaskID: task, Attempt: a, Purpose: "train", Iteration: i, PolicyVersion: version,
+				Seed: seedFor(st.seed, "rollout", i, task, a), MaxTurns: c.MaxTurns,
+			}
+			if err := emit(out, schemas.RolloutRequested, fmt.Sprintf("iter-%d/%s/%d", i, task, a), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// batch writes iteration i's manifest from the attempts that were scored.
+func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out engine.Emitter) error {
+	c := s.cfg.Config
+	it := st.iter(i)
+	if float64(len(it.scored)) < c.MinSuccess*float64(it.expected) {
+		return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i,
+			Reason: fmt.Sprintf("iteration %d: %d of %d attempts scored, below %.0f%%", i, len(it.scored), it.expected, 100*c.MinSuccess)})
+	}
+	m := &schemas.BatchManifest{
+		Format: schemas.ManifestFormat, Run: run, Iteration: i, PolicyVersion: it.version, Model: c.Model,
+		RoutingEncoding: routing.Packed.String(), RoutingDType: routing.DType(c.Model.Experts), SchemaVersions: map[string]string{},
+	}
+	keys := make([]string, 0, len(it.scored))
+	for k := range it.scored {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var tokens int64
+	for _, k := range keys {
+		done, ok := it.completed[k]
+		if !ok || done.RoutingRows.Key == "" {
+			continue // no routing (a scripted policy): not trainable
+		}
+		sc := it.scored[k]
+		m.TokenFiles = append(m.TokenFiles, done.TokenRows)
+		m.RoutingFiles = append(m.RoutingFiles, done.RoutingRows)
+		m.TrajectoryFiles = append(m.TrajectoryFiles, done.Trajectory)
+		m.RewardFiles = append(m.RewardFiles, sc.Rewards)
+		m.Chunks += done.TokenRows.Rows
+		m.Attempts++
+		tokens += done.Tokens
+		for _, f := range []schemas.FileRef{done.TokenRows, done.RoutingRows, done.Trajectory, sc.Rewards} {
+			m.SchemaVersions[f.Table] = f.SchemaVersion
+		}
+	}
+	m.Tokens = tokens
+	if m.Attempts == 0 {
+		return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: no scored attempt has routing to train on", i)})
+	}
+	ref, err := schemas.WriteManifest(ctx, s.cfg.Store, m)
+	if err != nil {
+		return engine.Permanent(fmt.Errorf("iteration %d: %w", i, err))
+	}
+	return emit(out, schemas.BatchReady, fmt.Sprintf("batch-%d", i), schemas.BatchReadyPayload{
+		Iteration: i, PolicyVersion: it.version, Attempts: int(m.Attempts), Tokens: tokens, Manifest: ref,
+	})
+}
+
+func (s *stage) evalRequest(version int64) schemas.EvalRequestedPayload {
+	c := s.cfg.Config
+	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Attempts: c.EvalAttempts}
+}
+
+// maybeEval asks for an evaluation of version when the schedule says so.
+func (s *stage) maybeEval(st *runState, version int64, last bool, out engine.Emitter) error {
+	c := s.cfg.Config
+	due := last || (c.EvalEvery > 0 && version%int64(c.EvalEvery) == 0)
+	if !due || c.EvalSuite == "" || st.evals[version] != "" {
+		return nil
+	}
+	return emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version))
+}

@@ -1,0 +1,109 @@
+// Package pipeline_test runs the pipeline's stages together on the real
+// event log, store and sandboxes, driven by control from run.started.
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/audit"
+	"github.com/t1pipe/t1/stages/control"
+	"github.com/t1pipe/t1/stages/reward"
+	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/trial"
+)
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+
+const run = "tiny"
+
+// From run.started to the first batch: synthesis rounds, audit, the sealed
+// pool, rollouts and rewards of iteration 0, and its batch manifest.
+func TestControlDrivesToTheFirstBatch(t *testing.T) {
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st := testinfra.Store(t)
+	l := testinfra.Log(t)
+
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcfg := moe.DefaultConfig()
+	model, err := moe.NewModel(mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := inference.NewReference(model, tok, moe.BF16, "0")
+	policies := func(context.Context, int64) (rollout.Policy, error) {
+		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
+	}
+	opt := trial.Options{Backend: bw}
+	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	one := rc
+	one.Concurrency = 1
+	cc := control.DefaultConfig()
+	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalSuite = 3, 2, 4, 1, 3, ""
+	cc.Model = schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
+	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
+	testinfra.RunStage(t, l, control.NewStage(control.StageConfig{Log: l, Store: st, Config: cc}), one)
+	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
+	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
+	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
+		Episode: rollout.Config{MaxNewTokens: 32, Context: 1024}}), rc)
+	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
+
+	ev, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 7, Iterations: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, 3*time.Minute, func() error {
+		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.BatchReady); n != 1 {
+			return fmt.Errorf("no batch yet: %d audited, %d scored, %d failed, run failed %d",
+				testinfra.Count(t, l, "t1."+run+"."+schemas.TaskAudited), testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored),
+				testinfra.Count(t, l, "t1."+run+".*.failed"), testinfra.Count(t, l, "t1."+run+"."+control.RunFailed))
+		}
+		return nil
+	})
+	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.PoolSealed); n != 1 {
+		t.Fatalf("%d pool.sealed events", n)
+	}
+	var b schemas.BatchReadyPayload
+	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.BatchReady)[0].Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	m, err := schemas.ReadManifest(ctx, st, b.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Attempts == 0 || int(m.Attempts) != testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored) {
+		t.Fatalf("manifest holds %d attempts", m.Attempts)
+	}
+	// Control decided each thing once.
+	for _, typ := range []string{schemas.PoolSealed, schemas.BatchReady} {
+		if n := testinfra.Count(t, l, "t1."+run+"."+typ); n != 1 {
+			t.Fatalf("%d %s events", n, typ)
+		}
+	}
+	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RolloutRequested); n != int(m.Attempts) {
+		t.Fatalf("%d rollouts requested, %d in the batch", n, m.Attempts)
+	}
+}
