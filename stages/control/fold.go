@@ -78,7 +78,7 @@ type runState struct {
 	sealed      bool
 	pool        []string
 	iters       map[int]*iteration
-	requests    map[string]int // rollout.requested event id → iteration (train)
+	requests    map[string]int   // rollout.requested event id → iteration (train)
 	evals       map[int64]string // policy version → "requested" | "completed" | "failed"
 	evalReqs    map[string]int64 // eval.requested event id → version
 	finished    bool
