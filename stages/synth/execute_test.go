@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -28,13 +29,13 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := range 2 {
-		parentRefs := Seed(rng)
-		childRefs, err := Extend(parentRefs, 2, rng)
+		parentRefs := taskgen.Seed(rng)
+		childRefs, err := taskgen.Extend(parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
 		}
-		parent, _ := Build(parentRefs)
-		child, _ := Build(childRefs)
+		parent, _ := taskgen.Build(parentRefs)
+		child, _ := taskgen.Build(childRefs)
 		tk, err := child.Task(1)
 		if err != nil {
 			t.Fatal(err)
@@ -58,8 +59,8 @@ func TestExecuteDropsAChildThatAddsNothing(t *testing.T) {
 	opt := trial.Options{Backend: backend(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	refs := []StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
-	sp, _ := Build(refs)
+	refs := []taskgen.StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
+	sp, _ := taskgen.Build(refs)
 	// The "parent" here is the task itself: its solution passes all.
 	tk, _ := sp.Task(1)
 	parent := *sp

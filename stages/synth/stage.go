@@ -15,6 +15,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -37,10 +38,10 @@ type RequestedPayload struct {
 
 // CandidatePayload is synth.candidate.
 type CandidatePayload struct {
-	Round    int       `json:"round"`
-	ParentID string    `json:"parent_id,omitempty"`
-	RootID   string    `json:"root_id,omitempty"`
-	Steps    []StepRef `json:"steps"`
+	Round    int               `json:"round"`
+	ParentID string            `json:"parent_id,omitempty"`
+	RootID   string            `json:"root_id,omitempty"`
+	Steps    []taskgen.StepRef `json:"steps"`
 	// ParentSteps is how many of Steps are the parent's.
 	ParentSteps int `json:"parent_steps,omitempty"`
 }
@@ -106,7 +107,7 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 	}
 	if len(p.SeedIDs) == 0 {
 		for i := range p.Seeds {
-			refs := Seed(rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
+			refs := taskgen.Seed(rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
 			if _, err := out.Emit(Candidate, CandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
 				return err
 			}
@@ -119,7 +120,7 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 			return err
 		}
 		for k := range p.PerSeed {
-			refs, err := Extend(lin.Steps, s.cfg.StepsPerRound, rngFor(p.Seed, fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)))
+			refs, err := taskgen.Extend(lin.Steps, s.cfg.StepsPerRound, rngFor(p.Seed, fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)))
 			if err != nil {
 				return engine.Permanent(fmt.Errorf("seed %s: %w", id, err))
 			}
@@ -153,16 +154,16 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 	if err := ev.Decode(&p); err != nil {
 		return err
 	}
-	child, err := Build(p.Steps)
+	child, err := taskgen.Build(p.Steps)
 	if err != nil {
 		return engine.Permanent(err)
 	}
-	var parent *Spec
+	var parent *taskgen.Spec
 	if p.ParentID != "" {
 		if p.ParentSteps <= 0 || p.ParentSteps >= len(p.Steps) {
 			return engine.Permanent(fmt.Errorf("candidate %s: parent_steps %d of %d", child.ID(), p.ParentSteps, len(p.Steps)))
 		}
-		if parent, err = Build(p.Steps[:p.ParentSteps]); err != nil {
+		if parent, err = taskgen.Build(p.Steps[:p.ParentSteps]); err != nil {
 			return engine.Permanent(fmt.Errorf("parent of %s: %w", child.ID(), err))
 		}
 		if parent.ID() != p.ParentID {

@@ -3,50 +3,23 @@ package synth
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
-
-// Timeouts written into every synthesised task.toml.
-const (
-	AgentTimeoutSec    = 900
-	VerifierTimeoutSec = 120
-)
-
-// Task renders sp as a Harbor task. The round is recorded as a tag, the
-// lineage travels separately (see Lineage).
-func (sp *Spec) Task(round int) (*harbor.Task, error) {
-	b := harbor.NewBuilder(sp.ID()).
-		Instruction(sp.Instruction).
-		Metadata(harbor.Metadata{
-			AuthorName: "t1 synth",
-			Difficulty: sp.Difficulty,
-			Category:   sp.Category,
-			Tags:       []string{"synthesized", fmt.Sprintf("round-%d", round)},
-		}).
-		Timeouts(AgentTimeoutSec, VerifierTimeoutSec)
-	for _, f := range sp.Files() {
-		if f.Path == "instruction.md" {
-			continue
-		}
-		b = b.File(f.Path, f.Data, fs.FileMode(f.mode()))
-	}
-	return b.Build()
-}
 
 // Lineage is what makes a task rebuildable and extendable: its steps,
 // parent and round.
 type Lineage struct {
-	TaskID   string    `json:"task_id"`
-	ParentID string    `json:"parent_id,omitempty"`
-	RootID   string    `json:"root_id"`
-	Round    int       `json:"round"`
-	Steps    []StepRef `json:"steps"`
+	TaskID   string            `json:"task_id"`
+	ParentID string            `json:"parent_id,omitempty"`
+	RootID   string            `json:"root_id"`
+	Round    int               `json:"round"`
+	Steps    []taskgen.StepRef `json:"steps"`
 }
 
 // Verdict is the execution check of one candidate.
@@ -65,7 +38,7 @@ type Verdict struct {
 // the parent's solution, run on the child's environment, must fail every
 // assertion the child adds. dir is where the task is written; it is
 // removed by the caller.
-func Execute(ctx context.Context, child, parent *Spec, t *harbor.Task, dir string, opt trial.Options) (Verdict, error) {
+func Execute(ctx context.Context, child, parent *taskgen.Spec, t *harbor.Task, dir string, opt trial.Options) (Verdict, error) {
 	var v Verdict
 	if err := t.Write(dir); err != nil {
 		return v, err

@@ -20,7 +20,7 @@ import (
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/reward"
 	"github.com/t1pipe/t1/stages/rollout"
-	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -38,7 +38,7 @@ func TestRolloutAndReward(t *testing.T) {
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)
 
-	sp, err := synth.Build([]synth.StepRef{{Name: "source.csv", Seed: 3, Input: -1}, {Name: "csv.aggregate", Seed: 4, Input: 0}, {Name: "sys.checksum", Seed: 5, Input: 1}})
+	sp, err := taskgen.Build([]taskgen.StepRef{{Name: "source.csv", Seed: 3, Input: -1}, {Name: "csv.aggregate", Seed: 4, Input: 0}, {Name: "sys.checksum", Seed: 5, Input: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package synth grows terminal tasks by recursive synthesis.
+// Package taskgen grows terminal tasks by recursive synthesis.
 //
 // A task is a fold over a list of steps (StepRef: a step name, a seed and
 // the artifact it consumes). Each step is a small, typed, executable piece
@@ -28,4 +28,4 @@
 // Everything is a pure function of the step list: the same refs give
 // byte-identical task files, so lineage (parent, round, steps) is enough to
 // rebuild any task.
-package synth
+package taskgen
