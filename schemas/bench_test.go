@@ -59,7 +59,6 @@ func BenchmarkTokensTable(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("256 chunks × 2048 tokens: %d bytes (%.2f B/token)", ref.Bytes, float64(ref.Bytes)/(256*2048))
 	b.Run("read-rows", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := ReadRows[TokenRow](ctx, st, ref.Key, &ref); err != nil {
@@ -67,6 +66,7 @@ func BenchmarkTokensTable(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(float64(ref.Bytes)/(256*2048), "file-B/token")
 	})
 	b.Run("read-arrow", func(b *testing.B) {
 		for b.Loop() {

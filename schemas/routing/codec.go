@@ -33,8 +33,9 @@ const (
 	Delta Encoding = 3
 
 	// Auto picks Rank or Delta, whichever is smaller for this record
-	// (both sizes are known exactly before writing), or PackedZstd when
-	// ranks do not fit 63 bits (very large C(E, k)).
+	// (both sizes are known exactly before writing; when the first 32
+	// tokens already favour Rank, Rank is taken without the full count),
+	// or PackedZstd when ranks do not fit 63 bits (very large C(E, k)).
 	Auto Encoding = 255
 )
 
@@ -99,12 +100,13 @@ func Encode(dst []byte, r *Record, enc Encoding) ([]byte, error) {
 		return dst, err
 	}
 	rankable := Rankable(r.TopK, r.Experts)
+	var hist []uint64
 	if enc == Auto {
 		enc = PackedZstd
 		if rankable {
 			enc = Rank
-			if r.Tokens > 1 {
-				hist := deltaHistogram(r)
+			if r.Tokens > 1 && deltaMayWin(r) {
+				hist = deltaHistogram(r)
 				if deltaBits(r, hist) < uint64(r.Tokens*r.Layers)*uint64(rankWidth(r)) {
 					enc = Delta
 				}
@@ -129,7 +131,10 @@ func Encode(dst []byte, r *Record, enc Encoding) ([]byte, error) {
 	case Rank:
 		dst = encodeRank(dst, r)
 	case Delta:
-		dst = encodeDelta(dst, r, deltaHistogram(r))
+		if hist == nil {
+			hist = deltaHistogram(r)
+		}
+		dst = encodeDelta(dst, r, hist)
 	default:
 		return dst[:start], fmt.Errorf("routing: unknown encoding %d", byte(enc))
 	}
@@ -410,6 +415,19 @@ func diffBits(c *combin, k, e, r int) int {
 		return 0
 	}
 	return bits.Len64(lo - 1)
+}
+
+// deltaMayWin estimates Delta against Rank on the first tokens only, so
+// that Auto skips the full histogram for routing without temporal
+// correlation (where Delta costs slightly more than Rank).
+func deltaMayWin(r *Record) bool {
+	const sample = 32
+	if r.Tokens <= 2*sample {
+		return true
+	}
+	head := &Record{Tokens: sample, Layers: r.Layers, TopK: r.TopK, Experts: r.Experts,
+		IDs: r.IDs[:sample*r.Layers*r.TopK*Width(r.Experts)]}
+	return deltaBits(head, deltaHistogram(head)) < uint64(sample*r.Layers)*uint64(rankWidth(r))
 }
 
 func deltaBits(r *Record, hist []uint64) uint64 {
