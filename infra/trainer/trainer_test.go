@@ -1,0 +1,250 @@
+package trainer
+
+import (
+	"context"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/schemas/routing"
+)
+
+const run = "tr"
+
+// sampled builds a batch by sampling the model at bf16: three attempts,
+// the first of two chunks, with random advantages standing in for the
+// critic's.
+func sampled(t *testing.T, st store.ObjectStore, m *moe.Model) (*schemas.BatchManifest, []schemas.ValueRow) {
+	t.Helper()
+	ctx := context.Background()
+	s := moe.NewSampler(m, moe.BF16)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var rows Rows
+	var vals []schemas.ValueRow
+	for a := range 3 {
+		chunks := 1
+		if a == 0 {
+			chunks = 2
+		}
+		for c := range chunks {
+			prompt := []int{256}
+			for range 6 + c {
+				prompt = append(prompt, 32+rng.IntN(200))
+			}
+			g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 20, Seed: uint64(10*a + c)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := append(append([]int(nil), prompt...), g.OutputIDs...)
+			tr := schemas.TokenRow{Run: run, TaskID: "task", Attempt: int32(a), Chunk: int32(c), LossMask: make([]bool, len(ids)), LogProbs: make([]float32, len(ids))}
+			for _, id := range ids {
+				tr.TokenIDs = append(tr.TokenIDs, int32(id))
+			}
+			vr := schemas.ValueRow{Run: run, TaskID: "task", Attempt: int32(a), Chunk: int32(c),
+				Values: make([]float32, len(ids)), Advantages: make([]float32, len(ids)), Returns: make([]float32, len(ids))}
+			for j := range g.OutputIDs {
+				tr.LossMask[len(prompt)+j] = true
+				tr.LogProbs[len(prompt)+j] = g.LogProbs[j]
+				vr.Advantages[len(prompt)+j] = float32(rng.NormFloat64())
+			}
+			rows.Tokens = append(rows.Tokens, tr)
+			rec, err := routing.NewRecord(len(ids), m.Cfg.Layers, m.Cfg.TopK, m.Cfg.Experts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for tok := range len(ids) {
+				for l := range m.Cfg.Layers {
+					set := g.Routing.At(min(tok, g.Routing.Tokens-1), l)
+					if err := rec.Set(tok, l, []int{int(set[0]), int(set[1])}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			rr, err := schemas.NewRoutingRow(run, "task", a, c, rec, routing.Auto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Routing = append(rows.Routing, rr)
+			vals = append(vals, vr)
+		}
+		rows.Rewards = append(rows.Rewards, schemas.RewardRow{Run: run, TaskID: "task", Attempt: int32(a), Passed: int32(a), Total: 2, Reward: float64(a)})
+		rows.Trajectories = append(rows.Trajectories, schemas.TrajectoryRow{Run: run, TaskID: "task", Attempt: int32(a), Chunks: int32(chunks)})
+	}
+	dims := schemas.ModelDims{Vocab: m.Cfg.Vocab, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
+	man, _, err := WriteBatch(ctx, st, run, 0, 0, dims, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return man, vals
+}
+
+func policy(t *testing.T, st store.ObjectStore) *moe.Model {
+	t.Helper()
+	m, err := moe.NewModel(moe.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, PolicyPrefix(run, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestLoadBatch(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	b, err := LoadBatch(ctx, st, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Attempts) != 3 || len(b.Attempts[0].Chunks) != 2 || b.Actions == 0 {
+		t.Fatalf("%d attempts, %d chunks in the first, %d actions", len(b.Attempts), len(b.Attempts[0].Chunks), b.Actions)
+	}
+	if b.Attempts[0].Chunks[1].Tokens.Chunk != 1 || b.Attempts[0].Chunks[0].Values != nil {
+		t.Fatal("chunks out of order, or values before the critic ran")
+	}
+	if !b.Attempts[2].Solved() || b.Attempts[1].Solved() {
+		t.Fatal("solved is passed == total")
+	}
+	c := b.Attempts[1].Chunks[0]
+	if c.Routing.Tokens != len(c.Tokens.TokenIDs) || c.Routing.Validate(m.Cfg) != nil {
+		t.Fatalf("routing of %d tokens for %d ids", c.Routing.Tokens, len(c.Tokens.TokenIDs))
+	}
+	withVals, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = LoadBatch(ctx, st, withVals); err != nil || b.Attempts[0].Chunks[0].Values == nil {
+		t.Fatalf("values not joined: %v", err)
+	}
+
+	// A routing object whose chunk has a different token count.
+	bad := *man
+	rows, err := schemas.ReadRows[schemas.RoutingRow](ctx, st, man.RoutingFiles[0].Key, &man.RoutingFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := rows[1].Decode()
+	short, _ := routing.NewRecord(rec.Tokens-1, rec.Layers, rec.TopK, rec.Experts)
+	copy(short.IDs, rec.IDs)
+	if rows[1], err = schemas.NewRoutingRow(run, rows[1].TaskID, int(rows[1].Attempt), int(rows[1].Chunk), short, routing.Packed); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := schemas.WriteTable(ctx, st, run, 0, rows, schemas.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.RoutingFiles = []schemas.FileRef{ref}
+	_, err = LoadBatch(ctx, st, &bad)
+	if !IsBad(err) || !strings.Contains(err.Error(), "routes") {
+		t.Fatalf("mismatched routing: %v", err)
+	}
+	// A reference whose hash does not match the object.
+	bad = *man
+	bad.TokenFiles = append([]schemas.FileRef(nil), man.TokenFiles...)
+	bad.TokenFiles[0].SHA256 = strings.Repeat("0", 64)
+	if _, err := LoadBatch(ctx, st, &bad); !IsBad(err) || !strings.Contains(err.Error(), man.TokenFiles[0].Key) {
+		t.Fatalf("wrong hash: %v", err)
+	}
+}
+
+func TestReferenceTrainer(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	man, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, replay := range []bool{true, false} {
+		out := PolicyPrefix(run, 1)
+		if !replay {
+			out = PolicyPrefix(run, 2)
+		}
+		tr := NewReference(st, Options{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay})
+		res, err := tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: out, Version: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		met := res.Metrics
+		t.Logf("replay %v: %+v", replay, met)
+		if met.Steps != 2 || met.LossDrift != 0 || met.RoutingSets == 0 || met.LogProbGap <= 0 || met.GradNorm <= 0 || met.ApproxKL <= 0 {
+			t.Fatalf("metrics %+v", met)
+		}
+		if replay && met.RoutingMismatches != 0 {
+			t.Fatalf("replay on: %d routing mismatches", met.RoutingMismatches)
+		}
+		ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Meta["policy_version"] != "1" || ck.Optimizer == nil || ck.Optimizer.Steps() != 2 {
+			t.Fatalf("checkpoint meta %v", ck.Meta)
+		}
+		if ck.Model.W.Tensor("lm_head").Data[0] == m.W.Tensor("lm_head").Data[0] {
+			t.Fatal("the update changed nothing")
+		}
+	}
+	// The current policy is untouched.
+	cur, err := LoadCheckpoint(ctx, st, PolicyPrefix(run, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Model.W.Tensor("lm_head").Data[0] != m.W.Tensor("lm_head").Data[0] {
+		t.Fatal("training wrote over the current policy")
+	}
+	// A checkpoint that does not exist is bad input.
+	tr := NewReference(st, Options{Replay: true})
+	if _, err := tr.Train(ctx, Job{Manifest: man, Policy: "runs/tr/policy/missing", Out: PolicyPrefix(run, 9), Version: 9}); !IsBad(err) {
+		t.Fatalf("missing checkpoint: %v", err)
+	}
+}
+
+func buildExecTrainer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "exectrainer")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/exectrainer")
+	cmd.Dir = pkgDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestExecTrainer(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, _ := sampled(t, st, m)
+	bin := buildExecTrainer(t)
+	e := &Exec{Argv: []string{bin, "-manifest", "{manifest}", "-out", "{out}", "-checkpoint", "{checkpoint}"}}
+	res, err := e.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint != PolicyPrefix(run, 1) || res.Metrics.Actions != man.Tokens || res.Metrics.Steps != 1 || !res.Metrics.Replay {
+		t.Fatalf("result %+v", res)
+	}
+	fail := &Exec{Argv: []string{bin, "-exit", "7"}}
+	_, err = fail.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	if !IsBad(err) || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("failing trainer: %v", err)
+	}
+	silent := &Exec{Argv: []string{"true"}}
+	if _, err := silent.Train(ctx, Job{Manifest: man}); !IsBad(err) || !strings.Contains(err.Error(), "no result file") {
+		t.Fatalf("trainer without a result: %v", err)
+	}
+}
