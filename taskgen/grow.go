@@ -111,3 +111,20 @@ func pickTransform(rng *rand.Rand, arts []*Artifact, only int, used map[StepRef]
 	}
 	panic("unreachable")
 }
+
+// Suite grows n tasks for evaluation from seed, each through rounds
+// extensions, in a random stream of its own: a suite's seed never meets the
+// seeds synthesis draws for training, so the two start apart. (Audit's
+// near-duplicate check against the suite keeps them apart.)
+func Suite(seed uint64, n, rounds int) [][]StepRef {
+	rng := rand.New(rand.NewPCG(seed, 0x65766131)) // "eva1"
+	out := make([][]StepRef, n)
+	for i := range out {
+		refs := Seed(rng)
+		for range rounds {
+			refs, _ = Extend(refs, 1+rng.IntN(2), rng)
+		}
+		out[i] = refs
+	}
+	return out
+}

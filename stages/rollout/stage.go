@@ -58,7 +58,7 @@ func attemptName(p schemas.RolloutRequestedPayload) string {
 	if p.Suite != "" {
 		purpose += "-" + p.Suite
 	}
-	return fmt.Sprintf("iter=%04d/%s/%s/a%d", p.Iteration, purpose, p.TaskID, p.Attempt)
+	return fmt.Sprintf("iter=%04d/%s/v%d/%s/a%d", p.Iteration, purpose, p.PolicyVersion, p.TaskID, p.Attempt)
 }
 
 // MarkerKey is the object written once an attempt's outputs are all

@@ -18,6 +18,7 @@ import (
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
 	"github.com/t1pipe/t1/stages/control"
+	"github.com/t1pipe/t1/stages/eval"
 	"github.com/t1pipe/t1/stages/reward"
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/stages/synth"
@@ -58,7 +59,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	one := rc
 	one.Concurrency = 1
 	cc := control.DefaultConfig()
-	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalSuite = 3, 2, 4, 1, 3, ""
+	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalAttempts = 3, 2, 4, 1, 3, 2
 	cc.Model = schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	testinfra.RunStage(t, l, control.NewStage(control.StageConfig{Log: l, Store: st, Config: cc}), one)
@@ -67,6 +68,8 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
 		Episode: rollout.Config{MaxNewTokens: 32, Context: 1024}}), rc)
 	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
+	suites := map[string]eval.Suite{cc.EvalSuite: {Builtin: true, Tasks: 2, Seed: 99}}
+	testinfra.RunStage(t, l, eval.NewStage(eval.StageConfig{Log: l, Store: st, Trial: opt, Suites: suites, MaxTurns: 3}), one)
 
 	ev, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 7, Iterations: 1})
 	if err != nil {
@@ -76,6 +79,9 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	testinfra.CheckFor(t, 3*time.Minute, func() error {
+		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.EvalCompleted); n != 1 {
+			return fmt.Errorf("baseline evaluation not complete (%d eval attempts scored)", testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored))
+		}
 		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.BatchReady); n != 1 {
 			return fmt.Errorf("no batch yet: %d audited, %d scored, %d failed, run failed %d",
 				testinfra.Count(t, l, "t1."+run+"."+schemas.TaskAudited), testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored),
@@ -94,7 +100,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Attempts == 0 || int(m.Attempts) != testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored) {
+	if m.Attempts == 0 {
 		t.Fatalf("manifest holds %d attempts", m.Attempts)
 	}
 	// Control decided each thing once.
@@ -103,7 +109,18 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 			t.Fatalf("%d %s events", n, typ)
 		}
 	}
-	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RolloutRequested); n != int(m.Attempts) {
-		t.Fatalf("%d rollouts requested, %d in the batch", n, m.Attempts)
+	var e schemas.EvalCompletedPayload
+	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.EvalCompleted)[0].Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	if e.PolicyVersion != 0 || e.Tasks == 0 || e.Attempts != 2*e.Tasks || len(e.Results) != 1 || len(e.ByCategory) == 0 {
+		t.Fatalf("eval.completed %+v", e)
+	}
+	rows, err := schemas.ReadRows[schemas.EvalResultRow](ctx, st, e.Results[0].Key, &e.Results[0])
+	if err != nil || len(rows) != e.Attempts {
+		t.Fatalf("%d eval rows for %d attempts (%v)", len(rows), e.Attempts, err)
+	}
+	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RolloutRequested); n != int(m.Attempts)+e.Attempts {
+		t.Fatalf("%d rollouts requested, %d in the batch and %d evaluated", n, m.Attempts, e.Attempts)
 	}
 }
