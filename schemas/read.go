@@ -198,19 +198,9 @@ func (o *Object) Arrow(ctx context.Context, columns []string, mem memory.Allocat
 	if len(columns) == 0 {
 		tbl, err = fr.ReadTable(ctx)
 	} else {
-		descr := pr.MetaData().Schema
-		var idx []int
-		for _, c := range columns {
-			// pqarrow selects leaf columns; take every leaf under c.
-			n := len(idx)
-			for i := range descr.NumColumns() {
-				if p := descr.Column(i).ColumnPath(); len(p) > 0 && p[0] == c {
-					idx = append(idx, i)
-				}
-			}
-			if len(idx) == n {
-				return nil, fmt.Errorf("%s: no column %q in table %s", o.Key, c, o.Table.Name)
-			}
+		idx, lerr := o.leaves(pr, columns)
+		if lerr != nil {
+			return nil, lerr
 		}
 		rgs := make([]int, pr.NumRowGroups())
 		for i := range rgs {
@@ -249,4 +239,57 @@ func (o *Object) checkPages() error {
 		}
 	}
 	return nil
+}
+
+// Records streams the object as Arrow record batches of up to batchRows
+// rows (columns as in Arrow), for objects too large to hold as one
+// table. The caller releases the reader.
+func (o *Object) Records(ctx context.Context, columns []string, batchRows int64, mem memory.Allocator) (pqarrow.RecordReader, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	if !o.verified {
+		if err := o.checkPages(); err != nil {
+			return nil, err
+		}
+	}
+	pr, err := file.NewParquetReader(bytes.NewReader(o.Data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Key, err)
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: batchRows}, mem)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Key, err)
+	}
+	leaves, err := o.leaves(pr, columns)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := fr.GetRecordReader(ctx, leaves, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Key, err)
+	}
+	return rr, nil
+}
+
+// leaves maps top-level column names to Parquet leaf column indices; nil
+// columns selects all (nil).
+func (o *Object) leaves(pr *file.Reader, columns []string) ([]int, error) {
+	if len(columns) == 0 {
+		return nil, nil
+	}
+	descr := pr.MetaData().Schema
+	var idx []int
+	for _, c := range columns {
+		n := len(idx)
+		for i := range descr.NumColumns() {
+			if p := descr.Column(i).ColumnPath(); len(p) > 0 && p[0] == c {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == n {
+			return nil, fmt.Errorf("%s: no column %q in table %s", o.Key, c, o.Table.Name)
+		}
+	}
+	return idx, nil
 }

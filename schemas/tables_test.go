@@ -210,6 +210,29 @@ func roundTrip[T Row](t *testing.T, rows []T) {
 			}
 		}
 	}
+	// Streamed as record batches, one column.
+	o, err := Fetch(ctx, st, ref.Key, &ref, tbl.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := o.Records(ctx, []string{"task_id"}, 5, mem)
+	if err != nil && tbl.Name != MetricsTable.Name {
+		t.Fatal(err)
+	}
+	if rr != nil {
+		n := int64(0)
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			if rec.NumCols() != 1 || rec.NumRows() > 5 {
+				t.Fatalf("record batch %d cols × %d rows", rec.NumCols(), rec.NumRows())
+			}
+			n += rec.NumRows()
+		}
+		rr.Release()
+		if n != int64(len(rows)) {
+			t.Fatalf("record batches hold %d rows, wrote %d", n, len(rows))
+		}
+	}
 	// Identical rows give the identical, already present object.
 	again, err := WriteTable(ctx, st, "rt", 3, rows, WriterOptions{RowGroupRows: 4})
 	if err != nil || again != ref {

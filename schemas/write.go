@@ -95,7 +95,8 @@ func writerOptions(t Table, o WriterOptions) []parquet.WriterOption {
 	opts := []parquet.WriterOption{
 		parquet.Compression(&zstd.Codec{Level: o.ZstdLevel}),
 		parquet.MaxRowsPerRowGroup(o.RowGroupRows),
-		parquet.CreatedBy("t1", "", ""),
+		// Constant, so equal rows give equal bytes across t1 builds.
+		parquet.CreatedBy("t1", "1", "t1pipe"),
 		parquet.KeyValueMetadata(MetaTable, t.Name),
 		parquet.KeyValueMetadata(MetaVersion, t.Version.String()),
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,6 +225,10 @@ func TestInspect(t *testing.T) {
 	}
 	if ids == nil || ids.Codec != "ZSTD" || ids.Values != 5000 || ids.CompressedSize <= 0 {
 		t.Fatalf("token_ids chunk %+v", ids)
+	}
+	// Low-cardinality strings are dictionary-encoded.
+	if run := rep.RowGroups[0].Columns[0]; run.Path != "run" || !slices.Contains(run.Encodings, "RLE_DICTIONARY") {
+		t.Fatalf("run column %+v", run)
 	}
 
 	// The embedded store keeps each object as a plain file.
