@@ -296,7 +296,9 @@ func (s *stage) settle(ctx context.Context, run string, out engine.Emitter) erro
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].suite+fmt.Sprint(keys[i].version) < keys[j].suite+fmt.Sprint(keys[j].version) })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].suite+fmt.Sprint(keys[i].version) < keys[j].suite+fmt.Sprint(keys[j].version)
+	})
 	for _, k := range keys {
 		f := s.folds[k]
 		scored := 0
