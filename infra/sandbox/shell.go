@@ -276,6 +276,17 @@ func (s *shell) Run(ctx context.Context, script string, opts RunOptions) (Result
 	}
 	start := time.Now()
 	var res Result
+	// A shell that ended between commands (killed from inside, out of CPU
+	// time) is replaced before the command runs, not after it was lost.
+	restartedBefore := false
+	if s.cmd != nil {
+		select {
+		case <-s.exited:
+			s.kill()
+			restartedBefore = true
+		default:
+		}
+	}
 	if s.cmd == nil {
 		if err := s.start(ctx); err != nil {
 			return Result{}, err
@@ -334,6 +345,10 @@ func (s *shell) Run(ctx context.Context, script string, opts RunOptions) (Result
 	res.Stdout, t1 = stdout.result()
 	res.Stderr, t2 = stderr.result()
 	res.Truncated = t1 || t2
+	if restartedBefore {
+		res.Restarted = true
+		res.Stderr = "[t1 sandbox: the shell had ended since the last command and was restarted: working directory, variables and background jobs are lost; files remain]\n" + res.Stderr
+	}
 	if res.TimedOut {
 		res.Stderr += fmt.Sprintf("\n[t1 sandbox: command timed out after %s and was interrupted]\n", timeout)
 	}

@@ -295,6 +295,14 @@ func testShellExit(t *testing.T, be sandbox.Backend) {
 	if r := run(t, s, "echo back", 10*time.Second); r.Stdout != "back\n" {
 		t.Errorf("after exit: %+v", r)
 	}
+	// A shell killed between commands (here by a job it left behind) is
+	// replaced before the next command, which still runs.
+	run(t, s, "(sleep 0.2; kill -9 $$) &", 10*time.Second)
+	time.Sleep(time.Second)
+	r = run(t, s, "echo ran", 10*time.Second)
+	if r.Stdout != "ran\n" || !r.Restarted || !strings.Contains(r.Stderr, "restarted") {
+		t.Errorf("command after the shell died: %+v", r)
+	}
 }
 
 func testShellOddOutput(t *testing.T, be sandbox.Backend) {
