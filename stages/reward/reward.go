@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
@@ -35,9 +36,14 @@ import (
 
 // Config wires the stage.
 type Config struct {
-	Store  store.ObjectStore
-	Trial  trial.Options
+	Store store.ObjectStore
+	Trial trial.Options
+	// Reward's mode applies to every run; its scale is the default for a
+	// run whose run.started froze none.
 	Reward verifier.RewardFunc
+	// Log is where each run's run.started is read, for the reward scale
+	// the run froze before it began.
+	Log *engine.Log
 	// MaxSnapshotBytes bounds a snapshot read back (default 1 GiB).
 	MaxSnapshotBytes int64
 	TempDir          string
@@ -48,11 +54,46 @@ func New(cfg Config) engine.Stage {
 	if cfg.MaxSnapshotBytes <= 0 {
 		cfg.MaxSnapshotBytes = 1 << 30
 	}
-	s := &stage{cfg: cfg}
+	s := &stage{cfg: cfg, scales: map[string]float64{}}
 	return engine.NewStage("reward", []string{schemas.RolloutCompleted}, s.handle)
 }
 
-type stage struct{ cfg Config }
+type stage struct {
+	cfg    Config
+	mu     sync.Mutex
+	scales map[string]float64
+}
+
+// rewardFunc is the stage's reward function with the scale run.started
+// froze for run.
+func (s *stage) rewardFunc(ctx context.Context, run string) (verifier.RewardFunc, error) {
+	rf := s.cfg.Reward
+	if s.cfg.Log == nil {
+		return rf, nil
+	}
+	s.mu.Lock()
+	scale, ok := s.scales[run]
+	s.mu.Unlock()
+	if !ok {
+		err := s.cfg.Log.Replay(ctx, []string{engine.Subject(run, schemas.RunStarted)}, engine.ReplayFrom{}, func(ev engine.Event) error {
+			var p schemas.RunStartedPayload
+			if ev.Decode(&p) == nil && p.RewardScale > 0 && scale == 0 {
+				scale = p.RewardScale
+			}
+			return nil
+		})
+		if err != nil {
+			return rf, err
+		}
+		s.mu.Lock()
+		s.scales[run] = scale
+		s.mu.Unlock()
+	}
+	if scale > 0 {
+		rf.Scale = scale
+	}
+	return rf, nil
+}
 
 func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	var p schemas.RolloutCompletedPayload
@@ -63,10 +104,14 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if err != nil {
 		return err
 	}
-	score := s.cfg.Reward.Score(rep)
+	rf, err := s.rewardFunc(ctx, ev.Run)
+	if err != nil {
+		return err
+	}
+	score := rf.Score(rep)
 	row := schemas.RewardRow{
 		Run: ev.Run, TaskID: p.TaskID, Attempt: int32(p.Attempt), Iteration: int32(p.Iteration), Purpose: p.Purpose,
-		PolicyVersion: p.PolicyVersion, Passed: int32(rep.Passed), Total: int32(rep.Total), Scale: s.cfg.Reward.Scale,
+		PolicyVersion: p.PolicyVersion, Passed: int32(rep.Passed), Total: int32(rep.Total), Scale: rf.Scale,
 		Reward: score.Value, Source: string(rep.Source), Fallback: score.Fallback, ExitCode: int32(rep.ExitCode),
 	}
 	for _, a := range rep.Assertions {

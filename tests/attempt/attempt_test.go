@@ -75,8 +75,16 @@ func TestRolloutAndReward(t *testing.T) {
 	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
 	ec := rollout.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 0.5)
-	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
+	// The stage's default scale is 1; the run freezes 0.5.
+	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
+	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
+	started, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 1, RewardScale: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, started); err != nil {
+		t.Fatal(err)
+	}
 
 	for v := range int64(2) {
 		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, fmt.Sprint(v), schemas.RolloutRequestedPayload{
