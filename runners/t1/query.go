@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -36,7 +38,8 @@ func queryCmd(g *globals) *cobra.Command {
 		Use:   "query TABLE --run RUN",
 		Short: "Filter and print rows of a run's Parquet table (arrow-go reader)",
 		Long: `Reads every object of TABLE under runs/RUN/TABLE/ in the store with arrow-go,
-keeps the rows matching --where and the columns named by --select.
+keeps the rows matching --where and the columns named by --select. The
+hive partition of each object (iter, round or policy) is a column too.
 
 --where takes comparisons of a column with a literal (=, !=, <, <=, >, >=),
 combined with AND, OR, NOT and parentheses; strings are quoted:
@@ -100,7 +103,8 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 	if len(sel) > 0 {
 		seen := map[string]bool{}
 		add := func(c string) {
-			if !seen[c] {
+			// The partition column lives in the key, not in the file.
+			if !seen[c] && c != tbl.Partition {
 				seen[c] = true
 				read = append(read, c)
 			}
@@ -131,6 +135,10 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 		if o.limit > 0 && left <= 0 {
 			break
 		}
+		part, err := partitionValue(key, tbl.Partition)
+		if err != nil {
+			return err
+		}
 		at, err := schemas.ReadArrow(ctx, st, key, nil, tbl.Name, read, mem)
 		if err != nil {
 			return err
@@ -140,7 +148,9 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 			tr := array.NewTableReader(at, 64<<10)
 			defer tr.Release()
 			for tr.Next() {
-				rec, err := filterProject(ctx, tr.RecordBatch(), where, sel)
+				withPart := addPartition(tr.RecordBatch(), tbl.Partition, part, mem)
+				rec, err := filterProject(ctx, withPart, where, sel)
+				withPart.Release()
 				if err != nil {
 					return fmt.Errorf("%s: %w", key, err)
 				}
@@ -166,6 +176,37 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 		}
 	}
 	return out.close()
+}
+
+// partitionValue reads NNNN from the <col>=NNNN segment of a key.
+func partitionValue(key, col string) (int32, error) {
+	for _, seg := range strings.Split(key, "/") {
+		if v, ok := strings.CutPrefix(seg, col+"="); ok {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return 0, fmt.Errorf("%s: partition %q: %w", key, seg, err)
+			}
+			return int32(n), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s= segment in the key", key, col)
+}
+
+// addPartition appends the hive partition as an int32 column, as DuckDB
+// and pyarrow do when they read a partitioned layout.
+func addPartition(rec arrow.RecordBatch, col string, v int32, mem memory.Allocator) arrow.RecordBatch {
+	b := array.NewInt32Builder(mem)
+	defer b.Release()
+	n := int(rec.NumRows())
+	b.Reserve(n)
+	for range n {
+		b.UnsafeAppend(v)
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: col, Type: arrow.PrimitiveTypes.Int32})
+	cols := append(append([]arrow.Array{}, rec.Columns()...), arr)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
 }
 
 func filterProject(ctx context.Context, rec arrow.RecordBatch, where expr, sel []string) (arrow.RecordBatch, error) {

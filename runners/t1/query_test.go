@@ -84,6 +84,12 @@ func TestQuery(t *testing.T) {
 		}
 	}
 
+	// The partition column comes from the key.
+	out = q("rewards", "--format", "csv", "--select", "iter,task_id", "--where", "iter = 1 AND reward >= 4")
+	if strings.TrimSpace(out) != "iter,task_id\n1,task-i\n1,task-j" {
+		t.Fatalf("partition column: %q", out)
+	}
+
 	out = q("rewards", "--format", "json", "--where", "fallback = true and purpose = \"eval\"")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 {
