@@ -366,7 +366,7 @@ func decodeRank(payload []byte, r *Record) error {
 		c.unrank(v, k, r.Experts, set)
 		storeSet(r, s, set)
 	}
-	return nil
+	return checkEnd(&br)
 }
 
 // deltaHistogram counts, over every set after token 0, how many experts
@@ -518,7 +518,10 @@ func decodeDelta(payload []byte, r *Record) error {
 			}
 			c.unrank8(v, r.IDs[s*k:s*k+k])
 		}
-		return decodeDelta8(&br, dec, c, r)
+		if err := decodeDelta8(&br, dec, c, r); err != nil {
+			return err
+		}
+		return checkEnd(&br)
 	}
 	for s := range r.Tokens * L {
 		if s < L {
@@ -583,6 +586,14 @@ func decodeDelta(payload []byte, r *Record) error {
 			}
 		}
 		storeSet(r, s, cur)
+	}
+	return checkEnd(&br)
+}
+
+// checkEnd rejects a bit stream with more than its zero padding left.
+func checkEnd(br *bitReader) error {
+	if left := br.end - br.pos; left >= 8 || (left > 0 && br.peek56()&(1<<left-1) != 0) {
+		return corrupt("%d bits left after the last set", left)
 	}
 	return nil
 }
