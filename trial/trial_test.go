@@ -134,3 +134,38 @@ echo 1 > /logs/verifier/reward.txt
 		t.Fatalf("a forged report was believed: %+v", out.Report)
 	}
 }
+
+// A verifier that crashes, hangs or writes garbage still gives a report:
+// the exit code ends the precedence chain, with the problem noted.
+func TestBrokenVerifiers(t *testing.T) {
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cases := map[string]struct {
+		testSh  string
+		timeout time.Duration
+		check   func(o Outcome) bool
+	}{
+		"crash": {"#!/bin/bash\nkill -SEGV $$\n", 0, func(o Outcome) bool {
+			return !o.Report.Solved && o.Report.Fallback && o.Report.ExitCode != 0
+		}},
+		"hang": {"#!/bin/bash\nsleep 600\n", 2 * time.Second, func(o Outcome) bool {
+			return o.VerifierTimedOut && !o.Report.Solved && len(o.Report.Problems) > 0
+		}},
+		"garbage": {"#!/bin/bash\nhead -c 4096 /dev/urandom > /logs/verifier/junit.xml\necho '{not json' > /logs/verifier/ctrf.json\nexit 0\n", 0, func(o Outcome) bool {
+			return o.Report.Source == "exit_code" && len(o.Report.Problems) >= 2
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir, tk := writeTask(t, c.testSh)
+			out, err := Run(ctx, dir, tk, Oracle(dir), Options{Backend: be, VerifyTimeout: c.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(out) {
+				t.Fatalf("%s: %+v", name, out.Report)
+			}
+		})
+	}
+}

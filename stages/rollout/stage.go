@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/t1pipe/t1/engine"
@@ -246,8 +247,11 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 			exit = int32(e)
 		}
 		rows.Turns = append(rows.Turns, schemas.TurnRow{
-			Run: run, TaskID: p.TaskID, Attempt: att, Turn: int32(t.Index), Chunk: int32(t.Chunk), Action: t.Reply,
-			Observation: t.Observation, ExitCode: exit, CompletionTokens: int32(t.Sampled),
+			// Text columns hold UTF-8; the exact bytes the policy saw are
+			// the token ids.
+			Run: run, TaskID: p.TaskID, Attempt: att, Turn: int32(t.Index), Chunk: int32(t.Chunk),
+			Action: strings.ToValidUTF8(t.Reply, "\uFFFD"), Observation: strings.ToValidUTF8(t.Observation, "\uFFFD"),
+			ExitCode: exit, CompletionTokens: int32(t.Sampled),
 			StartMS: at.Milliseconds(), DurationMS: t.Duration.Milliseconds(),
 		})
 		at += t.Duration

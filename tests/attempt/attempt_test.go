@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,66 @@ func TestRolloutAndReward(t *testing.T) {
 		if err != nil || len(turns) != p.Turns {
 			t.Fatalf("attempt %d: %d turn rows for %d turns (%v)", p.Attempt, len(turns), p.Turns, err)
 		}
+	}
+}
+
+// Floods, commands that never end, invalid UTF-8 and unusable replies all
+// end up as bounded, storable turns with the reason visible.
+func TestHostileEpisode(t *testing.T) {
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := testinfra.Store(t)
+	sb, err := bw.Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	tok, _ := moe.DefaultTokenizer()
+	tp, _ := rollout.NewTemplate(tok)
+	pol := rollout.NewScripted(tp, []string{
+		"<command>yes flood | head -c 50000000</command>",
+		"<command timeout=\"1\">sleep 1000</command>",
+		"<command>printf 'bad \\xff\\xfe bytes \\xc3\\n'</command>",
+		"<command>exec 1>&-; echo gone</command>",
+		"<command",
+		"<command>echo still alive</command><task_complete/>",
+	})
+	ec := rollout.Config{MaxObservation: 4096}
+	res, err := rollout.Run(ctx, pol, tp, sh, "Survive.", ec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Termination != rollout.EndComplete || len(res.Turns) != 6 {
+		t.Fatalf("%s after %d turns", res.Termination, len(res.Turns))
+	}
+	for _, tr := range res.Turns {
+		if len(tr.Observation) > ec.MaxObservation {
+			t.Fatalf("turn %d: observation of %d bytes", tr.Index, len(tr.Observation))
+		}
+	}
+	if !strings.Contains(res.Turns[0].Observation, "omitted") || !strings.Contains(res.Turns[1].Observation, "timed out") ||
+		res.Turns[4].ParseError == "" || !strings.Contains(res.Turns[5].Observation, "still alive") {
+		t.Fatalf("turns: %+v", res.Turns)
+	}
+	rows, err := rollout.AttemptRows("hostile", schemas.RolloutRequestedPayload{TaskID: "x", Purpose: "train"}, res, 8, "", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := schemas.WriteTable(ctx, st, "hostile", 0, rows.Turns, schemas.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := schemas.ReadRows[schemas.TurnRow](ctx, st, ref.Key, &ref)
+	if err != nil || len(back) != 6 || !strings.Contains(back[2].Observation, "bad \uFFFD") {
+		t.Fatalf("turn rows read back: %v %+v", err, back)
 	}
 }
