@@ -305,3 +305,23 @@ func LoadCheckpoint(ctx context.Context, st store.ObjectStore, prefix string) (*
 	}
 	return ck, nil
 }
+
+// ReadManifest reads and validates the batch manifest ref claims. A
+// manifest that is missing, does not match ref or does not validate is a
+// BadInputError; a store that cannot be reached is returned as is.
+func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectRef) (*schemas.BatchManifest, error) {
+	if ref.Key == "" {
+		return nil, Bad(errors.New("no batch manifest"))
+	}
+	if _, err := st.Stat(ctx, ref.Key); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, Bad(fmt.Errorf("batch manifest %s: %w", ref.Key, err))
+		}
+		return nil, fmt.Errorf("batch manifest %s: %w", ref.Key, err)
+	}
+	m, err := schemas.ReadManifest(ctx, st, ref)
+	if err != nil && ctx.Err() == nil {
+		return nil, Bad(err)
+	}
+	return m, err
+}

@@ -1,0 +1,214 @@
+package ppo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/schemas"
+)
+
+// Config wires the stage.
+type Config struct {
+	Store   store.ObjectStore
+	Trainer trainer.Trainer
+	// Initial returns policy version 0 (a fresh model or a configured
+	// checkpoint); it is stored the first time a batch of version 0 is
+	// trained. Nil means version 0 must already be stored.
+	Initial func(ctx context.Context) (*moe.Checkpoint, error)
+	Log     *slog.Logger
+}
+
+// New returns the PPO stage.
+func New(cfg Config) engine.Stage {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &stage{cfg: cfg}
+	return engine.NewStage("ppo", []string{schemas.CriticUpdated}, s.handle)
+}
+
+type stage struct{ cfg Config }
+
+// TrainingKey is where the trainer's full report of an update lives.
+func TrainingKey(run string, iteration int, version int64) string {
+	return fmt.Sprintf("runs/%s/training/iter=%04d/policy-v%06d.json", run, iteration, version)
+}
+
+func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
+	var p schemas.CriticUpdatedPayload
+	if err := ev.Decode(&p); err != nil {
+		return err
+	}
+	res, err := s.update(ctx, ev.Run, p)
+	if trainer.IsBad(err) {
+		return engine.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = out.Emit(schemas.PolicyUpdated, res, engine.WithKey(strconv.Itoa(p.Iteration)))
+	return err
+}
+
+func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedPayload) (*schemas.PolicyUpdatedPayload, error) {
+	m, err := trainer.ReadManifest(ctx, s.cfg.Store, p.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("critic.updated: %w", err)
+	}
+	if m.Run != run || m.Iteration != p.Iteration || m.PolicyVersion != p.PolicyVersion {
+		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s is for run %s iteration %d policy %d, the event for run %s iteration %d policy %d",
+			p.Manifest.Key, m.Run, m.Iteration, m.PolicyVersion, run, p.Iteration, p.PolicyVersion))
+	}
+	if len(m.ValueFiles) == 0 {
+		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
+	}
+	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
+	if err != nil {
+		return nil, err
+	}
+	cur := trainer.PolicyPrefix(run, m.PolicyVersion)
+	if err := s.ensurePolicy(ctx, cur, m.PolicyVersion); err != nil {
+		return nil, err
+	}
+	next := m.PolicyVersion + 1
+	outPrefix := trainer.PolicyPrefix(run, next)
+	res, err := s.cfg.Trainer.Train(ctx, trainer.Job{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
+	if err != nil {
+		return nil, fmt.Errorf("train policy %d on iteration %d: %w", m.PolicyVersion, m.Iteration, err)
+	}
+	if res.Metrics.LossDrift != 0 {
+		return nil, trainer.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", m.PolicyVersion, m.Iteration, res.Metrics.LossDrift))
+	}
+	if err := s.adopt(ctx, res.Checkpoint, outPrefix, m.Model); err != nil {
+		return nil, err
+	}
+	ck, err := trainer.CheckpointRef(ctx, s.cfg.Store, outPrefix)
+	if err != nil {
+		return nil, err
+	}
+	row := metricRow(b, p, next, res.Metrics)
+	mref, err := schemas.WriteTable(ctx, s.cfg.Store, run, m.Iteration, []schemas.MetricRow{row}, schemas.WriterOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	report, _ := json.MarshalIndent(struct {
+		Iteration       int             `json:"iteration"`
+		PolicyVersion   int64           `json:"policy_version"`
+		PreviousVersion int64           `json:"previous_version"`
+		Checkpoint      string          `json:"checkpoint"`
+		Metrics         trainer.Metrics `json:"metrics"`
+	}{m.Iteration, next, m.PolicyVersion, outPrefix, res.Metrics}, "", "  ")
+	key := TrainingKey(run, m.Iteration, next)
+	if _, err := s.cfg.Store.Put(ctx, key, bytes.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "application/json"}); err != nil {
+		return nil, fmt.Errorf("training report %s: %w", key, err)
+	}
+	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
+		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
+		"mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
+	return &schemas.PolicyUpdatedPayload{
+		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
+		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
+	}, nil
+}
+
+// ensurePolicy makes sure the current policy is stored, creating version 0
+// from the initial checkpoint.
+func (s *stage) ensurePolicy(ctx context.Context, prefix string, version int64) error {
+	_, err := s.cfg.Store.Stat(ctx, path.Join(prefix, moe.WeightsFile))
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("policy %d: %w", version, err)
+	}
+	if version != 0 || s.cfg.Initial == nil {
+		return trainer.Bad(fmt.Errorf("policy %d: no checkpoint at %s", version, prefix))
+	}
+	ck, err := s.cfg.Initial(ctx)
+	if err != nil {
+		return trainer.Bad(fmt.Errorf("initial policy: %w", err))
+	}
+	ck.Meta = map[string]string{"policy_version": "0"}
+	if err := ck.Save(ctx, s.cfg.Store, prefix); err != nil {
+		return fmt.Errorf("initial policy: %w", err)
+	}
+	return nil
+}
+
+// adopt checks that the checkpoint the trainer reported loads and fits
+// the batch's model, and puts it under prefix when it is elsewhere (a
+// local directory an external trainer wrote, or another store prefix).
+func (s *stage) adopt(ctx context.Context, where, prefix string, d schemas.ModelDims) error {
+	var ck *moe.Checkpoint
+	var err error
+	local := filepath.IsAbs(where)
+	if local {
+		if _, serr := os.Stat(where); serr != nil {
+			return trainer.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, serr))
+		}
+		ck, err = moe.LoadDir(where)
+		if err != nil {
+			err = trainer.Bad(fmt.Errorf("the trainer's checkpoint %s does not load: %w", where, err))
+		}
+	} else {
+		ck, err = trainer.LoadCheckpoint(ctx, s.cfg.Store, where)
+	}
+	if err != nil {
+		return err
+	}
+	c := ck.Model.Cfg
+	if c.Vocab < d.Vocab || c.Layers != d.Layers || c.TopK != d.TopK || c.Experts != d.Experts {
+		return trainer.Bad(fmt.Errorf("the trainer's checkpoint %s has vocab %d, %d layers, top-%d of %d experts; the batch's model has vocab %d, %d layers, top-%d of %d",
+			where, c.Vocab, c.Layers, c.TopK, c.Experts, d.Vocab, d.Layers, d.TopK, d.Experts))
+	}
+	if where == prefix {
+		return nil
+	}
+	if err := ck.Save(ctx, s.cfg.Store, prefix); err != nil {
+		return fmt.Errorf("store the trainer's checkpoint at %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// metricRow summarises the iteration.
+func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, met trainer.Metrics) schemas.MetricRow {
+	row := schemas.MetricRow{
+		Run: b.Manifest.Run, Iteration: int32(b.Manifest.Iteration), PolicyVersion: version,
+		Trajectories: int32(len(b.Attempts)), ExplainedVariance: p.ExplainedVariance, ValueLoss: p.ValueLoss,
+		LogProbGap: met.LogProbGap, ClipFraction: met.ClipFraction, PolicyLoss: met.PolicyLoss, RoutingFlips: met.MismatchRate,
+	}
+	var solved int
+	for _, a := range b.Attempts {
+		row.RewardMean += a.Reward.Reward
+		if a.Solved() {
+			solved++
+		}
+		for _, c := range a.Chunks {
+			t := c.Tokens
+			row.Tokens += int64(len(t.TokenIDs))
+			row.StrictPrefix += int64(t.StrictPrefix)
+			row.ClippedNorm += int64(t.ClippedNorm)
+			row.TextRetokened += int64(t.TextRetokened)
+			if t.DriftRepair == schemas.RepairNewChunk {
+				row.NewChunk++
+			}
+		}
+	}
+	if n := len(b.Attempts); n > 0 {
+		row.RewardMean /= float64(n)
+		row.ResolveRate = float64(solved) / float64(n)
+	}
+	return row
+}
