@@ -121,7 +121,9 @@ func (e *env) stages(t *testing.T, tr trainer.Trainer) {
 	cfg.Seed = 2
 	testinfra.RunStage(t, e.l, critic.New(critic.Config{Store: e.st, Model: cfg, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8},
 		Gamma: 1, Lambda: 0.95, ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1, WarmupSteps: 4, WarmupEV: 0.5}), runnerCfg)
-	initial := func(context.Context) (*moe.Checkpoint, error) { return &moe.Checkpoint{Model: e.m.Clone(), Tokenizer: e.tok}, nil }
+	initial := func(context.Context) (*moe.Checkpoint, error) {
+		return &moe.Checkpoint{Model: e.m.Clone(), Tokenizer: e.tok}, nil
+	}
 	testinfra.RunStage(t, e.l, ppo.New(ppo.Config{Store: e.st, Trainer: tr, Initial: initial}), runnerCfg)
 }
 
