@@ -274,6 +274,12 @@ func OfflinePytest(t *harbor.Task, opt PytestOptions) (*PytestPlan, error) {
 	for _, tg := range targets {
 		if rest, ok := strings.CutPrefix(tg, "/tests/"); ok {
 			tg = strings.TrimSuffix(opt.TestsDir, "/") + "/" + rest
+		} else if file, _, _ := strings.Cut(tg, "::"); !strings.HasPrefix(tg, "/") {
+			// A path relative to where test.sh ran (usually `cd /tests`)
+			// that names one of the task's test files.
+			if _, ok := t.Files[harbor.TestsDir+"/"+strings.TrimPrefix(file, "./")]; ok {
+				tg = strings.TrimSuffix(opt.TestsDir, "/") + "/" + strings.TrimPrefix(tg, "./")
+			}
 		}
 		mapped = append(mapped, tg)
 	}
