@@ -73,3 +73,46 @@ func TestExecuteDropsAChildThatAddsNothing(t *testing.T) {
 		t.Fatal("kept a child whose new assertions the parent's solution passes")
 	}
 }
+
+// Three rounds from a handful of seeds: every task is kept by execution
+// and each round's solution is longer than its parent's.
+func TestThreeRoundsGrowSolutions(t *testing.T) {
+	opt := trial.Options{Backend: backend(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(11, 3))
+	for seed := range 2 {
+		refs := taskgen.Seed(rng)
+		var parent *taskgen.Spec
+		prevLines := 0
+		for round := range 3 {
+			if round > 0 {
+				var err error
+				if refs, err = taskgen.Extend(refs, 2, rng); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sp, err := taskgen.Build(refs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, err := sp.Task(round)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := Execute(ctx, sp, parent, tk, filepath.Join(t.TempDir(), tk.Name), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Keep {
+				t.Fatalf("seed %d round %d dropped: %s", seed, round, v.Reason)
+			}
+			if lines := len(sp.Solution); lines <= prevLines {
+				t.Fatalf("seed %d round %d: solution of %d lines after %d", seed, round, lines, prevLines)
+			} else {
+				prevLines = lines
+			}
+			parent = sp
+		}
+	}
+}
