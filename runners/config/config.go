@@ -30,6 +30,8 @@ type Config struct {
 	Inference Inference `yaml:"inference"`
 	// Sandbox selects the sandbox backend and its default limits.
 	Sandbox Sandbox `yaml:"sandbox"`
+	// Training configures the critic and PPO stages and the trainer.
+	Training Training `yaml:"training"`
 }
 
 // Run identifies one run of the pipeline.
@@ -179,6 +181,7 @@ func Default() Config {
 		Stages:    Stages{Demo: Demo{Count: 200, PayloadBytes: 4096}},
 		Inference: defaultInference(),
 		Sandbox:   defaultSandbox(),
+		Training:  defaultTraining(),
 	}
 }
 

@@ -121,6 +121,7 @@ func (c Config) problems() []problem {
 
 	c.Inference.check(bad)
 	c.Sandbox.check(bad)
+	c.Training.check(bad)
 
 	// Stages.
 	if d := c.Stages.Demo; d.Count < 1 {

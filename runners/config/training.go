@@ -1,0 +1,135 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/trainer"
+)
+
+// Training configures the critic and PPO stages (DESIGN.md §1.5–§1.6).
+type Training struct {
+	// Gamma and Lambda are GAE's discount and trace decay, in [0, 1].
+	Gamma  float64 `yaml:"gamma"`
+	Lambda float64 `yaml:"lambda"`
+	// Clip is PPO's symmetric ratio clip ε; ValueClip bounds how far a
+	// value may move from its pre-update estimate in the value loss (0
+	// turns value clipping off).
+	Clip      float64 `yaml:"clip"`
+	ValueClip float64 `yaml:"value_clip"`
+	// LR and CriticLR are Adam's constant learning rates.
+	LR       float64 `yaml:"lr"`
+	CriticLR float64 `yaml:"critic_lr"`
+	// Epochs and CriticEpochs are optimiser steps over the whole batch per
+	// iteration.
+	Epochs       int `yaml:"epochs"`
+	CriticEpochs int `yaml:"critic_epochs"`
+	// MaxGradNorm clips the global gradient norm (0: no clipping).
+	MaxGradNorm float64 `yaml:"max_grad_norm"`
+	// Replay turns rollout routing replay (R³) on in the actor update.
+	Replay  bool           `yaml:"replay"`
+	Warmup  CriticWarmup   `yaml:"warmup"`
+	Trainer TrainerBackend `yaml:"trainer"`
+}
+
+// CriticWarmup trains a fresh critic on the first batch before any actor
+// update: at most Steps steps, ending early once the explained variance
+// reaches EV.
+type CriticWarmup struct {
+	Steps int     `yaml:"steps"`
+	EV    float64 `yaml:"ev"`
+}
+
+// TrainerBackend selects who runs the actor update.
+type TrainerBackend struct {
+	// Backend is reference (the in-process MoE) or exec (Command).
+	Backend string `yaml:"backend"`
+	// Command is the exec backend's argv; arguments may contain
+	// {manifest}, {out}, {policy}, {checkpoint} and {version} (see
+	// infra/trainer.Exec). {out} must appear: it is where the command
+	// reports the new checkpoint.
+	Command []string `yaml:"command"`
+	// Dir is the command's working directory ("" = t1's).
+	Dir string `yaml:"dir"`
+}
+
+func defaultTraining() Training {
+	return Training{
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, Epochs: 2, CriticEpochs: 2,
+		MaxGradNorm: 1, Replay: true, Warmup: CriticWarmup{Steps: 16, EV: 0.1},
+		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
+	}
+}
+
+// Adam returns the actor's optimiser settings (Adam's betas and ε are
+// fixed at infra/moe's defaults).
+func (t Training) Adam() moe.AdamConfig {
+	a := moe.DefaultAdam()
+	a.LR = t.LR
+	return a
+}
+
+// CriticAdam returns the critic's optimiser settings.
+func (t Training) CriticAdam() moe.AdamConfig {
+	a := moe.DefaultAdam()
+	a.LR = t.CriticLR
+	return a
+}
+
+// TrainerOptions returns the reference trainer's options.
+func (t Training) TrainerOptions() trainer.Options {
+	return trainer.Options{Epochs: t.Epochs, Clip: t.Clip, Adam: t.Adam(), MaxGradNorm: t.MaxGradNorm, Replay: t.Replay}
+}
+
+func (t Training) check(bad func(path, format string, args ...any)) {
+	unit := func(key string, v float64) {
+		if v < 0 || v > 1 {
+			bad("training."+key, "must lie in [0, 1], got %g", v)
+		}
+	}
+	unit("gamma", t.Gamma)
+	unit("lambda", t.Lambda)
+	if t.Clip <= 0 || t.Clip >= 1 {
+		bad("training.clip", "must lie in (0, 1), got %g", t.Clip)
+	}
+	if t.ValueClip < 0 {
+		bad("training.value_clip", "must not be negative (0 turns value clipping off), got %g", t.ValueClip)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"lr", t.LR}, {"critic_lr", t.CriticLR}} {
+		if f.v <= 0 || f.v > 1 {
+			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"epochs", t.Epochs}, {"critic_epochs", t.CriticEpochs}} {
+		if f.v < 1 {
+			bad("training."+f.key, "must be at least 1, got %d", f.v)
+		}
+	}
+	if t.MaxGradNorm < 0 {
+		bad("training.max_grad_norm", "must not be negative (0 turns clipping off), got %g", t.MaxGradNorm)
+	}
+	if t.Warmup.Steps < 0 {
+		bad("training.warmup.steps", "must not be negative, got %d", t.Warmup.Steps)
+	}
+	if t.Warmup.EV > 1 {
+		bad("training.warmup.ev", "explained variance is at most 1, got %g", t.Warmup.EV)
+	}
+	switch t.Trainer.Backend {
+	case "reference":
+	case "exec":
+		if len(t.Trainer.Command) == 0 {
+			bad("training.trainer.command", "required when training.trainer.backend is exec")
+		} else if !slices.ContainsFunc(t.Trainer.Command, func(a string) bool { return strings.Contains(a, "{out}") }) {
+			bad("training.trainer.command", "must pass {out}, the file the command reports its checkpoint and metrics in")
+		}
+	default:
+		bad("training.trainer.backend", "unknown backend %q (want reference or exec)", t.Trainer.Backend)
+	}
+}
