@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // Bubblewrap runs each sandbox in new user, pid, network, ipc and uts
@@ -250,14 +249,3 @@ func ByName(name string) (Backend, error) {
 }
 
 var errNoUser = errors.New("sandbox: the plain backend runs every command as the calling user")
-
-// waitGone waits up to d for pid to disappear.
-func waitGone(pid int, d time.Duration) {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if err := syscall.Kill(pid, 0); err != nil {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
