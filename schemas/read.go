@@ -37,6 +37,9 @@ type Object struct {
 // size and SHA-256. want, when not empty, is the table the caller expects.
 // Every error names the key.
 func Fetch(ctx context.Context, st store.ObjectStore, key string, ref *FileRef, want string) (*Object, error) {
+	if ref != nil && ref.Key != key {
+		return nil, fmt.Errorf("%s: the reference is for %s", key, ref.Key)
+	}
 	rc, info, err := st.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
