@@ -5,18 +5,23 @@
 package pool_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -110,4 +115,68 @@ func mustRef(t *testing.T, l *engine.Log) schemas.FileRef {
 		t.Fatal(err)
 	}
 	return p.Task
+}
+
+// A bundle that tries to escape its directory fails alone, with the
+// entry named; the task next to it is audited.
+func TestHostileBundleFailsAlone(t *testing.T) {
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := testinfra.Store(t)
+	l := testinfra.Log(t)
+	opt := trial.Options{Backend: bw}
+	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{"instruction.md", "../../escaped.txt"} {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 2, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte("x\n"))
+	}
+	tw.Close()
+	evil := trial.BundleKey("pool", "evil")
+	if _, err := st.Put(ctx, evil, bytes.NewReader(buf.Bytes()), int64(buf.Len()), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := taskgen.Build([]taskgen.StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.filter", Seed: 2, Input: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := sp.Task(0)
+	key, sum, size, err := trial.PutBundle(ctx, st, "pool", tk.Name, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []schemas.TaskSynthesizedPayload{
+		{TaskID: "evil", Bundle: schemas.ObjectRef{Key: evil, Bytes: int64(buf.Len())}},
+		{TaskID: tk.Name, Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum}},
+	} {
+		ev, err := engine.NewRootEvent("pool", schemas.TaskSynthesized, p.TaskID, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testinfra.CheckFor(t, time.Minute, func() error {
+		if a, f := testinfra.Count(t, l, "t1.pool."+schemas.TaskAudited), testinfra.Count(t, l, "t1.pool.task.synthesized.failed"); a != 1 || f != 1 {
+			return fmt.Errorf("%d audited, %d failed", a, f)
+		}
+		return nil
+	})
+	var fail engine.Failure
+	if err := testinfra.Events(t, l, "t1.pool.task.synthesized.failed")[0].Decode(&fail); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fail.Reason, "escaped.txt") {
+		t.Fatalf("failure reason %q does not name the entry", fail.Reason)
+	}
 }
