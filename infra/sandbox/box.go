@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -310,21 +311,58 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	// exec.Cmd would copy a Stdin that is not a file in a goroutine that
+	// Wait waits for, so a reader that never ends would hold the command
+	// open: copy it here instead, and stop feeding when the command ends.
+	var stdinSrc io.Reader
+	var stdinR, stdinW *os.File
+	if cmd.Stdin != nil {
+		if _, isFile := cmd.Stdin.(*os.File); !isFile {
+			if stdinR, stdinW, err = os.Pipe(); err != nil {
+				outR.Close()
+				outW.Close()
+				errR.Close()
+				errW.Close()
+				return Result{}, fmt.Errorf("sandbox: %w", err)
+			}
+			stdinSrc, cmd.Stdin = cmd.Stdin, stdinR
+		}
+	}
+	var closeStdin sync.Once
+	stopStdin := func() {
+		if stdinW != nil {
+			closeStdin.Do(func() { stdinW.Close() })
+		}
+	}
+	defer stopStdin()
 	if err := b.track(cmd); err != nil {
 		outR.Close()
 		outW.Close()
 		errR.Close()
 		errW.Close()
+		if stdinR != nil {
+			stdinR.Close()
+		}
 		return Result{}, err
 	}
 	defer b.untrack(cmd)
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	if stdinR != nil {
+		stdinR.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
 		return Result{}, fmt.Errorf("sandbox: start %s: %w", cmd.Path, err)
+	}
+	if stdinSrc != nil {
+		// Abandoned when the command ends; it returns once Read does.
+		go func() {
+			_, _ = io.Copy(stdinW, stdinSrc)
+			stopStdin()
+		}()
 	}
 	var copies sync.WaitGroup
 	for _, p := range []struct {
@@ -369,6 +407,7 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 		killTree(cmd)
 		werr = <-waited
 	}
+	stopStdin()
 	// Nothing a command starts may outlive it; for bwrap the pid namespace
 	// has already gone with its init.
 	killTree(cmd)

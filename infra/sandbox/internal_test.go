@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHeadTail(t *testing.T) {
@@ -367,4 +369,32 @@ func FuzzRestore(f *testing.F) {
 			}
 		}
 	})
+}
+
+// blockingReader never returns.
+type blockingReader struct{ ch chan struct{} }
+
+func (r blockingReader) Read([]byte) (int, error) { <-r.ch; return 0, io.EOF }
+
+func TestExecStdinThatNeverEnds(t *testing.T) {
+	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := blockingReader{make(chan struct{})}
+	defer close(r.ch)
+	done := make(chan Result, 1)
+	go func() {
+		res, _ := b.Exec(context.Background(), Cmd{Args: []string{"echo", "done"}, Stdin: r})
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res.Stdout != "done\n" {
+			t.Errorf("result %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec waited for a stdin reader that never ends")
+	}
 }
