@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +324,39 @@ func TestBadInputFails(t *testing.T) {
 	})
 	if f := fails(schemas.BatchReady)[0]; f.Stage != "critic" || !strings.Contains(f.Reason, "routes") {
 		t.Fatalf("failure %+v", f)
+	}
+}
+
+// An external trainer that writes its checkpoint to a local directory:
+// the stage checks that it loads and stores it as the next version.
+func TestExecTrainerStage(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t, "exec")
+	bin := filepath.Join(t.TempDir(), "exectrainer")
+	build := exec.Command("go", "build", "-o", bin, "../../infra/trainer/testdata/exectrainer")
+	build.Dir = pkgDir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// The stand-in reports a checkpoint it "trained": the initial model
+	// with one weight changed, saved to a local directory.
+	trained := e.m.Clone()
+	trained.W.Tensor("lm_head").Data[0] += 1
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := (&moe.Checkpoint{Model: trained, Tokenizer: e.tok}).SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	e.stages(t, &trainer.Exec{Argv: []string{bin, "-manifest", "{manifest}", "-out", "{out}", "-checkpoint", dir}})
+	e.batch(t, 0, 0, rollouts(t, e.run, e.m, e.tok, 0))
+	var pu schemas.PolicyUpdatedPayload
+	if err := e.wait(t, schemas.PolicyUpdated, 1)[0].Decode(&pu); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := trainer.LoadCheckpoint(ctx, e.st, pu.Checkpoint.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pu.Checkpoint.Key != trainer.PolicyPrefix(e.run, 1) || ck.Model.W.Tensor("lm_head").Data[0] != trained.W.Tensor("lm_head").Data[0] {
+		t.Fatalf("policy.updated %+v does not hold the external trainer's checkpoint", pu)
 	}
 }
