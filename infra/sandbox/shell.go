@@ -410,7 +410,13 @@ func (s *shell) wait(ctx context.Context, timeout <-chan time.Time, watch *diskW
 		}
 	}
 	if got[0].kind == "eof" || got[1].kind == "eof" {
-		return got[0].status, "eof", ctxErr
+		// The streams closed: the shell is exiting; its status says how.
+		select {
+		case <-s.exited:
+			return exitCode(s.cmd, nil), "eof", ctxErr
+		case <-time.After(interruptGrace):
+			return -1, "eof", ctxErr
+		}
 	}
 	status = got[0].status
 	kind = got[0].kind
