@@ -32,9 +32,9 @@ type Policy struct {
 	Experts int
 }
 
-// Policies resolves a policy version. Called once per attempt; it may
-// cache.
-type Policies func(ctx context.Context, version int64) (Policy, error)
+// Policies resolves a run's policy version. Called once per attempt; it
+// may cache.
+type Policies func(ctx context.Context, run string, version int64) (Policy, error)
 
 // StageConfig wires the rollout stage.
 type StageConfig struct {
@@ -135,7 +135,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if err != nil {
 		return nil, err
 	}
-	pol, err := s.cfg.Policies(ctx, p.PolicyVersion)
+	pol, err := s.cfg.Policies(ctx, run, p.PolicyVersion)
 	if err != nil {
 		return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
 	}

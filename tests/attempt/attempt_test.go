@@ -66,7 +66,7 @@ func TestRolloutAndReward(t *testing.T) {
 	}
 	ref := inference.NewReference(model, tok, moe.BF16, "v1")
 	// Version 0 replays the reference solution; version 1 is the model.
-	policies := func(_ context.Context, v int64) (rollout.Policy, error) {
+	policies := func(_ context.Context, _ string, v int64) (rollout.Policy, error) {
 		if v == 0 {
 			return rollout.Policy{Engine: rollout.FromSolution(tp, sp.SolveScript()), Tokenizer: tok, Experts: mcfg.Experts}, nil
 		}

@@ -51,7 +51,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := inference.NewReference(model, tok, moe.BF16, "0")
-	policies := func(context.Context, int64) (rollout.Policy, error) {
+	policies := func(context.Context, string, int64) (rollout.Policy, error) {
 		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
 	}
 	opt := trial.Options{Backend: bw}
