@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -56,6 +57,8 @@ type box struct {
 	base    manifest // state after setup; Snapshot diffs against it
 	release func()   // frees the host uid, if one was allocated
 	notes   []string // what the environment build ignored
+	// lastUsed is the disk usage last measured, in bytes.
+	lastUsed atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -436,6 +439,8 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 		if res.ExitCode == 0 {
 			res.ExitCode = 1
 		}
+	} else if watch.over() {
+		res.Stderr += stillOver(watch)
 	}
 	if res.TimedOut {
 		res.Stderr += fmt.Sprintf("\n[t1 sandbox: command timed out after %s and was killed]\n", b.timeout(timeout))

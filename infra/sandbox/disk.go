@@ -45,9 +45,12 @@ func (b *box) usage() int64 {
 	return total
 }
 
-// diskWatch measures usage while a command runs.
+// diskWatch measures usage while a command runs. A command exceeds the
+// budget when it takes usage past the limit and above where it started:
+// after an overrun, the command that frees space must be able to run.
 type diskWatch struct {
 	b        *box
+	start    int64 // usage when the command started, as last measured
 	exceeded chan struct{}
 	done     chan struct{}
 	once     sync.Once
@@ -57,7 +60,7 @@ type diskWatch struct {
 }
 
 func (b *box) watchDisk() *diskWatch {
-	w := &diskWatch{b: b, exceeded: make(chan struct{}), done: make(chan struct{})}
+	w := &diskWatch{b: b, start: b.lastUsed.Load(), exceeded: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		// A large tree makes each measurement expensive: keep the walks
 		// under a tenth of the time.
@@ -83,10 +86,11 @@ func (b *box) watchDisk() *diskWatch {
 // check measures once and reports whether the budget is exceeded.
 func (w *diskWatch) check() bool {
 	u := w.b.usage()
+	w.b.lastUsed.Store(u)
 	w.mu.Lock()
 	w.used = u
 	w.mu.Unlock()
-	if u > w.b.limits.Disk {
+	if u > w.b.limits.Disk && u > w.start {
 		w.once.Do(func() { close(w.exceeded) })
 		return true
 	}
@@ -101,9 +105,26 @@ func (w *diskWatch) final() bool {
 	return w.check()
 }
 
+// over says whether the last measurement was over the budget, whoever
+// caused it.
+func (w *diskWatch) over() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.used > w.b.limits.Disk
+}
+
 func (w *diskWatch) notice() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return fmt.Sprintf("\n[t1 sandbox: disk limit exceeded: the writable directories use %s, the limit is %s]\n",
+		FormatSize(w.used), FormatSize(w.b.limits.Disk))
+}
+
+// stillOver is the notice for a command that ran while the directories
+// were already over the budget, without adding to it.
+func stillOver(w *diskWatch) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("\n[t1 sandbox: the writable directories are still over the disk limit: %s used, the limit is %s; free space]\n",
 		FormatSize(w.used), FormatSize(w.b.limits.Disk))
 }

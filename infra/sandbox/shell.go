@@ -357,6 +357,8 @@ func (s *shell) Run(ctx context.Context, script string, opts RunOptions) (Result
 		if res.ExitCode == 0 {
 			res.ExitCode = 1
 		}
+	} else if watch.over() {
+		res.Stderr += stillOver(watch)
 	}
 	if res.Restarted {
 		res.Stderr += "\n[t1 sandbox: the shell ended or stopped responding and was restarted: working directory, variables and background jobs are lost; files remain]\n"

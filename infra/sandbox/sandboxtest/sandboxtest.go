@@ -544,8 +544,12 @@ func testDiskLimit(t *testing.T, be sandbox.Backend) {
 	if !r.DiskExceeded || !strings.Contains(r.Stderr, "disk limit exceeded") || r.ExitCode == 0 {
 		t.Errorf("filling the disk: %+v", r)
 	}
-	// The next command still runs, and reports the overrun until space is
-	// freed.
+	// The next commands still run: one that adds nothing passes with a
+	// reminder, and one that frees space passes.
+	r = script(t, sb, "echo still")
+	if r.Stdout != "still\n" || r.DiskExceeded || r.ExitCode != 0 || !strings.Contains(r.Stderr, "still over the disk limit") {
+		t.Errorf("a command while over the limit: %+v", r)
+	}
 	r = script(t, sb, "rm -f "+sh(sb, "/app")+"/f*; echo freed")
 	if r.Stdout != "freed\n" || r.DiskExceeded {
 		t.Errorf("after freeing: %+v", r)
