@@ -66,10 +66,13 @@
 // The disk budget (Limits.Disk) covers the writable directories together.
 // The per-attempt directories live on the host's disk, so the budget is
 // enforced by measuring: every 200 ms while a command runs (less often
-// when one walk of the tree takes longer than 20 ms) and once after it. A command that takes the directories past it is killed (a Shell's is
+// when one walk of the tree takes longer than 20 ms) and once after it. A
+// command that takes the directories past it is killed (a Shell's is
 // interrupted), its Result has DiskExceeded, a non-zero exit code and the
-// notice "disk limit exceeded" on Stderr; RLIMIT_FSIZE bounds what one file
-// can add between two measurements. (bwrap's --size applies only to its own
+// notice "disk limit exceeded" on Stderr. Commands that run while the
+// directories are still over the budget, without adding to it, run to the
+// end with a reminder on Stderr, so that space can be freed. RLIMIT_FSIZE
+// bounds what one file can add between two measurements. (bwrap's --size applies only to its own
 // tmpfs mounts, which the host could not snapshot or share across the
 // per-command bwrap processes.) The wall clock (Limits.WallClock) bounds
 // each command; Cmd.Timeout and RunOptions.Timeout can only shorten it.
