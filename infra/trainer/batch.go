@@ -116,16 +116,16 @@ func LoadBatch(ctx context.Context, st store.ObjectStore, m *schemas.BatchManife
 		vals    []schemas.ValueRow
 		rewards []schemas.RewardRow
 	)
-	if err := readAll(ctx, st, m.TokenFiles, &toks); err != nil {
+	if err := ReadRows(ctx, st, m.TokenFiles, &toks); err != nil {
 		return nil, err
 	}
-	if err := readAll(ctx, st, m.RoutingFiles, &routes); err != nil {
+	if err := ReadRows(ctx, st, m.RoutingFiles, &routes); err != nil {
 		return nil, err
 	}
-	if err := readAll(ctx, st, m.ValueFiles, &vals); err != nil {
+	if err := ReadRows(ctx, st, m.ValueFiles, &vals); err != nil {
 		return nil, err
 	}
-	if err := readAll(ctx, st, m.RewardFiles, &rewards); err != nil {
+	if err := ReadRows(ctx, st, m.RewardFiles, &rewards); err != nil {
 		return nil, err
 	}
 	if err := schemas.CheckAligned("token_files", toks, "routing_files", routes); err != nil {
@@ -231,10 +231,10 @@ func LoadBatch(ctx context.Context, st store.ObjectStore, m *schemas.BatchManife
 	return b, nil
 }
 
-// readAll appends the rows of every referenced object to out. A failing
-// Get is returned as is (it may be transient); bytes that do not match
-// the reference or do not decode are a BadInputError.
-func readAll[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []schemas.FileRef, out *[]T) error {
+// ReadRows appends the rows of every referenced object to out. A failing
+// Get is returned as is (it may be transient); a missing object, or bytes
+// that do not match the reference or do not decode, are a BadInputError.
+func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []schemas.FileRef, out *[]T) error {
 	for i := range refs {
 		ref := &refs[i]
 		rc, _, err := st.Get(ctx, ref.Key)
@@ -324,4 +324,31 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectR
 		return nil, Bad(err)
 	}
 	return m, err
+}
+
+// EnsurePolicy makes sure policy version v of run is stored, creating
+// version 0 from initial when it is absent. A missing version other than
+// 0 (or a missing version 0 without initial) is a BadInputError.
+func EnsurePolicy(ctx context.Context, st store.ObjectStore, run string, v int64, initial func(context.Context) (*moe.Checkpoint, error)) error {
+	prefix := PolicyPrefix(run, v)
+	_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("policy %d: %w", v, err)
+	}
+	if v != 0 || initial == nil {
+		return Bad(fmt.Errorf("policy %d: no checkpoint at %s", v, prefix))
+	}
+	ck, err := initial(ctx)
+	if err != nil {
+		return Bad(fmt.Errorf("initial policy: %w", err))
+	}
+	ck.Meta = map[string]string{"policy_version": "0"}
+	ck.Optimizer = nil
+	if err := ck.Save(ctx, st, prefix); err != nil {
+		return fmt.Errorf("initial policy: %w", err)
+	}
+	return nil
 }

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 
@@ -79,7 +77,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		return nil, err
 	}
 	cur := trainer.PolicyPrefix(run, m.PolicyVersion)
-	if err := s.ensurePolicy(ctx, cur, m.PolicyVersion); err != nil {
+	if err := trainer.EnsurePolicy(ctx, s.cfg.Store, run, m.PolicyVersion, s.cfg.Initial); err != nil {
 		return nil, err
 	}
 	next := m.PolicyVersion + 1
@@ -121,30 +119,6 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
 		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
 	}, nil
-}
-
-// ensurePolicy makes sure the current policy is stored, creating version 0
-// from the initial checkpoint.
-func (s *stage) ensurePolicy(ctx context.Context, prefix string, version int64) error {
-	_, err := s.cfg.Store.Stat(ctx, path.Join(prefix, moe.WeightsFile))
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("policy %d: %w", version, err)
-	}
-	if version != 0 || s.cfg.Initial == nil {
-		return trainer.Bad(fmt.Errorf("policy %d: no checkpoint at %s", version, prefix))
-	}
-	ck, err := s.cfg.Initial(ctx)
-	if err != nil {
-		return trainer.Bad(fmt.Errorf("initial policy: %w", err))
-	}
-	ck.Meta = map[string]string{"policy_version": "0"}
-	if err := ck.Save(ctx, s.cfg.Store, prefix); err != nil {
-		return fmt.Errorf("initial policy: %w", err)
-	}
-	return nil
 }
 
 // adopt checks that the checkpoint the trainer reported loads and fits

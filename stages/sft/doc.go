@@ -1,0 +1,17 @@
+// Package sft is the supervised initialisation stage: it consumes
+// sft.requested, trains the policy on token rows (typically reference
+// solutions replayed through the rollout harness by a scripted agent, so
+// the tokens are exactly what the policy would see), and emits
+// sft.completed.
+//
+//	sft.requested ─▶ sft ─▶ sft.completed  (+ runs/<run>/policy/v<V+1>/)
+//
+// The loss is the mean negative log-likelihood of the loss-region tokens
+// (moe.SFTStep): token t of a chunk counts when its loss-mask entry is set,
+// so the instruction and observations are context, never targets. Each
+// epoch is one Adam step over all the data. The request's policy version
+// V is the starting point (version 0 is created from the configured
+// initial checkpoint when absent); the result is version V+1, saved
+// without optimiser state so that PPO starts its own. sft.completed's
+// loss is the one measured by the last epoch's forward, before its step.
+package sft
