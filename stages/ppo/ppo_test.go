@@ -11,7 +11,9 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,12 +64,47 @@ func shell(t *testing.T) rollout.Shell {
 // their rows, with rewards 0, 0.5 and 1 (passed 0, 1, 2 of 2).
 func rollouts(t *testing.T, run string, m *moe.Model, tok *moe.Tokenizer, iteration int) trainer.Rows {
 	t.Helper()
+	played.Do(func() { playedRows = play(t, m, tok) })
+	if playedRows.Tokens == nil {
+		t.Fatal("the rollouts failed in an earlier test")
+	}
+	// Every test gets its own copy, under its own run.
+	var rows trainer.Rows
+	for _, r := range playedRows.Tokens {
+		r.Run, r.Iteration = run, int32(iteration)
+		r.TokenIDs, r.LogProbs, r.LossMask = slices.Clone(r.TokenIDs), slices.Clone(r.LogProbs), slices.Clone(r.LossMask)
+		rows.Tokens = append(rows.Tokens, r)
+	}
+	for _, r := range playedRows.Routing {
+		r.Run = run
+		rows.Routing = append(rows.Routing, r)
+	}
+	for _, r := range playedRows.Trajectories {
+		r.Run, r.Iteration = run, int32(iteration)
+		rows.Trajectories = append(rows.Trajectories, r)
+	}
+	for _, r := range playedRows.Rewards {
+		r.Run, r.Iteration = run, int32(iteration)
+		rows.Rewards = append(rows.Rewards, r)
+	}
+	return rows
+}
+
+// The episodes are played once per test binary (the model and seeds are
+// fixed, so every test would play the same ones).
+var (
+	played     sync.Once
+	playedRows trainer.Rows
+)
+
+func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
+	const run, iteration = "played", 0
 	tp, err := rollout.NewTemplate(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng := inference.NewReference(m, tok, moe.BF16, "v0")
-	ec := rollout.Config{MaxTurns: 2, MaxNewTokens: 24, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1}}
+	ec := rollout.Config{MaxTurns: 1, MaxNewTokens: 24, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1}}
 	var rows trainer.Rows
 	for a := range 3 {
 		ec.Sampling.Seed = uint64(100 + a)
@@ -122,7 +159,7 @@ func (e *env) stages(t *testing.T, tr trainer.Trainer) {
 	cfg := moe.DefaultConfig()
 	cfg.Seed = 2
 	testinfra.RunStage(t, e.l, critic.New(critic.Config{Store: e.st, Model: cfg, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8},
-		Gamma: 1, Lambda: 0.95, ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1, WarmupSteps: 4, WarmupEV: 0.5}), runnerCfg)
+		Gamma: 1, Lambda: 0.95, ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.5}), runnerCfg)
 	initial := func(context.Context) (*moe.Checkpoint, error) {
 		return &moe.Checkpoint{Model: e.m.Clone(), Tokenizer: e.tok}, nil
 	}
