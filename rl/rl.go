@@ -21,8 +21,11 @@ type Chunk struct {
 // outputs have one slice per chunk, aligned with the tokens; entries of
 // non-action tokens are 0. An attempt with no action gets all zeros.
 func GAE(chunks []Chunk, reward, gamma, lambda float64) (adv, ret [][]float32, err error) {
-	if gamma < 0 || gamma > 1 || lambda < 0 || lambda > 1 {
+	if !(gamma >= 0 && gamma <= 1 && lambda >= 0 && lambda <= 1) { // also refuses NaN
 		return nil, nil, fmt.Errorf("gae: gamma %g and lambda %g must lie in [0, 1]", gamma, lambda)
+	}
+	if math.IsNaN(reward) || math.IsInf(reward, 0) {
+		return nil, nil, fmt.Errorf("gae: reward %g", reward)
 	}
 	type pos struct{ c, t int }
 	var steps []pos

@@ -294,3 +294,57 @@ func TestPolicyGradCases(t *testing.T) {
 		t.Fatalf("loss %v, want %v", s.MeanLoss(), wantLoss)
 	}
 }
+
+// FuzzGAE: for any masks, values, reward, γ and λ, returns are advantages
+// plus values at actions, everything else is 0, and with γ = λ = 1 every
+// return is the reward.
+func FuzzGAE(f *testing.F) {
+	f.Add([]byte{1, 0, 1, 1, 0, 1}, []byte{3, 200, 7, 90, 1, 5}, 1.0, 0.9, 0.8, uint8(2))
+	f.Add([]byte{0, 0}, []byte{1, 2}, -2.0, 1.0, 1.0, uint8(1))
+	f.Fuzz(func(t *testing.T, mask, vals []byte, reward, gamma, lambda float64, split uint8) {
+		n := min(len(mask), len(vals))
+		if n == 0 || math.IsNaN(reward) || math.IsInf(reward, 0) || math.Abs(reward) > 1e6 {
+			return
+		}
+		cut := int(split) % (n + 1)
+		var chunks []Chunk
+		for _, r := range [][2]int{{0, cut}, {cut, n}} {
+			c := Chunk{}
+			for i := r[0]; i < r[1]; i++ {
+				c.Loss = append(c.Loss, mask[i]%2 == 1)
+				c.Values = append(c.Values, float32(vals[i])/64-2)
+			}
+			chunks = append(chunks, c)
+		}
+		adv, ret, err := GAE(chunks, reward, gamma, lambda)
+		if !(gamma >= 0 && gamma <= 1 && lambda >= 0 && lambda <= 1) {
+			if err == nil {
+				t.Fatalf("gamma %g lambda %g accepted", gamma, lambda)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, mcRet, err := GAE(chunks, reward, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c, ch := range chunks {
+			for i, l := range ch.Loss {
+				if !l {
+					if adv[c][i] != 0 || ret[c][i] != 0 {
+						t.Fatalf("non-action token %d of chunk %d has A %v G %v", i, c, adv[c][i], ret[c][i])
+					}
+					continue
+				}
+				if d := float64(ret[c][i]) - float64(adv[c][i]) - float64(ch.Values[i]); math.Abs(d) > 1e-3*(1+math.Abs(float64(ret[c][i]))) {
+					t.Fatalf("G − A − V = %v", d)
+				}
+				if d := float64(mcRet[c][i]) - reward; math.Abs(d) > 1e-3*(1+math.Abs(reward)) {
+					t.Fatalf("Monte Carlo return %v, reward %v", mcRet[c][i], reward)
+				}
+			}
+		}
+	})
+}

@@ -83,14 +83,33 @@ func (e *Exec) Train(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, Bad(fmt.Errorf("exec trainer %s exited 0 but wrote no result file: %w", argv[0], err))
 	}
+	res, err := ParseResult(rb)
+	if err != nil {
+		return nil, Bad(fmt.Errorf("exec trainer %s: %w", argv[0], err))
+	}
+	return res, nil
+}
+
+// ParseResult decodes an external trainer's result file strictly (unknown
+// fields are errors, so a misspelt metric is not silently dropped) and
+// checks that it names a checkpoint and that its counts are not negative.
+func ParseResult(b []byte) (*Result, error) {
 	var res Result
-	dec := json.NewDecoder(bytes.NewReader(rb))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&res); err != nil {
-		return nil, Bad(fmt.Errorf("exec trainer %s: result file: %w", argv[0], err))
+		return nil, fmt.Errorf("result file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("result file: more than one JSON value")
 	}
 	if res.Checkpoint == "" {
-		return nil, Bad(fmt.Errorf("exec trainer %s: result file names no checkpoint", argv[0]))
+		return nil, errors.New("result file names no checkpoint")
+	}
+	m := res.Metrics
+	if m.Steps < 0 || m.Actions < 0 || m.RoutingMismatches < 0 || m.RoutingSets < 0 || m.LossDrift < 0 || m.RoutingMismatches > m.RoutingSets {
+		return nil, fmt.Errorf("result file: impossible counts (steps %d, actions %d, routing mismatches %d of %d sets, loss drift %d)",
+			m.Steps, m.Actions, m.RoutingMismatches, m.RoutingSets, m.LossDrift)
 	}
 	return &res, nil
 }
