@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/infra/trainer"
 )
 
@@ -80,6 +81,15 @@ func (t Training) CriticAdam() moe.AdamConfig {
 // TrainerOptions returns the reference trainer's options.
 func (t Training) TrainerOptions() trainer.Options {
 	return trainer.Options{Epochs: t.Epochs, Clip: t.Clip, Adam: t.Adam(), MaxGradNorm: t.MaxGradNorm, Replay: t.Replay}
+}
+
+// NewTrainer returns the configured actor-update backend: the reference
+// trainer on st, or the exec backend running Trainer.Command.
+func (t Training) NewTrainer(st store.ObjectStore) trainer.Trainer {
+	if t.Trainer.Backend == "exec" {
+		return &trainer.Exec{Argv: t.Trainer.Command, Dir: t.Trainer.Dir}
+	}
+	return trainer.NewReference(st, t.TrainerOptions())
 }
 
 func (t Training) check(bad func(path, format string, args ...any)) {

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/infra/trainer"
 )
 
 func TestTrainingOverlay(t *testing.T) {
@@ -14,6 +16,12 @@ func TestTrainingOverlay(t *testing.T) {
 	o := tr.TrainerOptions()
 	if o.Replay || o.Adam.LR != 3e-5 || o.Epochs != 2 || tr.Warmup.Steps != 0 || tr.Warmup.EV != 0.1 || tr.Trainer.Command[3] != "{manifest}" {
 		t.Errorf("parsed %+v -> %+v", tr, o)
+	}
+	if e, ok := tr.NewTrainer(nil).(*trainer.Exec); !ok || e.Argv[0] != "torchrun" {
+		t.Errorf("exec backend: %#v", tr.NewTrainer(nil))
+	}
+	if r, ok := Default().Training.NewTrainer(nil).(*trainer.Reference); !ok || !r.Opt.Replay || r.Opt.Adam.LR != 1e-4 {
+		t.Errorf("reference backend: %#v", Default().Training.NewTrainer(nil))
 	}
 	if tr.CriticAdam().LR != 5e-4 || tr.CriticAdam().Beta2 != 0.95 {
 		t.Errorf("critic adam %+v", tr.CriticAdam())
