@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"os/exec"
@@ -210,6 +211,21 @@ func TestReferenceTrainer(t *testing.T) {
 	tr := NewReference(st, Options{Replay: true})
 	if _, err := tr.Train(ctx, Job{Manifest: man, Policy: "runs/tr/policy/missing", Out: PolicyPrefix(run, 9), Version: 9}); !IsBad(err) {
 		t.Fatalf("missing checkpoint: %v", err)
+	}
+	// Nor does one whose weights are garbage.
+	junk := []byte("not safetensors")
+	if _, err := st.Put(ctx, PolicyPrefix(run, 7)+"/"+moe.ConfigFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, PolicyPrefix(run, 7)+"/"+moe.WeightsFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 7), Out: PolicyPrefix(run, 8), Version: 8})
+	if !IsBad(err) || !strings.Contains(err.Error(), "does not load") {
+		t.Fatalf("corrupt checkpoint: %v", err)
+	}
+	if _, err := st.Stat(ctx, PolicyPrefix(run, 8)+"/"+moe.WeightsFile); err == nil {
+		t.Fatal("a failed update wrote a checkpoint")
 	}
 }
 
