@@ -399,16 +399,13 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 	case werr = <-waited:
 	case <-timer.C:
 		res.TimedOut = true
-		killTree(cmd)
-		werr = <-waited
+		werr = b.stop(cmd, waited)
 	case <-watch.exceeded:
 		res.DiskExceeded = true
-		killTree(cmd)
-		werr = <-waited
+		werr = b.stop(cmd, waited)
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
-		killTree(cmd)
-		werr = <-waited
+		werr = b.stop(cmd, waited)
 	}
 	stopStdin()
 	// Nothing a command starts may outlive it; for bwrap the pid namespace
@@ -450,6 +447,35 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 		return res, fmt.Errorf("sandbox: command interrupted: %w", ctxErr)
 	}
 	return res, nil
+}
+
+// stop kills a running command and returns once every process it
+// started is gone, so that nothing it was writing lands afterwards (the
+// disk measurement after the command relies on that). Under bwrap the
+// sandbox's init is killed first: it dies only after the kernel has
+// killed and reaped the rest of its pid namespace, and the bwrap monitor
+// exits after it. Under Plain the process group is killed and awaited.
+func (b *box) stop(cmd *exec.Cmd, waited <-chan error) error {
+	pid := cmd.Process.Pid
+	if b.l.name() == "bwrap" {
+		if inner := bwrapInner(pid); inner > 0 {
+			_ = syscall.Kill(inner, syscall.SIGKILL)
+		}
+		select {
+		case err := <-waited:
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
+	killTree(cmd)
+	err := <-waited
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		if syscall.Kill(-pid, 0) != nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return err
 }
 
 func exitCode(cmd *exec.Cmd, err error) int {

@@ -60,7 +60,14 @@ type diskWatch struct {
 }
 
 func (b *box) watchDisk() *diskWatch {
-	w := &diskWatch{b: b, start: b.lastUsed.Load(), exceeded: make(chan struct{}), done: make(chan struct{})}
+	start := b.lastUsed.Load()
+	if start > b.limits.Disk {
+		// Over the budget already: measure afresh, so that only this
+		// command's own growth counts against it.
+		start = b.usage()
+		b.lastUsed.Store(start)
+	}
+	w := &diskWatch{b: b, start: start, exceeded: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		// A large tree makes each measurement expensive: keep the walks
 		// under a tenth of the time.
