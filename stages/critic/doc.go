@@ -25,6 +25,11 @@
 //  5. Train: epochs Adam steps of the clipped value loss, clipped around
 //     the pre-update values; save the critic as version iteration+1.
 //
+// A values row has one entry per token of its chunk, aligned as package rl
+// describes: entry t of an action token is the critic's value of the state
+// it was sampled in (the value head at position t−1) and its advantage and
+// return; other tokens hold 0.
+//
 // Every step is deterministic, so a redelivered batch.ready writes the
 // same objects and emits the same event.
 package critic
