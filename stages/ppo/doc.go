@@ -17,6 +17,12 @@
 // table and what the trainer saw — the event fails with the reason
 // (critic.updated.failed) and version V stays current.
 //
+// The training report is written last, with PutIfAbsent, and holds the
+// policy.updated payload: a redelivered critic.updated whose report exists
+// announces the same update again instead of training a second time (an
+// external trainer need not be deterministic, and the checkpoint an
+// announced event names must not change).
+//
 // The metrics row holds the iteration's reward mean, resolve rate,
 // explained variance and value loss (from the critic), the train-vs-
 // sampling log-prob gap, clip fraction and policy loss, the TITO repair

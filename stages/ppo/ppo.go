@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,6 +74,10 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	if len(m.ValueFiles) == 0 {
 		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
+	next := m.PolicyVersion + 1
+	if done, err := s.done(ctx, TrainingKey(run, m.Iteration, next)); err != nil || done != nil {
+		return done, err
+	}
 	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
 	if err != nil {
 		return nil, err
@@ -80,7 +86,6 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	if err := trainer.EnsurePolicy(ctx, s.cfg.Store, run, m.PolicyVersion, s.cfg.Initial); err != nil {
 		return nil, err
 	}
-	next := m.PolicyVersion + 1
 	outPrefix := trainer.PolicyPrefix(run, next)
 	res, err := s.cfg.Trainer.Train(ctx, trainer.Job{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
 	if err != nil {
@@ -101,24 +106,57 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	report, _ := json.MarshalIndent(struct {
-		Iteration       int             `json:"iteration"`
-		PolicyVersion   int64           `json:"policy_version"`
-		PreviousVersion int64           `json:"previous_version"`
-		Checkpoint      string          `json:"checkpoint"`
-		Metrics         trainer.Metrics `json:"metrics"`
-	}{m.Iteration, next, m.PolicyVersion, outPrefix, res.Metrics}, "", "  ")
+	ev := &schemas.PolicyUpdatedPayload{
+		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
+		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
+	}
+	report, _ := json.MarshalIndent(Report{Metrics: res.Metrics, Event: *ev}, "", "  ")
 	key := TrainingKey(run, m.Iteration, next)
-	if _, err := s.cfg.Store.Put(ctx, key, bytes.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "application/json"}); err != nil {
+	_, err = s.cfg.Store.PutIfAbsent(ctx, key, bytes.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "application/json"})
+	if errors.Is(err, store.ErrExists) {
+		// Another delivery finished first: announce what it stored.
+		done, err := s.done(ctx, key)
+		if err != nil || done == nil {
+			return nil, fmt.Errorf("training report %s: %v", key, err)
+		}
+		return done, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("training report %s: %w", key, err)
 	}
 	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
 		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
 		"mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
-	return &schemas.PolicyUpdatedPayload{
-		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
-		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
-	}, nil
+	return ev, nil
+}
+
+// Report is the trainer's full account of one update, stored at
+// TrainingKey once the new policy and its metrics row are stored; it marks
+// the update as done.
+type Report struct {
+	Metrics trainer.Metrics `json:"metrics"`
+	// Event is the policy.updated payload the update announced.
+	Event schemas.PolicyUpdatedPayload `json:"event"`
+}
+
+// done returns the event of an update whose report is stored at key, or
+// nil when there is none. A redelivered critic.updated announces it again
+// instead of training a second time: an external trainer need not be
+// deterministic, and the checkpoint the event names must not change.
+func (s *stage) done(ctx context.Context, key string) (*schemas.PolicyUpdatedPayload, error) {
+	rc, _, err := s.cfg.Store.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var r Report
+	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("training report %s: %w", key, err)
+	}
+	return &r.Event, nil
 }
 
 // adopt checks that the checkpoint the trainer reported loads and fits

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -271,9 +272,9 @@ func TestCriticThenPPO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	var rep struct{ Metrics trainer.Metrics }
-	if b, _ := io.ReadAll(rc); json.Unmarshal(b, &rep) != nil {
-		t.Fatal("training report")
+	var rep ppo.Report
+	if b, _ := io.ReadAll(rc); json.Unmarshal(b, &rep) != nil || rep.Event != pu {
+		t.Fatalf("training report %+v", rep)
 	}
 	if rep.Metrics.RoutingMismatches != 0 || rep.Metrics.RoutingSets == 0 || rep.Metrics.LossDrift != 0 || !rep.Metrics.Replay || rep.Metrics.GradNorm <= 0 {
 		t.Fatalf("training report %+v", rep.Metrics)
@@ -395,5 +396,28 @@ func TestExecTrainerStage(t *testing.T) {
 	}
 	if pu.Checkpoint.Key != trainer.PolicyPrefix(e.run, 1) || ck.Model.W.Tensor("lm_head").Data[0] != trained.W.Tensor("lm_head").Data[0] {
 		t.Fatalf("policy.updated %+v does not hold the external trainer's checkpoint", pu)
+	}
+
+	// critic.updated again (as a replay would deliver it): the update is
+	// announced again from its report, without training a second time
+	// (which would fail: the external trainer's directory is gone).
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	cu := e.wait(t, schemas.CriticUpdated, 1)[0]
+	again, err := engine.NewRootEvent(e.run, schemas.CriticUpdated, "again", json.RawMessage(cu.Payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.Publish(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.wait(t, schemas.PolicyUpdated, 2)
+	var pu2 schemas.PolicyUpdatedPayload
+	if err := evs[1].Decode(&pu2); err != nil {
+		t.Fatal(err)
+	}
+	if pu2 != pu {
+		t.Fatalf("re-announced %+v, first %+v", pu2, pu)
 	}
 }
