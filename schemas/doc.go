@@ -48,8 +48,10 @@
 //
 // trajectories — grain: attempt; partition: iter. Columns: run, task_id,
 // attempt, iteration, purpose (train | eval), suite, policy_version,
-// seed, turns, tokens, chunks, compactions, termination (done | max_turns
-// | context | timeout | error), snapshot_key, duration_ms.
+// seed, turns, tokens, chunks, compactions, termination (task_complete |
+// max_turns | token_budget | wall_clock | context_exhausted), snapshot_key,
+// duration_ms, sandbox (bwrap | process), isolated (false: the attempt ran
+// on the host; schema 1.1).
 //
 // turns — grain: turn; partition: iter. Columns: run, task_id, attempt,
 // turn, chunk, action, observation (bounded), truncated,
@@ -105,30 +107,35 @@
 //	                   iterations, reward_scale, eval_suites, parent
 //	iteration.started  producer: control  consumers: control, rollout, metrics readers
 //	                   iteration, policy_version, pool_version
-//	synth.requested    producer: control  consumers: synth
-//	                   round, seed_ids, per_seed
+//	synth.requested    producer: control  consumers: synth, control
+//	                   round, seed_ids, per_seed, seeds (round 0), seed
+//	synth.candidate    producer: synth  consumers: synth, control
+//	                   round, parent_id, root_id, steps ([]{name, seed, input}),
+//	                   parent_steps
+//	synth.discarded    producer: synth  consumers: control
+//	                   task_id, parent_id, round, reason
 //	task.synthesized   producer: synth  consumers: audit, control
 //	                   task_id, parent_id, round, steps, task (FileRef, tasks),
-//	                   bundle (ObjectRef)
+//	                   bundle (ObjectRef), category, difficulty
 //	task.audited       producer: audit  consumers: control
 //	                   task_id, round, decision, total, reject_reasons,
 //	                   audit (FileRef, audits)
 //	pool.sealed        producer: control  consumers: control, rollout, eval
 //	                   pool_version, tasks, categories, pool ([]FileRef, tasks),
-//	                   excluded
+//	                   excluded, task_ids
 //	sft.requested      producer: control  consumers: ppo (trainer)
 //	                   policy_version, data ([]FileRef, tokens), epochs
 //	sft.completed      producer: ppo (trainer)  consumers: control
 //	                   policy_version, checkpoint, loss
 //	rollout.requested  producer: control, eval  consumers: rollout
 //	                   task_id, attempt, purpose, suite, iteration,
-//	                   policy_version, seed, max_turns
+//	                   policy_version, seed, max_turns, bundle (ObjectRef)
 //	rollout.completed  producer: rollout  consumers: reward
 //	                   task_id, attempt, purpose, suite, iteration,
 //	                   policy_version, turns, tokens, chunks, termination,
 //	                   drift{strict_prefix, clipped_norm, text_retokened, new_chunk},
 //	                   trajectory, turns_ref, tokens_ref, routing_ref (FileRefs),
-//	                   snapshot (ObjectRef)
+//	                   snapshot, bundle (ObjectRefs), sandbox, isolated
 //	reward.scored      producer: reward  consumers: control (train), eval (eval)
 //	                   task_id, attempt, purpose, suite, iteration,
 //	                   policy_version, reward, passed, total, source,
@@ -151,6 +158,10 @@
 //	                   mean_reward, mean_turns, by_difficulty, by_category
 //	                   (map to {attempts, resolve_rate, mean_reward}),
 //	                   results ([]FileRef, eval_results)
+//	run.completed      producer: control  consumers: t1 run, reports
+//	                   iterations, policy_version, pool_tasks, reason
+//	run.failed         producer: control  consumers: t1 run, reports
+//	                   iterations, policy_version, pool_tasks, reason
 //
 // # Batch manifest
 //

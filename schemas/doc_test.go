@@ -43,7 +43,8 @@ func TestDocCoversTablesAndEvents(t *testing.T) {
 		SFTRequested: SFTRequestedPayload{}, SFTCompleted: SFTCompletedPayload{}, RolloutRequested: RolloutRequestedPayload{},
 		RolloutCompleted: RolloutCompletedPayload{}, RewardScored: RewardScoredPayload{}, BatchReady: BatchReadyPayload{},
 		CriticUpdated: CriticUpdatedPayload{}, PolicyUpdated: PolicyUpdatedPayload{}, EvalRequested: EvalRequestedPayload{},
-		EvalCompleted: EvalCompletedPayload{},
+		EvalCompleted: EvalCompletedPayload{}, SynthCandidate: SynthCandidatePayload{}, SynthDiscarded: SynthDiscardedPayload{},
+		RunCompleted: RunCompletedPayload{}, RunFailed: RunCompletedPayload{},
 	}
 	if len(payloads) != len(EventTypes()) {
 		t.Fatalf("%d payloads for %d event types", len(payloads), len(EventTypes()))

@@ -18,13 +18,17 @@ const (
 	PolicyUpdated    = "policy.updated"
 	EvalRequested    = "eval.requested"
 	EvalCompleted    = "eval.completed"
+	SynthCandidate   = "synth.candidate"
+	SynthDiscarded   = "synth.discarded"
+	RunCompleted     = "run.completed"
+	RunFailed        = "run.failed"
 )
 
 // EventTypes lists every event type in pipeline order.
 func EventTypes() []string {
 	return []string{RunStarted, IterationStarted, SynthRequested, TaskSynthesized, TaskAudited, PoolSealed,
 		SFTRequested, SFTCompleted, RolloutRequested, RolloutCompleted, RewardScored, BatchReady, CriticUpdated,
-		PolicyUpdated, EvalRequested, EvalCompleted}
+		PolicyUpdated, EvalRequested, EvalCompleted, SynthCandidate, SynthDiscarded, RunCompleted, RunFailed}
 }
 
 // FileRef is the claim check for one Parquet object.
@@ -79,17 +83,51 @@ type SynthRequestedPayload struct {
 	SeedIDs []string `json:"seed_ids"`
 	// PerSeed is how many extensions to try per seed.
 	PerSeed int `json:"per_seed"`
+	// Seeds is how many fresh tasks round 0 starts from (SeedIDs empty).
+	Seeds int `json:"seeds,omitempty"`
+	// Seed is the run seed the round's random choices derive from.
+	Seed uint64 `json:"seed"`
+}
+
+// StepRef is one step of a synthesised task: the step's name, its seed,
+// and the index of the step whose artifact it consumes (-1 for a source).
+type StepRef struct {
+	Name  string `json:"name"`
+	Seed  uint64 `json:"seed"`
+	Input int    `json:"input"`
+}
+
+// SynthCandidatePayload is one task to build and execute, fanned out from
+// synth.requested so candidates run in parallel and retry one by one.
+type SynthCandidatePayload struct {
+	Round    int       `json:"round"`
+	ParentID string    `json:"parent_id,omitempty"`
+	RootID   string    `json:"root_id,omitempty"`
+	Steps    []StepRef `json:"steps"`
+	// ParentSteps is how many of Steps are the parent's.
+	ParentSteps int `json:"parent_steps,omitempty"`
+}
+
+// SynthDiscardedPayload reports a candidate that execution rejected, so
+// control can tell when a round is complete.
+type SynthDiscardedPayload struct {
+	TaskID   string `json:"task_id"`
+	ParentID string `json:"parent_id,omitempty"`
+	Round    int    `json:"round"`
+	Reason   string `json:"reason"`
 }
 
 // TaskSynthesizedPayload announces a new task whose reference solution
 // ran and passed.
 type TaskSynthesizedPayload struct {
-	TaskID   string    `json:"task_id"`
-	ParentID string    `json:"parent_id,omitempty"`
-	Round    int       `json:"round"`
-	Steps    int       `json:"steps"`
-	Task     FileRef   `json:"task"` // tasks-table row
-	Bundle   ObjectRef `json:"bundle"`
+	TaskID     string    `json:"task_id"`
+	ParentID   string    `json:"parent_id,omitempty"`
+	Round      int       `json:"round"`
+	Steps      int       `json:"steps"`
+	Task       FileRef   `json:"task"` // tasks-table row
+	Bundle     ObjectRef `json:"bundle"`
+	Category   string    `json:"category,omitempty"`
+	Difficulty string    `json:"difficulty,omitempty"`
 }
 
 // TaskAuditedPayload is audit's verdict on one task.
@@ -111,6 +149,8 @@ type PoolSealedPayload struct {
 	Pool []FileRef `json:"pool"`
 	// Excluded counts tasks dropped by the evaluation-overlap check.
 	Excluded int `json:"excluded"`
+	// TaskIDs lists the pool's tasks, sorted.
+	TaskIDs []string `json:"task_ids"`
 }
 
 // SFTRequestedPayload asks for supervised fine-tuning on a data set.
@@ -137,6 +177,9 @@ type RolloutRequestedPayload struct {
 	PolicyVersion int64  `json:"policy_version"`
 	Seed          uint64 `json:"seed"`
 	MaxTurns      int    `json:"max_turns"`
+	// Bundle is the task's bundle; a branch replayed into a new run still
+	// finds it. Empty means the run's own bundle of TaskID.
+	Bundle ObjectRef `json:"bundle"`
 }
 
 // DriftCounts counts TITO repairs at turn boundaries.
@@ -165,6 +208,11 @@ type RolloutCompletedPayload struct {
 	TokenRows     FileRef     `json:"tokens_ref"`
 	RoutingRows   FileRef     `json:"routing_ref"`
 	Snapshot      ObjectRef   `json:"snapshot"`
+	Bundle        ObjectRef   `json:"bundle"`
+	// Sandbox is the backend the attempt ran in; Isolated is false for
+	// the plain backend, which isolates nothing.
+	Sandbox  string `json:"sandbox"`
+	Isolated bool   `json:"isolated"`
 }
 
 // RewardScoredPayload is the verifier's score of one attempt.
@@ -245,4 +293,13 @@ type EvalCompletedPayload struct {
 	ByDifficulty  map[string]Breakdown `json:"by_difficulty"`
 	ByCategory    map[string]Breakdown `json:"by_category"`
 	Results       []FileRef            `json:"results"`
+}
+
+// RunCompletedPayload ends a run (run.completed), or says why it stopped
+// (run.failed, with Reason).
+type RunCompletedPayload struct {
+	Iterations    int    `json:"iterations"`
+	PolicyVersion int64  `json:"policy_version"`
+	PoolTasks     int    `json:"pool_tasks"`
+	Reason        string `json:"reason,omitempty"`
 }

@@ -19,7 +19,8 @@ func payloadTypes() map[string]any {
 		SFTRequested: SFTRequestedPayload{}, SFTCompleted: SFTCompletedPayload{}, RolloutRequested: RolloutRequestedPayload{},
 		RolloutCompleted: RolloutCompletedPayload{}, RewardScored: RewardScoredPayload{}, BatchReady: BatchReadyPayload{},
 		CriticUpdated: CriticUpdatedPayload{}, PolicyUpdated: PolicyUpdatedPayload{}, EvalRequested: EvalRequestedPayload{},
-		EvalCompleted: EvalCompletedPayload{},
+		EvalCompleted: EvalCompletedPayload{}, SynthCandidate: SynthCandidatePayload{}, SynthDiscarded: SynthDiscardedPayload{},
+		RunCompleted: RunCompletedPayload{}, RunFailed: RunCompletedPayload{},
 	}
 }
 

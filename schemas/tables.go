@@ -48,7 +48,7 @@ const (
 var (
 	TasksTable        = Table{Name: "tasks", Version: Version{1, 0}, Partition: "round", Grain: "task"}
 	AuditsTable       = Table{Name: "audits", Version: Version{1, 0}, Partition: "round", Grain: "task"}
-	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
+	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iter", Grain: "attempt"}
 	TurnsTable        = Table{Name: "turns", Version: Version{1, 0}, Partition: "iter", Grain: "turn"}
 	TokensTable       = Table{Name: "tokens", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
 	RoutingTable      = Table{Name: "routing", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
@@ -165,6 +165,10 @@ type TrajectoryRow struct {
 	Termination   string `parquet:"termination,dict"` // done | max_turns | context | timeout | error
 	SnapshotKey   string `parquet:"snapshot_key"`
 	DurationMS    int64  `parquet:"duration_ms"`
+	// Sandbox is the backend the attempt ran in; Isolated is false for the
+	// plain backend, which isolates nothing (schema 1.1).
+	Sandbox  string `parquet:"sandbox,dict"`
+	Isolated bool   `parquet:"isolated"`
 }
 
 // Table implements Row.

@@ -9,16 +9,14 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/t1pipe/t1/schemas"
 )
 
-// StepRef is one step of a task: which step, its seed, and the index of
-// the step whose artifact it consumes (every step produces exactly one),
-// -1 for a source.
-type StepRef struct {
-	Name  string `json:"name"`
-	Seed  uint64 `json:"seed"`
-	Input int    `json:"input"`
-}
+// StepRef is one step of a task (schemas.StepRef, as events carry it):
+// which step, its seed, and the index of the step whose artifact it
+// consumes (every step produces exactly one), -1 for a source.
+type StepRef = schemas.StepRef
 
 // Spec is a task folded from its steps.
 type Spec struct {

@@ -8,40 +8,6 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
-// Event types control folds besides those of schemas: synth's candidate
-// fan-out and discards, and the end of a run.
-const (
-	SynthCandidate = "synth.candidate"
-	SynthDiscarded = "synth.discarded"
-	RunCompleted   = "run.completed"
-	RunFailed      = "run.failed"
-)
-
-// synthRequested is the part of synth.requested control reads.
-type synthRequested struct {
-	Round   int      `json:"round"`
-	SeedIDs []string `json:"seed_ids"`
-	PerSeed int      `json:"per_seed"`
-	Seeds   int      `json:"seeds"`
-}
-
-type roundRef struct {
-	Round int `json:"round"`
-}
-
-type discarded struct {
-	TaskID string `json:"task_id"`
-	Round  int    `json:"round"`
-}
-
-// RunCompletedPayload ends a run.
-type RunCompletedPayload struct {
-	Iterations    int    `json:"iterations"`
-	PolicyVersion int64  `json:"policy_version"`
-	PoolTasks     int    `json:"pool_tasks"`
-	Reason        string `json:"reason,omitempty"` // for run.failed
-}
-
 // round is one synthesis round.
 type round struct {
 	requested bool
@@ -75,6 +41,7 @@ type runState struct {
 	synthesized map[string]string // task.synthesized event id → task id
 	taskRound   map[string]int    // task id → round
 	taskRef     map[string]schemas.FileRef
+	taskBundle  map[string]schemas.ObjectRef
 	sealed      bool
 	pool        []string
 	iters       map[int]*iteration
@@ -87,7 +54,8 @@ type runState struct {
 func newRunState() *runState {
 	return &runState{
 		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
-		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, iters: map[int]*iteration{},
+		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, taskBundle: map[string]schemas.ObjectRef{},
+		iters:    map[int]*iteration{},
 		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{},
 	}
 }
@@ -122,7 +90,7 @@ func (s *runState) apply(ev engine.Event) {
 			s.started, s.seed = true, p.Seed
 		}
 	case schemas.SynthRequested:
-		var p synthRequested
+		var p schemas.SynthRequestedPayload
 		if ev.Decode(&p) == nil {
 			r := s.round(p.Round)
 			r.requested = true
@@ -139,20 +107,20 @@ func (s *runState) apply(ev engine.Event) {
 				r.failed = true
 			}
 		}
-	case SynthCandidate:
-		var p roundRef
+	case schemas.SynthCandidate:
+		var p schemas.SynthCandidatePayload
 		if ev.Decode(&p) == nil {
 			s.candidates[ev.ID] = p.Round
 		}
-	case engine.FailedType(SynthCandidate):
+	case engine.FailedType(schemas.SynthCandidate):
 		var f engine.Failure
 		if ev.Decode(&f) == nil {
 			if r, ok := s.candidates[f.EventID]; ok {
 				s.round(r).settled++
 			}
 		}
-	case SynthDiscarded:
-		var p discarded
+	case schemas.SynthDiscarded:
+		var p schemas.SynthDiscardedPayload
 		if ev.Decode(&p) == nil {
 			s.round(p.Round).settled++
 		}
@@ -162,6 +130,7 @@ func (s *runState) apply(ev engine.Event) {
 			s.synthesized[ev.ID] = p.TaskID
 			s.taskRound[p.TaskID] = p.Round
 			s.taskRef[p.TaskID] = p.Task
+			s.taskBundle[p.TaskID] = p.Bundle
 		}
 	case engine.FailedType(schemas.TaskSynthesized):
 		var f engine.Failure
@@ -181,7 +150,7 @@ func (s *runState) apply(ev engine.Event) {
 			}
 		}
 	case schemas.PoolSealed:
-		var p poolSealed
+		var p schemas.PoolSealedPayload
 		if ev.Decode(&p) == nil {
 			s.sealed, s.pool = true, p.TaskIDs
 		}
@@ -256,15 +225,9 @@ func (s *runState) apply(ev engine.Event) {
 		if ev.Decode(&p) == nil {
 			s.evals[p.PolicyVersion] = "completed"
 		}
-	case RunCompleted, RunFailed:
+	case schemas.RunCompleted, schemas.RunFailed:
 		s.finished = true
 	}
-}
-
-// poolSealed is pool.sealed with the task ids control put in it.
-type poolSealed struct {
-	schemas.PoolSealedPayload
-	TaskIDs []string `json:"task_ids"`
 }
 
 // settled reports whether every candidate of the round has an outcome.

@@ -68,12 +68,12 @@ func NewStage(cfg StageConfig) engine.Stage {
 // Consumes lists what control folds.
 func Consumes() []string {
 	types := []string{
-		schemas.RunStarted, schemas.SynthRequested, SynthCandidate, SynthDiscarded, schemas.TaskSynthesized,
+		schemas.RunStarted, schemas.SynthRequested, schemas.SynthCandidate, schemas.SynthDiscarded, schemas.TaskSynthesized,
 		schemas.TaskAudited, schemas.PoolSealed, schemas.RolloutRequested, schemas.RolloutCompleted,
 		schemas.RewardScored, schemas.BatchReady, schemas.PolicyUpdated, schemas.EvalRequested,
-		schemas.EvalCompleted, RunCompleted, RunFailed,
+		schemas.EvalCompleted, schemas.RunCompleted, schemas.RunFailed,
 	}
-	for _, t := range []string{schemas.SynthRequested, SynthCandidate, schemas.TaskSynthesized, schemas.RolloutRequested,
+	for _, t := range []string{schemas.SynthRequested, schemas.SynthCandidate, schemas.TaskSynthesized, schemas.RolloutRequested,
 		schemas.RolloutCompleted, schemas.BatchReady, schemas.CriticUpdated, schemas.EvalRequested} {
 		types = append(types, engine.FailedType(t))
 	}
@@ -152,7 +152,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 	if !st.sealed {
 		r0 := st.round(0)
 		if !r0.requested {
-			return emit(out, schemas.SynthRequested, "round-0", map[string]any{"round": 0, "seeds": c.Seeds, "per_seed": 0, "seed": st.seed})
+			return emit(out, schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: c.Seeds, Seed: st.seed})
 		}
 		last, total := 0, 0
 		for r := 0; r < c.Rounds; r++ {
@@ -168,8 +168,8 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		}
 		cur := st.round(last)
 		if total < c.PoolTarget && last+1 < c.Rounds && len(cur.accepted) > 0 {
-			return emit(out, schemas.SynthRequested, fmt.Sprintf("round-%d", last+1), map[string]any{
-				"round": last + 1, "seed_ids": cur.accepted, "per_seed": c.PerSeed, "seed": st.seed,
+			return emit(out, schemas.SynthRequested, fmt.Sprintf("round-%d", last+1), schemas.SynthRequestedPayload{
+				Round: last + 1, SeedIDs: cur.accepted, PerSeed: c.PerSeed, Seed: st.seed,
 			})
 		}
 		return s.seal(ctx, run, st, out)
@@ -196,7 +196,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 			return s.batch(ctx, run, st, i, out)
 		}
 		if it.batchFail {
-			return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: the critic or the update failed", i)})
+			return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: the critic or the update failed", i)})
 		}
 		if !it.updated {
 			return nil
@@ -212,7 +212,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		}
 	}
 	last := st.iter(c.Iterations - 1)
-	return emit(out, RunCompleted, "completed", RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
+	return emit(out, schemas.RunCompleted, "completed", schemas.RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
 }
 
 func emit(out engine.Emitter, typ, key string, payload any) error {
@@ -230,9 +230,9 @@ func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.E
 	sort.Strings(ids)
 	ids = slices.Compact(ids)
 	if len(ids) == 0 {
-		return emit(out, RunFailed, "failed", RunCompletedPayload{Reason: "synthesis produced no accepted task"})
+		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Reason: "synthesis produced no accepted task"})
 	}
-	p := poolSealed{PoolSealedPayload: schemas.PoolSealedPayload{PoolVersion: 1, Tasks: len(ids), Categories: map[string]int{}}, TaskIDs: ids}
+	p := schemas.PoolSealedPayload{PoolVersion: 1, Tasks: len(ids), Categories: map[string]int{}, TaskIDs: ids}
 	for _, id := range ids {
 		ref, ok := st.taskRef[id]
 		if !ok {
@@ -278,7 +278,7 @@ func (s *stage) startIteration(st *runState, i int, version int64, out engine.Em
 		for a := range c.Attempts {
 			p := schemas.RolloutRequestedPayload{
 				TaskID: task, Attempt: a, Purpose: "train", Iteration: i, PolicyVersion: version,
-				Seed: seedFor(st.seed, "rollout", i, task, a), MaxTurns: c.MaxTurns,
+				Seed: seedFor(st.seed, "rollout", i, task, a), MaxTurns: c.MaxTurns, Bundle: st.taskBundle[task],
 			}
 			if err := emit(out, schemas.RolloutRequested, fmt.Sprintf("iter-%d/%s/%d", i, task, a), p); err != nil {
 				return err
@@ -293,7 +293,7 @@ func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out 
 	c := s.cfg.Config
 	it := st.iter(i)
 	if float64(len(it.scored)) < c.MinSuccess*float64(it.expected) {
-		return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i,
+		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i,
 			Reason: fmt.Sprintf("iteration %d: %d of %d attempts scored, below %.0f%%", i, len(it.scored), it.expected, 100*c.MinSuccess)})
 	}
 	m := &schemas.BatchManifest{
@@ -325,7 +325,7 @@ func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out 
 	}
 	m.Tokens = tokens
 	if m.Attempts == 0 {
-		return emit(out, RunFailed, "failed", RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: no scored attempt has routing to train on", i)})
+		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: no scored attempt has routing to train on", i)})
 	}
 	ref, err := schemas.WriteManifest(ctx, s.cfg.Store, m)
 	if err != nil {

@@ -44,6 +44,7 @@ type Suite struct {
 // Task is one task of a materialised suite.
 type Task struct {
 	ID, Category, Difficulty string
+	Bundle                   schemas.ObjectRef
 }
 
 // StageConfig wires the stage.
@@ -189,7 +190,7 @@ func (s *stage) request(ctx context.Context, ev engine.Event, out engine.Emitter
 		for a := range p.Attempts {
 			r := schemas.RolloutRequestedPayload{
 				TaskID: t.ID, Attempt: a, Purpose: "eval", Suite: p.Suite, PolicyVersion: p.PolicyVersion,
-				Seed: uint64(a) + 1, MaxTurns: s.cfg.MaxTurns,
+				Seed: uint64(a) + 1, MaxTurns: s.cfg.MaxTurns, Bundle: t.Bundle,
 			}
 			if _, err := out.Emit(schemas.RolloutRequested, r, engine.WithKey(attemptID(t.ID, a))); err != nil {
 				return err
@@ -211,11 +212,13 @@ func (s *stage) materialise(ctx context.Context, run, name string) ([]Task, erro
 	}
 	var tasks []Task
 	put := func(t *harbor.Task, id string) error {
-		if _, _, _, err := trial.PutBundle(ctx, s.cfg.Store, run, id, t); err != nil {
+		key, sum, size, err := trial.PutBundle(ctx, s.cfg.Store, run, id, t)
+		if err != nil {
 			return err
 		}
 		md := t.Config.Metadata
-		tasks = append(tasks, Task{ID: id, Category: md.Category, Difficulty: md.Difficulty})
+		tasks = append(tasks, Task{ID: id, Category: md.Category, Difficulty: md.Difficulty,
+			Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum}})
 		return nil
 	}
 	if su.Builtin {

@@ -138,7 +138,11 @@ func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutComplet
 	}
 	defer os.RemoveAll(work)
 	dir := filepath.Join(work, "task")
-	t, err := trial.FetchBundle(ctx, s.cfg.Store, trial.BundleKey(run, p.TaskID), "", dir)
+	bundle := p.Bundle
+	if bundle.Key == "" {
+		bundle.Key = trial.BundleKey(run, p.TaskID)
+	}
+	t, err := trial.FetchBundle(ctx, s.cfg.Store, bundle.Key, bundle.SHA256, dir)
 	var bad *trial.BadBundle
 	if errors.As(err, &bad) || errors.Is(err, store.ErrNotFound) {
 		return nil, engine.Permanent(err)

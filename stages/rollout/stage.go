@@ -127,7 +127,11 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	}
 	defer os.RemoveAll(work)
 	dir := filepath.Join(work, "task")
-	t, err := trial.FetchBundle(ctx, s.cfg.Store, trial.BundleKey(run, p.TaskID), "", dir)
+	bundle := p.Bundle
+	if bundle.Key == "" {
+		bundle.Key = trial.BundleKey(run, p.TaskID)
+	}
+	t, err := trial.FetchBundle(ctx, s.cfg.Store, bundle.Key, bundle.SHA256, dir)
 	var bad *trial.BadBundle
 	if errors.As(err, &bad) || errors.Is(err, store.ErrNotFound) {
 		return nil, engine.Permanent(err)
@@ -172,7 +176,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	c := &schemas.RolloutCompletedPayload{
 		TaskID: p.TaskID, Attempt: p.Attempt, Purpose: p.Purpose, Suite: p.Suite, Iteration: p.Iteration,
 		PolicyVersion: p.PolicyVersion, Turns: len(res.Turns), Tokens: int64(res.Sampled), Chunks: len(res.Chunks),
-		Termination: res.Termination,
+		Termination: res.Termination, Bundle: bundle, Sandbox: sb.Info().Backend, Isolated: sb.Info().Isolated,
 		Drift: schemas.DriftCounts{
 			StrictPrefix: res.Repairs[schemas.RepairStrictPrefix], ClippedNorm: res.Repairs[schemas.RepairClippedNorm],
 			TextRetokened: res.Repairs[schemas.RepairTextRetokened], NewChunk: res.Repairs[schemas.RepairNewChunk],
@@ -271,6 +275,7 @@ func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequeste
 	if err != nil {
 		return engine.Permanent(err)
 	}
+	rows.Trajectory.Sandbox, rows.Trajectory.Isolated = c.Sandbox, c.Isolated
 	wo := schemas.WriterOptions{TempDir: s.cfg.TempDir}
 	if c.TokenRows, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, rows.Tokens, wo); err != nil {
 		return err

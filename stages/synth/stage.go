@@ -19,41 +19,6 @@ import (
 	"github.com/t1pipe/t1/trial"
 )
 
-// Events the stage adds to those of schemas: a candidate is one task to
-// build and execute, fanned out from a synth.requested so candidates run
-// in parallel and are retried one by one; a discarded candidate is
-// reported so that control can tell when a round is complete.
-const (
-	Candidate = "synth.candidate"
-	Discarded = "synth.discarded"
-)
-
-// RequestedPayload is synth.requested.
-type RequestedPayload struct {
-	schemas.SynthRequestedPayload
-	// Seeds is how many fresh tasks round 0 starts from (SeedIDs empty).
-	Seeds int    `json:"seeds,omitempty"`
-	Seed  uint64 `json:"seed"`
-}
-
-// CandidatePayload is synth.candidate.
-type CandidatePayload struct {
-	Round    int               `json:"round"`
-	ParentID string            `json:"parent_id,omitempty"`
-	RootID   string            `json:"root_id,omitempty"`
-	Steps    []taskgen.StepRef `json:"steps"`
-	// ParentSteps is how many of Steps are the parent's.
-	ParentSteps int `json:"parent_steps,omitempty"`
-}
-
-// DiscardedPayload is synth.discarded.
-type DiscardedPayload struct {
-	TaskID   string `json:"task_id"`
-	ParentID string `json:"parent_id,omitempty"`
-	Round    int    `json:"round"`
-	Reason   string `json:"reason"`
-}
-
 // Config wires the stage.
 type Config struct {
 	Store store.ObjectStore
@@ -74,7 +39,7 @@ func New(cfg Config) engine.Stage {
 		cfg.StepsPerRound = 2
 	}
 	s := &stage{cfg: cfg}
-	return engine.NewStage("synth", []string{schemas.SynthRequested, Candidate}, s.handle)
+	return engine.NewStage("synth", []string{schemas.SynthRequested, schemas.SynthCandidate}, s.handle)
 }
 
 type stage struct{ cfg Config }
@@ -83,7 +48,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	switch ev.Type {
 	case schemas.SynthRequested:
 		return s.fanOut(ctx, ev, out)
-	case Candidate:
+	case schemas.SynthCandidate:
 		return s.candidate(ctx, ev, out)
 	}
 	return engine.Permanent(fmt.Errorf("synth: unexpected event type %s", ev.Type))
@@ -98,7 +63,7 @@ func rngFor(seed uint64, name string) *rand.Rand {
 }
 
 func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-	var p RequestedPayload
+	var p schemas.SynthRequestedPayload
 	if err := ev.Decode(&p); err != nil {
 		return err
 	}
@@ -108,7 +73,7 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if len(p.SeedIDs) == 0 {
 		for i := range p.Seeds {
 			refs := taskgen.Seed(rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
-			if _, err := out.Emit(Candidate, CandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
+			if _, err := out.Emit(schemas.SynthCandidate, schemas.SynthCandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
 				return err
 			}
 		}
@@ -124,8 +89,8 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 			if err != nil {
 				return engine.Permanent(fmt.Errorf("seed %s: %w", id, err))
 			}
-			c := CandidatePayload{Round: p.Round, ParentID: id, RootID: lin.RootID, Steps: refs, ParentSteps: len(lin.Steps)}
-			if _, err := out.Emit(Candidate, c, engine.WithKey(id+"/"+fmt.Sprint(k))); err != nil {
+			c := schemas.SynthCandidatePayload{Round: p.Round, ParentID: id, RootID: lin.RootID, Steps: refs, ParentSteps: len(lin.Steps)}
+			if _, err := out.Emit(schemas.SynthCandidate, c, engine.WithKey(id+"/"+fmt.Sprint(k))); err != nil {
 				return err
 			}
 		}
@@ -150,7 +115,7 @@ func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
 }
 
 func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-	var p CandidatePayload
+	var p schemas.SynthCandidatePayload
 	if err := ev.Decode(&p); err != nil {
 		return err
 	}
@@ -185,7 +150,7 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 		return fmt.Errorf("execute %s: %w", id, err)
 	}
 	if !v.Keep {
-		_, err := out.Emit(Discarded, DiscardedPayload{TaskID: id, ParentID: p.ParentID, Round: p.Round, Reason: v.Reason}, engine.WithKey(id))
+		_, err := out.Emit(schemas.SynthDiscarded, schemas.SynthDiscardedPayload{TaskID: id, ParentID: p.ParentID, Round: p.Round, Reason: v.Reason}, engine.WithKey(id))
 		return err
 	}
 	root := p.RootID
@@ -216,7 +181,7 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 	}
 	_, err = out.Emit(schemas.TaskSynthesized, schemas.TaskSynthesizedPayload{
 		TaskID: id, ParentID: p.ParentID, Round: p.Round, Steps: child.Work, Task: ref,
-		Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum},
+		Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum}, Category: child.Category, Difficulty: child.Difficulty,
 	}, engine.WithKey(id))
 	return err
 }

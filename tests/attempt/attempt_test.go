@@ -126,6 +126,13 @@ func TestRolloutAndReward(t *testing.T) {
 		if err := ev.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
+		if p.Sandbox != "bwrap" || !p.Isolated || p.Bundle.Key == "" {
+			t.Fatalf("attempt %d: sandbox %q isolated %v bundle %+v", p.Attempt, p.Sandbox, p.Isolated, p.Bundle)
+		}
+		traj, err := schemas.ReadRows[schemas.TrajectoryRow](ctx, st, p.Trajectory.Key, &p.Trajectory)
+		if err != nil || len(traj) != 1 || traj[0].Sandbox != "bwrap" || !traj[0].Isolated {
+			t.Fatalf("trajectory rows %+v (%v)", traj, err)
+		}
 		tokens, err := schemas.ReadRows[schemas.TokenRow](ctx, st, p.TokenRows.Key, &p.TokenRows)
 		if err != nil {
 			t.Fatal(err)

@@ -85,7 +85,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.BatchReady); n != 1 {
 			return fmt.Errorf("no batch yet: %d audited, %d scored, %d failed, run failed %d",
 				testinfra.Count(t, l, "t1."+run+"."+schemas.TaskAudited), testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored),
-				testinfra.Count(t, l, "t1."+run+".*.failed"), testinfra.Count(t, l, "t1."+run+"."+control.RunFailed))
+				testinfra.Count(t, l, "t1."+run+".*.failed"), testinfra.Count(t, l, "t1."+run+"."+schemas.RunFailed))
 		}
 		return nil
 	})

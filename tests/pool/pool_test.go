@@ -39,7 +39,7 @@ func TestSynthesiseAndAudit(t *testing.T) {
 	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
 	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
 
-	publish := func(key string, p synth.RequestedPayload) {
+	publish := func(key string, p schemas.SynthRequestedPayload) {
 		ev, err := engine.NewRootEvent("pool", schemas.SynthRequested, key, p)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestSynthesiseAndAudit(t *testing.T) {
 	}
 	settled := func(want int) func() error {
 		return func() error {
-			done := testinfra.Count(t, l, "t1.pool."+synth.Discarded) + testinfra.Count(t, l, "t1.pool."+schemas.TaskAudited)
+			done := testinfra.Count(t, l, "t1.pool."+schemas.SynthDiscarded) + testinfra.Count(t, l, "t1.pool."+schemas.TaskAudited)
 			if done != want {
 				return fmt.Errorf("%d of %d candidates settled", done, want)
 			}
@@ -58,7 +58,7 @@ func TestSynthesiseAndAudit(t *testing.T) {
 		}
 	}
 
-	publish("round-0", synth.RequestedPayload{SynthRequestedPayload: schemas.SynthRequestedPayload{Round: 0}, Seeds: 3, Seed: 1})
+	publish("round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: 3, Seed: 1})
 	testinfra.CheckFor(t, 2*time.Minute, settled(3))
 
 	var accepted []string
@@ -81,7 +81,7 @@ func TestSynthesiseAndAudit(t *testing.T) {
 		t.Fatalf("tasks row: %+v, %v", rows, err)
 	}
 
-	publish("round-1", synth.RequestedPayload{SynthRequestedPayload: schemas.SynthRequestedPayload{Round: 1, SeedIDs: accepted, PerSeed: 1}, Seed: 1})
+	publish("round-1", schemas.SynthRequestedPayload{Round: 1, SeedIDs: accepted, PerSeed: 1, Seed: 1})
 	testinfra.CheckFor(t, 2*time.Minute, settled(3+len(accepted)))
 	children := 0
 	for _, ev := range testinfra.Events(t, l, "t1.pool."+schemas.TaskSynthesized) {
