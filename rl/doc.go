@@ -38,5 +38,7 @@
 //	L_policy = −1/N Σ_t min(ρ_t A_t, clip(ρ_t, 1−ε, 1+ε) A_t)
 //	L_value  = 1/N Σ_t ½ max((V_t − G_t)², (clip(V_t, V_old_t − c, V_old_t + c) − G_t)²)
 //
-// No KL penalty, no entropy bonus: the recipe turns them off.
+// No KL penalty, no entropy bonus and no MoE load-balance term (its
+// coefficient is 0; the reference model has no auxiliary loss): the recipe
+// turns them off.
 package rl
