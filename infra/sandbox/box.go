@@ -247,11 +247,17 @@ func (b *box) wrap(argv []string) []string {
 	return append([]string{"/bin/bash", "-c", script, "t1-sandbox"}, argv...)
 }
 
-func (b *box) track(c *exec.Cmd) error {
+// startTracked starts c and records it for Close, atomically with respect
+// to Close: a command either starts before Close and is killed by it, or
+// does not start.
+func (b *box) startTracked(c *exec.Cmd) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("sandbox: start %s: %w", c.Path, err)
 	}
 	b.procs[c] = struct{}{}
 	return nil
@@ -338,18 +344,7 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 		}
 	}
 	defer stopStdin()
-	if err := b.track(cmd); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		if stdinR != nil {
-			stdinR.Close()
-		}
-		return Result{}, err
-	}
-	defer b.untrack(cmd)
-	err = cmd.Start()
+	err = b.startTracked(cmd)
 	outW.Close()
 	errW.Close()
 	if stdinR != nil {
@@ -358,8 +353,9 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return Result{}, fmt.Errorf("sandbox: start %s: %w", cmd.Path, err)
+		return Result{}, err
 	}
+	defer b.untrack(cmd)
 	if stdinSrc != nil {
 		// Abandoned when the command ends; it returns once Read does.
 		go func() {

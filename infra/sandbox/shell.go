@@ -93,21 +93,14 @@ func (s *shell) start(ctx context.Context) error {
 		return fmt.Errorf("sandbox: shell: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := b.track(cmd); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return err
-	}
-	err = cmd.Start()
+	err = b.startTracked(cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		b.untrack(cmd)
+		stdin.Close()
 		outR.Close()
 		errR.Close()
-		return fmt.Errorf("sandbox: shell: start: %w", err)
+		return fmt.Errorf("sandbox: shell: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() {
