@@ -162,6 +162,9 @@ func TestATIFFromRows(t *testing.T) {
 	if s.Metrics == nil || len(s.Metrics.CompletionTokenIDs) != len(want) || int(s.Metrics.CompletionTokenIDs[0]) != want[0] || s.Metrics.PromptTokens == 0 {
 		t.Fatalf("metrics %+v, want ids %v", s.Metrics, want)
 	}
+	if rows.Tokens[0].StrictPrefix != 1 {
+		t.Fatalf("token row repair counts: %+v", rows.Tokens[0])
+	}
 	if a.FinalMetrics.TotalCompletionTokens != res.Sampled {
 		t.Fatalf("final metrics %+v, sampled %d", a.FinalMetrics, res.Sampled)
 	}

@@ -224,7 +224,9 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 		row := schemas.TokenRow{
 			Run: run, TaskID: p.TaskID, Attempt: att, Chunk: int32(i), Iteration: int32(p.Iteration), PolicyVersion: p.PolicyVersion,
 			TokenIDs: ints32(ch.IDs), LogProbs: ch.LogProbs, LossMask: ch.Loss, TurnOffsets: ints32(ch.Turns),
-			DriftRepair: ch.Opened,
+			DriftRepair:  ch.Opened,
+			StrictPrefix: int32(ch.Repairs[schemas.RepairStrictPrefix]), ClippedNorm: int32(ch.Repairs[schemas.RepairClippedNorm]),
+			TextRetokened: int32(ch.Repairs[schemas.RepairTextRetokened]),
 		}
 		if row.DriftRepair == "" {
 			row.DriftRepair = schemas.RepairNone

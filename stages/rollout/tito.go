@@ -17,6 +17,8 @@ type Chunk struct {
 	// Opened says how the chunk began: "" for the first, else the repair
 	// (new_chunk) or compaction that opened it.
 	Opened string
+	// Repairs counts the repairs at the turn boundaries inside the chunk.
+	Repairs map[string]int
 
 	segs    []segment
 	sampled []int // every sampled id, in order: the loss region as produced
@@ -187,6 +189,12 @@ func (a *Assembler) Next(msgs ...Message) string {
 		}
 	}
 	a.Counts[kind]++
+	if kind != schemas.RepairNewChunk {
+		if c.Repairs == nil {
+			c.Repairs = map[string]int{}
+		}
+		c.Repairs[kind]++
+	}
 	if kind == schemas.RepairNewChunk {
 		a.open(a.msgs, kind)
 		return kind
