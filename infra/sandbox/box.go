@@ -241,6 +241,18 @@ func (b *box) timeout(d time.Duration) time.Duration {
 	return d
 }
 
+// dir resolves a command's directory: empty means the work directory, a
+// relative one is taken from it.
+func (b *box) dir(d string) string {
+	if d == "" {
+		return b.workDir
+	}
+	if !path.IsAbs(d) {
+		return path.Join(b.workDir, d)
+	}
+	return path.Clean(d)
+}
+
 // wrap prefixes argv with the bash prologue that applies the rlimits.
 func (b *box) wrap(argv []string) []string {
 	script := b.limits.ulimitScript(b.l.enforcesNproc()) + `; exec "$@"`
@@ -291,11 +303,8 @@ func (b *box) Exec(ctx context.Context, c Cmd) (Result, error) {
 	case len(c.Args) == 0:
 		return Result{}, errors.New("sandbox: Cmd has neither Args nor Script")
 	}
-	dir := c.Dir
-	if dir == "" {
-		dir = b.workDir
-	}
 	env := mergeEnv(b.baseEnv(), b.env, c.Env)
+	dir := b.dir(c.Dir)
 	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User)
 	if err != nil {
 		return Result{}, err

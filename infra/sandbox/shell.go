@@ -69,10 +69,7 @@ func (b *box) Shell(ctx context.Context, opts ShellOptions) (Shell, error) {
 
 func (s *shell) start(ctx context.Context) error {
 	b := s.b
-	dir := s.opts.Dir
-	if dir == "" {
-		dir = b.workDir
-	}
+	dir := b.dir(s.opts.Dir)
 	env := mergeEnv(b.baseEnv(), b.env, s.opts.Env, []string{"PS1=", "PS2=", "PS4=+ ", "HISTFILE=/dev/null"})
 	cmd, err := b.l.command(b, b.wrap([]string{"/bin/bash", "--norc", "--noprofile", "--noediting", "-i"}), env, dir, "")
 	if err != nil {

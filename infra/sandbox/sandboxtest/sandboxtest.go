@@ -104,6 +104,11 @@ func testExec(t *testing.T, be sandbox.Backend) {
 	if r.Stdout != sh(sb, "/tmp")+"\n" {
 		t.Errorf("pwd in /tmp = %q", r.Stdout)
 	}
+	script(t, sb, "mkdir -p "+sh(sb, "/app/sub"))
+	r = exec(t, sb, sandbox.Cmd{Args: []string{"pwd"}, Dir: "sub"})
+	if r.Stdout != sh(sb, "/app/sub")+"\n" {
+		t.Errorf("pwd in the relative directory sub = %q", r.Stdout)
+	}
 	r = exec(t, sb, sandbox.Cmd{Args: []string{"no-such-command-t1"}})
 	if r.ExitCode != 127 {
 		t.Errorf("missing command: exit %d, want 127 (%+v)", r.ExitCode, r)
