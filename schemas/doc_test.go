@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"github.com/t1pipe/t1/internal/testinfra"
+
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +13,7 @@ import (
 // doc.go documents every column of every table and every event with its
 // fields; this keeps it from drifting.
 func TestDocCoversTablesAndEvents(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(origWD, "doc.go"))
+	b, err := os.ReadFile(filepath.Join(testinfra.WorkDir(), "doc.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,11 @@ import (
 
 	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 func TestOpenReferenceFromStoreAndDir(t *testing.T) {
-	st, err := store.Open(context.Background(), s3.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := testinfra.Store(t)
 	tok, err := moe.DefaultTokenizer()
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +75,7 @@ func TestOpenReferenceFromStoreAndDir(t *testing.T) {
 // TestUpdateWeightsFromDisk swaps the served weights over HTTP, as an RL
 // loop does after each policy update.
 func TestUpdateWeightsFromDisk(t *testing.T) {
-	st, err := store.Open(context.Background(), s3.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := testinfra.Store(t)
 	ref, tok := testReference(t)
 	srv := NewServer(ref, "initial", nil)
 	srv.EnableWeightUpdates(func(ctx context.Context, path string) (*moe.Checkpoint, error) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +23,23 @@ import (
 
 var (
 	gateway *store.Embedded
-	seq     atomic.Int64
+	workDir string
 )
+
+// WorkDir is the working directory the test binary started in (the
+// package directory): the embedded gateway moves the process elsewhere
+// while it runs, so testdata paths are resolved against this.
+func WorkDir() string { return workDir }
 
 // Main runs the tests of a package that uses Store; call it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 func Main(m *testing.M) int {
+	var err error
+	if workDir, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	tmp, err := os.MkdirTemp("", "t1-test-s3-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -51,7 +60,8 @@ func Main(m *testing.M) int {
 }
 
 // Store returns a client of the shared gateway whose keys live under a
-// prefix no other test uses.
+// prefix named for the test: no other test uses it, and every call within
+// one test sees the same objects.
 func Store(t testing.TB) store.ObjectStore {
 	t.Helper()
 	if gateway == nil {
@@ -59,7 +69,7 @@ func Store(t testing.TB) store.ObjectStore {
 	}
 	cfg := gateway.Config()
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	cfg.Prefix = fmt.Sprintf("t%03d-%s", seq.Add(1), name)
+	cfg.Prefix = "test-" + name
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, cfg)
