@@ -11,6 +11,7 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/schemas"
 )
 
 // BundleKey is where a run keeps the bundle of a task.
@@ -73,3 +74,22 @@ type BadBundle struct {
 
 func (e *BadBundle) Error() string { return "bundle " + e.Key + ": " + e.Err.Error() }
 func (e *BadBundle) Unwrap() error { return e.Err }
+
+// Fetch extracts a run's task into dir: the bundle ref when set, else the
+// run's own bundle of taskID. It returns the ref used. Unusable reports
+// whether an error is the input's fault (a bad or missing bundle) rather
+// than the store's.
+func Fetch(ctx context.Context, st store.ObjectStore, run, taskID string, ref schemas.ObjectRef, dir string) (*harbor.Task, schemas.ObjectRef, error) {
+	if ref.Key == "" {
+		ref.Key = BundleKey(run, taskID)
+	}
+	t, err := FetchBundle(ctx, st, ref.Key, ref.SHA256, dir)
+	return t, ref, err
+}
+
+// Unusable reports whether err from Fetch or FetchBundle means the bundle
+// can never be used: corrupt, unsafe, invalid or absent.
+func Unusable(err error) bool {
+	var bad *BadBundle
+	return errors.As(err, &bad) || errors.Is(err, store.ErrNotFound)
+}

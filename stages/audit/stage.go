@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,9 +44,8 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	}
 	defer os.RemoveAll(work)
 	dir := filepath.Join(work, "task")
-	t, err := trial.FetchBundle(ctx, s.cfg.Store, p.Bundle.Key, p.Bundle.SHA256, dir)
-	var bad *trial.BadBundle
-	if errors.As(err, &bad) {
+	t, _, err := trial.Fetch(ctx, s.cfg.Store, ev.Run, p.TaskID, p.Bundle, dir)
+	if trial.Unusable(err) {
 		return engine.Permanent(err)
 	}
 	if err != nil {

@@ -138,13 +138,8 @@ func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutComplet
 	}
 	defer os.RemoveAll(work)
 	dir := filepath.Join(work, "task")
-	bundle := p.Bundle
-	if bundle.Key == "" {
-		bundle.Key = trial.BundleKey(run, p.TaskID)
-	}
-	t, err := trial.FetchBundle(ctx, s.cfg.Store, bundle.Key, bundle.SHA256, dir)
-	var bad *trial.BadBundle
-	if errors.As(err, &bad) || errors.Is(err, store.ErrNotFound) {
+	t, _, err := trial.Fetch(ctx, s.cfg.Store, run, p.TaskID, p.Bundle, dir)
+	if trial.Unusable(err) {
 		return nil, engine.Permanent(err)
 	}
 	if err != nil {
