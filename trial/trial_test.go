@@ -9,14 +9,12 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 func backend(t *testing.T) sandbox.Backend {
 	t.Helper()
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3 (make setup installs python3-pytest)")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
 )
 
@@ -159,4 +160,25 @@ func CheckFor(t testing.TB, total time.Duration, f func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s: %v", total, err)
+}
+
+// Bubblewrap returns the bubblewrap sandbox backend, or skips the test
+// with the reason when it cannot run here (make setup installs it; CI sets
+// T1_REQUIRE_BWRAP=1, which fails the test instead of skipping it).
+func Bubblewrap(t testing.TB) *sandbox.Bubblewrap {
+	t.Helper()
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
+			t.Fatalf("bubblewrap is required here: %v", err)
+		}
+		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
+	}
+	return bw
+}
+
+// Runner is a stage runner configuration for tests: quick retries, few
+// deliveries.
+func Runner(concurrency int) engine.RunnerConfig {
+	return engine.RunnerConfig{Concurrency: concurrency, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
 }

@@ -9,15 +9,13 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 )
 
 func shell(t *testing.T) Shell {
 	t.Helper()
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx := context.Background()
 	sb, err := bw.Start(ctx, sandbox.Spec{})
 	if err != nil {

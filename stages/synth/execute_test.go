@@ -8,18 +8,12 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
-func backend(t *testing.T) sandbox.Backend {
-	t.Helper()
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
-	return bw
-}
+func backend(t *testing.T) sandbox.Backend { return testinfra.Bubblewrap(t) }
 
 // Grown tasks are kept only by execution: the oracle passes everything,
 // the parent's solution fails exactly the new assertions.

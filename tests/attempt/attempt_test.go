@@ -30,10 +30,7 @@ func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 const run = "att"
 
 func TestRolloutAndReward(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)
@@ -73,7 +70,7 @@ func TestRolloutAndReward(t *testing.T) {
 		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
 	}
 	opt := trial.Options{Backend: bw}
-	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	rc := testinfra.Runner(2)
 	ec := rollout.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
 	// The stage's default scale is 1; the run freezes 0.5.
@@ -164,10 +161,7 @@ func TestRolloutAndReward(t *testing.T) {
 // Floods, commands that never end, invalid UTF-8 and unusable replies all
 // end up as bounded, storable turns with the reason visible.
 func TestHostileEpisode(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)

@@ -12,15 +12,12 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/trial"
 )
 
 func TestFixturesOffline(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for name, tests := range map[string]int{"csv-summary": 4, "fix-config": 4} {

@@ -13,7 +13,6 @@ import (
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/moe"
-	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -32,10 +31,7 @@ const run = "tiny"
 // From run.started to the first batch: synthesis rounds, audit, the sealed
 // pool, rollouts and rewards of iteration 0, and its batch manifest.
 func TestControlDrivesToTheFirstBatch(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)
@@ -55,9 +51,8 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
 	}
 	opt := trial.Options{Backend: bw}
-	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
-	one := rc
-	one.Concurrency = 1
+	rc := testinfra.Runner(2)
+	one := testinfra.Runner(1)
 	cc := control.DefaultConfig()
 	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalAttempts = 3, 2, 4, 1, 3, 2
 	cc.Model = schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}

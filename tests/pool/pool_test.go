@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
@@ -28,14 +27,11 @@ import (
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
 func TestSynthesiseAndAudit(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)
 	opt := trial.Options{Backend: bw}
-	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	rc := testinfra.Runner(2)
 	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
 	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
 
@@ -120,16 +116,13 @@ func mustRef(t *testing.T, l *engine.Log) schemas.FileRef {
 // A bundle that tries to escape its directory fails alone, with the
 // entry named; the task next to it is audited.
 func TestHostileBundleFailsAlone(t *testing.T) {
-	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
-	}
+	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)
 	opt := trial.Options{Backend: bw}
-	rc := engine.RunnerConfig{Concurrency: 2, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	rc := testinfra.Runner(2)
 	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
 
 	var buf bytes.Buffer
