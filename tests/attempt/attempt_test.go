@@ -75,7 +75,8 @@ func TestRolloutAndReward(t *testing.T) {
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
 	// The stage's default scale is 1; the run freezes 0.5.
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
+	rewardStage := reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l})
+	testinfra.RunStage(t, l, rewardStage, rc)
 	started, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 1, RewardScale: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +117,32 @@ func TestRolloutAndReward(t *testing.T) {
 	}
 	if model := scores[1]; model.Total != len(sp.Checks) {
 		t.Fatalf("the model's attempt was not verified per assertion: %+v", model)
+	}
+
+	// Re-score every attempt into a branch run: rewards only, no rollout,
+	// the original run untouched.
+	before := testinfra.Count(t, l, "t1."+run+".>")
+	res, err := l.Branch(ctx, rewardStage, run, "att-rescore", engine.ReplayFrom{}, "rescore")
+	if err != nil || res.Inputs != 2 || res.Emitted != 2 || res.Failed != 0 {
+		t.Fatalf("branch: %+v, %v", res, err)
+	}
+	if n := testinfra.Count(t, l, "t1."+run+".>"); n != before {
+		t.Fatalf("the original run changed: %d events, was %d", n, before)
+	}
+	if n := testinfra.Count(t, l, "t1.att-rescore."+schemas.RewardScored); n != 2 || testinfra.Count(t, l, "t1.att-rescore."+schemas.RolloutCompleted) != 0 {
+		t.Fatalf("branch run holds %d rewards", n)
+	}
+	for _, ev := range testinfra.Events(t, l, "t1.att-rescore."+schemas.RewardScored) {
+		var p schemas.RewardScoredPayload
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Attempt == 0 && p.Reward != float64(oracle.Total) { // the branch froze no scale: the stage's 1
+			t.Fatalf("re-scored oracle attempt: %+v", p)
+		}
+		if !strings.HasPrefix(p.Rewards.Key, "runs/att-rescore/") {
+			t.Fatalf("branch rewards stored at %s", p.Rewards.Key)
+		}
 	}
 
 	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.RolloutCompleted) {
