@@ -1,0 +1,115 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/schemas"
+)
+
+// recorder is an engine.Emitter that keeps what was emitted.
+type recorder struct{ evs []engine.Event }
+
+func (r *recorder) Emit(typ string, payload any, _ ...engine.EmitOption) (engine.Event, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return engine.Event{}, err
+	}
+	ev := engine.Event{ID: typ + "#" + string(rune('a'+len(r.evs))), Type: typ, Run: "r", Payload: b}
+	r.evs = append(r.evs, ev)
+	return ev, nil
+}
+
+func event(t *testing.T, id, typ string, payload any) engine.Event {
+	t.Helper()
+	b, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.Event{ID: id, Type: typ, Run: "r", Payload: b}
+}
+
+func decide(t *testing.T, s *stage, st *runState) []engine.Event {
+	t.Helper()
+	var rec recorder
+	if err := s.decide(context.Background(), "r", st, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.evs
+}
+
+// Rounds settle on every candidate's outcome — audited, discarded or
+// failed — and the next round grows from what was accepted.
+func TestRoundsSettleAndGrow(t *testing.T) {
+	c := DefaultConfig()
+	c.Seeds, c.Rounds, c.PoolTarget, c.PerSeed = 3, 3, 100, 2
+	s := &stage{cfg: StageConfig{Config: c}}
+	st := newRunState()
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("decided before run.started: %v", got)
+	}
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 5}))
+	got := decide(t, s, st)
+	if len(got) != 1 || got[0].Type != schemas.SynthRequested {
+		t.Fatalf("after run.started: %v", got)
+	}
+	st.apply(got[0])
+	if again := decide(t, s, st); len(again) != 0 {
+		t.Fatalf("decided again before the round settled: %v", again)
+	}
+	st.apply(event(t, "c1", schemas.SynthCandidate, schemas.SynthCandidatePayload{Round: 0}))
+	st.apply(event(t, "a1", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
+	st.apply(event(t, "d1", schemas.SynthDiscarded, schemas.SynthDiscardedPayload{TaskID: "t2", Round: 0}))
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("decided with one candidate outstanding: %v", got)
+	}
+	st.apply(event(t, "f1", engine.FailedType(schemas.SynthCandidate), engine.Failure{EventID: "c1"}))
+	got = decide(t, s, st)
+	var p schemas.SynthRequestedPayload
+	if len(got) != 1 || got[0].Type != schemas.SynthRequested || got[0].Decode(&p) != nil || p.Round != 1 ||
+		len(p.SeedIDs) != 1 || p.SeedIDs[0] != "t1" || p.PerSeed != 2 || p.Seed != 5 {
+		t.Fatalf("round 1 request: %v %+v", got, p)
+	}
+	// Round 1 fails as a whole: nothing accepted in it, so the pool seals
+	// with round 0's task (a sealed pool needs the tasks rows: none here,
+	// so the histogram stays empty).
+	st.apply(got[0])
+	st.apply(event(t, "rf", engine.FailedType(schemas.SynthRequested), engine.Failure{EventID: got[0].ID}))
+	got = decide(t, s, st)
+	if len(got) < 1 || got[0].Type != schemas.PoolSealed {
+		t.Fatalf("after the last round: %v", got)
+	}
+	var sealed schemas.PoolSealedPayload
+	if err := got[0].Decode(&sealed); err != nil || len(sealed.TaskIDs) != 1 || sealed.TaskIDs[0] != "t1" {
+		t.Fatalf("pool %+v (%v)", sealed, err)
+	}
+}
+
+// An iteration settles on scored and failed attempts; below MinSuccess the
+// run fails with the reason.
+func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
+	c := DefaultConfig()
+	c.Attempts, c.MinSuccess, c.EvalSuite = 2, 0.75, ""
+	s := &stage{cfg: StageConfig{Config: c}}
+	st := newRunState()
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}))
+	st.apply(event(t, "sr", schemas.SynthRequested, schemas.SynthRequestedPayload{Round: 0, Seeds: 1}))
+	st.apply(event(t, "aud", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
+	st.apply(event(t, "seal", schemas.PoolSealed, schemas.PoolSealedPayload{TaskIDs: []string{"t1"}}))
+	got := decide(t, s, st)
+	if len(got) != 2 || got[0].Type != schemas.RolloutRequested {
+		t.Fatalf("iteration 0 requests: %v", got)
+	}
+	for _, ev := range got {
+		st.apply(ev)
+	}
+	st.apply(event(t, "sc", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t1", Attempt: 0, Purpose: "train"}))
+	st.apply(event(t, "fail", engine.FailedType(schemas.RolloutRequested), engine.Failure{EventID: got[1].ID}))
+	got = decide(t, s, st)
+	var p schemas.RunCompletedPayload
+	if len(got) != 1 || got[0].Type != schemas.RunFailed || got[0].Decode(&p) != nil || p.Reason == "" {
+		t.Fatalf("after 1 of 2 attempts: %v %+v", got, p)
+	}
+}
