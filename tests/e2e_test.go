@@ -93,7 +93,7 @@ func TestInterruptInspectResume(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	first := command(t, data, cfg, "run")
+	first := command(t, data, cfg, "demo")
 	var stderr bytes.Buffer
 	first.Stderr = &stderr
 	if err := first.Start(); err != nil {
@@ -139,7 +139,7 @@ func TestInterruptInspectResume(t *testing.T) {
 		t.Fatalf("run did not stop on SIGINT\n%s", stderr.String())
 	}
 
-	out, err := command(t, data, cfg, "run", "--json").Output()
+	out, err := command(t, data, cfg, "demo", "--json").Output()
 	if err != nil {
 		t.Fatalf("resumed run: %v\n%s", err, out)
 	}
@@ -159,7 +159,7 @@ func TestInterruptInspectResume(t *testing.T) {
 	if want := uint64(1 + n/50 + 2*n); s.Streams[0].Messages != want {
 		t.Fatalf("log holds %d events, want %d: a resumed run duplicated work", s.Streams[0].Messages, want)
 	}
-	if !strings.Contains(stderr.String(), "run `t1 run` again to resume") {
+	if !strings.Contains(stderr.String(), "run `t1 demo` again to resume") {
 		t.Errorf("interrupted run did not say how to resume:\n%s", stderr.String())
 	}
 }

@@ -136,7 +136,12 @@ type Engine struct {
 
 // Stages holds per-stage settings.
 type Stages struct {
-	Demo Demo `yaml:"demo"`
+	Demo    Demo    `yaml:"demo"`
+	Control Control `yaml:"control"`
+	Eval    Eval    `yaml:"eval"`
+	Reward  Reward  `yaml:"reward"`
+	Rollout Rollout `yaml:"rollout"`
+	Audit   Audit   `yaml:"audit"`
 }
 
 // Demo configures the two-stage demo pipeline (producer and consumer).
@@ -150,7 +155,7 @@ type Demo struct {
 // same values.
 func Default() Config {
 	return Config{
-		Run:      Run{ID: "demo", Seed: 1},
+		Run:      Run{ID: "main", Seed: 1},
 		Data:     ".t1",
 		LogLevel: "info",
 		Bus: Bus{
@@ -178,7 +183,7 @@ func Default() Config {
 			Backoff:     []time.Duration{time.Second, 5 * time.Second, 15 * time.Second},
 			Heartbeat:   10 * time.Second,
 		},
-		Stages:    Stages{Demo: Demo{Count: 200, PayloadBytes: 4096}},
+		Stages:    defaultStages(),
 		Inference: defaultInference(),
 		Sandbox:   defaultSandbox(),
 		Training:  defaultTraining(),

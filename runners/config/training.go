@@ -57,8 +57,8 @@ type TrainerBackend struct {
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, Epochs: 2, CriticEpochs: 2,
-		MaxGradNorm: 1, Replay: true, Warmup: CriticWarmup{Steps: 16, EV: 0.1},
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, Epochs: 1, CriticEpochs: 1,
+		MaxGradNorm: 1, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
 }

@@ -14,7 +14,7 @@ func TestTrainingOverlay(t *testing.T) {
 	}
 	tr := cfg.Training
 	o := tr.TrainerOptions()
-	if o.Replay || o.Adam.LR != 3e-5 || o.Epochs != 2 || tr.Warmup.Steps != 0 || tr.Warmup.EV != 0.1 || tr.Trainer.Command[3] != "{manifest}" {
+	if o.Replay || o.Adam.LR != 3e-5 || o.Epochs != 1 || tr.Warmup.Steps != 0 || tr.Warmup.EV != 0.1 || tr.Trainer.Command[3] != "{manifest}" {
 		t.Errorf("parsed %+v -> %+v", tr, o)
 	}
 	if e, ok := tr.NewTrainer(nil).(*trainer.Exec); !ok || e.Argv[0] != "torchrun" {

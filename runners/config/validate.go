@@ -123,13 +123,7 @@ func (c Config) problems() []problem {
 	c.Sandbox.check(bad)
 	c.Training.check(bad)
 
-	// Stages.
-	if d := c.Stages.Demo; d.Count < 1 {
-		bad("stages.demo.count", "must be at least 1, got %d", d.Count)
-	}
-	if d := c.Stages.Demo; d.PayloadBytes < 0 {
-		bad("stages.demo.payload_bytes", "must not be negative, got %d", d.PayloadBytes)
-	}
+	c.Stages.check(bad)
 	return ps
 }
 

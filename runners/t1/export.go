@@ -22,7 +22,7 @@ func exportCmd(g *globals) *cobra.Command {
 		Use:   "atif --run R --out DIR",
 		Short: "Write every attempt of a run as Harbor ATIF trajectory JSON (" + rollout.ATIFVersion + ")",
 		Long: `Follows the run's rollout.completed events to their trajectory, turns and tokens
-objects and writes one ATIF file per attempt: DIR/<task>-a<attempt>-i<iteration>-<purpose>.json.
+objects and writes one ATIF file per attempt: DIR/<task>-a<attempt>-i<iteration>-v<policy>-<purpose>.json.
 Agent steps carry the commands as bash tool calls, the observation, and the turn's
 prompt length, completion token ids and sampler log-probs.`,
 		Args: cobra.NoArgs,
@@ -96,7 +96,7 @@ prompt length, completion token ids and sampler log-probs.`,
 				if err != nil {
 					return err
 				}
-				name := fmt.Sprintf("%s-a%d-i%d-%s.json", p.TaskID, p.Attempt, p.Iteration, p.Purpose)
+				name := fmt.Sprintf("%s-a%d-i%d-v%d-%s.json", p.TaskID, p.Attempt, p.Iteration, p.PolicyVersion, p.Purpose)
 				if err := os.WriteFile(filepath.Join(out, name), append(data, '\n'), 0o644); err != nil {
 					return err
 				}

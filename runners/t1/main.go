@@ -59,6 +59,7 @@ func newRoot() *cobra.Command {
 		statusCmd(g),
 		eventsCmd(g),
 		runCmd(g),
+		demoCmd(g),
 		queryCmd(g),
 		inspectCmd(g),
 		tasksCmd(g),

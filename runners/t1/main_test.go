@@ -36,7 +36,7 @@ func TestRunDemoEndToEndAndResume(t *testing.T) {
 	cfg := writeConfig(t, "run:\n  id: e2e\nstages:\n  demo:\n    count: 25\n    payload_bytes: 1000\n")
 	var sums [2]runSummary
 	for i := range sums {
-		out, err := t1(t, "run", "--json", "--data", data, "--config", cfg, "--log-level", "warn")
+		out, err := t1(t, "demo", "--json", "--data", data, "--config", cfg, "--log-level", "warn")
 		if err != nil {
 			t.Fatalf("run %d: %v\n%s", i, err, out)
 		}
@@ -120,7 +120,7 @@ func TestUnreachableServersAreOneLine(t *testing.T) {
 func TestHostileDemoInputFails(t *testing.T) {
 	data := t.TempDir()
 	cfg := writeConfig(t, "run:\n  id: bad\nstages:\n  demo:\n    count: 3\n    payload_bytes: 70000000\n")
-	_, err := t1(t, "run", "--data", data, "--config", cfg, "--log-level", "error")
+	_, err := t1(t, "demo", "--data", data, "--config", cfg, "--log-level", "error")
 	if err == nil || !strings.Contains(err.Error(), "t1 events list --run bad --type demo.started.failed") {
 		t.Fatalf("error %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -19,19 +20,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/runners/config"
 	"github.com/t1pipe/t1/runners/local"
-	"github.com/t1pipe/t1/stages/demo"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/audit"
+	"github.com/t1pipe/t1/stages/control"
+	"github.com/t1pipe/t1/stages/critic"
+	"github.com/t1pipe/t1/stages/eval"
+	"github.com/t1pipe/t1/stages/ppo"
+	"github.com/t1pipe/t1/stages/reward"
+	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/taskgen"
+	"github.com/t1pipe/t1/trial"
 )
 
 func runCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "run",
-		Short: "Run the default pipeline in one process on the configured (by default embedded) NATS and S3",
-		Long: "Runs every stage of the pipeline in this process, with live progress on stderr and a summary\n" +
-			"at the end. Interrupting stops cleanly; running again with the same configuration resumes.\n" +
-			"Until the training stages exist this is the two-stage demo pipeline (producer and verifier)\n" +
-			"over the real engine, bus and object store.",
+		Short: "Run the whole pipeline in one process on the configured (by default embedded) NATS and S3",
+		Long: `Runs every stage in this process — control, synth, audit, rollout, reward, critic, ppo and
+eval — on embedded NATS and S3 unless the configuration points elsewhere, with the reference
+MoE as the policy. Progress goes to stderr; a summary and the report's path go to stdout.
+Interrupting stops cleanly; running again with the same configuration resumes from the log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -44,37 +61,173 @@ func runCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer in.Close()
-			return runDemo(ctx, cmd, g, in)
+			return runPipeline(ctx, cmd, g, in)
 		},
 	}
 }
 
-type runSummary struct {
-	Run       string        `json:"run"`
-	Requested int           `json:"requested"`
-	Produced  uint64        `json:"produced"`
-	Verified  uint64        `json:"verified"`
-	Failed    uint64        `json:"failed"`
-	Dead      uint64        `json:"dead_letters"`
-	Bytes     int64         `json:"bytes"`
-	Elapsed   time.Duration `json:"elapsed_ns"`
-	Report    string        `json:"report"`
-	ReportKey string        `json:"report_key"`
+// pipeline is every stage of a run, wired from the configuration.
+type pipeline struct {
+	stages  []engine.Stage
+	single  map[string]bool // stages that fold the log and run one handler at a time
+	started schemas.RunStartedPayload
 }
 
-func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra) error {
+func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
+	cfg := in.Config
+	st := in.Store
+	sc := cfg.Stages
+	be, err := sandbox.ByName(cfg.Sandbox.Backend)
+	if err != nil {
+		return nil, err
+	}
+	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits()}
+	mcfg := moeConfig(cfg.Inference.Model)
+	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
+	rf, err := verifier.NewRewardFunc(verifier.Mode(sc.Reward.Mode), sc.Reward.Scale)
+	if err != nil {
+		return nil, err
+	}
+	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
+		return inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, mcfg, st)
+	}
+	tr := cfg.Training.NewTrainer(st)
+
+	cc := control.Config{
+		PoolTarget: sc.Control.PoolTarget, Rounds: sc.Control.Rounds, Seeds: sc.Control.Seeds, PerSeed: sc.Control.PerSeed,
+		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
+		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
+		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
+	}
+	suites := map[string]eval.Suite{}
+	var refs []audit.Fingerprint
+	if sc.Eval.Suite != "" {
+		dirs, err := absAll(sc.Eval.Dirs)
+		if err != nil {
+			return nil, err
+		}
+		suites[sc.Eval.Suite] = eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
+		// Training tasks must stay apart from the built-in suite.
+		for _, steps := range taskgen.Suite(sc.Eval.Seed, sc.Eval.Tasks, sc.Eval.Rounds) {
+			sp, err := taskgen.Build(steps)
+			if err != nil {
+				return nil, err
+			}
+			t, err := sp.Task(0)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, audit.FingerprintOf(t))
+		}
+	}
+	ec := rollout.Config{
+		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
+		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
+	}
+	p := &pipeline{
+		single: map[string]bool{"control": true, "eval": true},
+		started: schemas.RunStartedPayload{Seed: cfg.Run.Seed, Model: dims, Iterations: sc.Control.Iterations,
+			RewardScale: sc.Reward.Scale},
+	}
+	if sc.Eval.Suite != "" {
+		p.started.EvalSuites = []string{sc.Eval.Suite}
+	}
+	p.stages = []engine.Stage{
+		control.NewStage(control.StageConfig{Log: in.Log, Store: st, Config: cc}),
+		synth.New(synth.Config{Store: st, Trial: opt}),
+		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, References: refs, Rerun: sc.Audit.Rerun,
+			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
+		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: newPolicies(st, cfg.Inference, initial)}),
+		reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: in.Log}),
+		critic.New(critic.Config{Store: st, Model: mcfg, Adam: cfg.Training.CriticAdam(), Gamma: cfg.Training.Gamma,
+			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
+			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
+		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
+	}
+	if sc.Eval.Suite != "" {
+		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: in.Log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
+	}
+	return p, nil
+}
+
+// newPolicies resolves a run's policy versions: version 0 is the
+// configured initial policy, stored once as the run's version 0; later
+// versions are the checkpoints PPO stored. Each is loaded once.
+func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error)) rollout.Policies {
+	var mu sync.Mutex
+	cache := map[string]rollout.Policy{}
+	return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
+		key := fmt.Sprintf("%s/%d", run, v)
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := cache[key]; ok {
+			return p, nil
+		}
+		if v == 0 {
+			if err := trainer.EnsurePolicy(ctx, st, run, 0, initial); err != nil {
+				return rollout.Policy{}, err
+			}
+		}
+		ck, err := trainer.LoadCheckpoint(ctx, st, trainer.PolicyPrefix(run, v))
+		if err != nil {
+			return rollout.Policy{}, err
+		}
+		prec, err := moe.ParsePrecision(ic.Precision)
+		if err != nil {
+			return rollout.Policy{}, err
+		}
+		p := rollout.Policy{Engine: inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v)), Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
+		cache[key] = p
+		return p, nil
+	}
+}
+
+type pipelineSummary struct {
+	Run        string            `json:"run"`
+	Status     string            `json:"status"` // completed | failed | stopped
+	Reason     string            `json:"reason,omitempty"`
+	Events     map[string]uint64 `json:"events"`
+	Evals      []evalLine        `json:"evals,omitempty"`
+	Dead       uint64            `json:"dead_letters"`
+	Elapsed    time.Duration     `json:"elapsed_ns"`
+	Report     string            `json:"report"`
+	ReportKey  string            `json:"report_key"`
+	PolicyLast int64             `json:"policy_version"`
+}
+
+type evalLine struct {
+	Suite         string  `json:"suite"`
+	PolicyVersion int64   `json:"policy_version"`
+	Attempts      int     `json:"attempts"`
+	ResolveRate   float64 `json:"resolve_rate"`
+	MeanReward    float64 `json:"mean_reward"`
+	MeanTurns     float64 `json:"mean_turns"`
+}
+
+func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra) error {
 	cfg := in.Config
 	run := cfg.Run.ID
-	dc := cfg.Stages.Demo
-	started := demo.StartedPayload{Count: dc.Count, PayloadBytes: dc.PayloadBytes, Seed: cfg.Run.Seed}
-	hash := configHash(started)
+	p, err := buildPipeline(ctx, in)
+	if err != nil {
+		return err
+	}
+	hash := configHash(struct {
+		Stages   config.Stages
+		Training config.Training
+		Model    config.InferenceModel
+		Seed     uint64
+	}{cfg.Stages, cfg.Training, cfg.Inference.Model, cfg.Run.Seed})
 
 	stageCtx, stopStages := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopStages(); wg.Wait() }()
-	errs := make(chan error, 2)
-	for _, s := range demo.Stages(in.Store) {
-		r := engine.NewRunner(in.Log, s, local.RunnerConfig(cfg.Engine, hash))
+	errs := make(chan error, len(p.stages))
+	for _, s := range p.stages {
+		rc := local.RunnerConfig(cfg.Engine, hash)
+		if p.single[s.Name()] {
+			rc.Concurrency = 1
+		}
+		r := engine.NewRunner(in.Log, s, rc)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -83,58 +236,76 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 			}
 		}()
 	}
-
-	// The root event is published once per run: a resumed run finds it and
-	// carries on from what the log already holds.
-	root, err := engine.NewRootEvent(run, demo.Started, hash, started)
-	if err != nil {
-		return err
-	}
-	exists, err := hasEvent(ctx, in.Log, engine.Subject(run, demo.Started))
+	exists, err := hasEvent(ctx, in.Log, engine.Subject(run, schemas.RunStarted))
 	if err != nil {
 		return err
 	}
 	if !exists {
+		root, err := engine.NewRootEvent(run, schemas.RunStarted, hash, p.started)
+		if err != nil {
+			return err
+		}
 		if _, err := in.Log.Publish(ctx, root); err != nil {
 			return err
 		}
 	}
 
 	begin := time.Now()
-	progress := newProgress(cmd.ErrOrStderr(), dc.Count)
-	var sum runSummary
-	var counts map[string]uint64
-	tick := time.NewTicker(500 * time.Millisecond)
+	prog := newPipelineProgress(cmd.ErrOrStderr(), cfg.Stages)
+	sum := pipelineSummary{Run: run}
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		var err error
-		counts, err = runCounts(ctx, in.Log, run)
+		counts, err := runCounts(ctx, in.Log, run)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
-		sum = runSummary{
-			Run: run, Requested: dc.Count,
-			Produced: counts[demo.Item], Verified: counts[demo.Verified],
-			Failed: counts[engine.FailedType(demo.Item)] + counts[engine.FailedType(demo.Chunk)] + counts[engine.FailedType(demo.Started)],
+		sum.Events = counts
+		prog.update(counts, time.Since(begin))
+		if counts[schemas.RunCompleted] > 0 {
+			sum.Status = "completed"
+			break
 		}
-		progress.update(sum, time.Since(begin))
-		done := int(sum.Verified+counts[engine.FailedType(demo.Item)])+demo.ChunkSize*int(counts[engine.FailedType(demo.Chunk)]) >= dc.Count || counts[engine.FailedType(demo.Started)] > 0
-		if done {
+		if counts[schemas.RunFailed] > 0 {
+			sum.Status = "failed"
 			break
 		}
 		select {
 		case <-ctx.Done():
-			progress.finish()
-			fmt.Fprintf(cmd.ErrOrStderr(), "stopped at %d/%d verified; run `t1 run` again to resume\n", sum.Verified, dc.Count)
+			prog.finish()
+			fmt.Fprintf(cmd.ErrOrStderr(), "stopped; run `t1 run` again to resume run %s\n", run)
 			return nil
 		case err := <-errs:
 			return err
 		case <-tick.C:
 		}
 	}
-	progress.finish()
+	prog.finish()
 	sum.Elapsed = time.Since(begin)
-	sum.Bytes = int64(sum.Verified) * int64(dc.PayloadBytes)
+	if err := in.Log.Replay(ctx, []string{engine.Subject(run, schemas.EvalCompleted), engine.Subject(run, schemas.RunFailed),
+		engine.Subject(run, schemas.PolicyUpdated)}, engine.ReplayFrom{}, func(ev engine.Event) error {
+		switch ev.Type {
+		case schemas.EvalCompleted:
+			var e schemas.EvalCompletedPayload
+			if ev.Decode(&e) == nil {
+				sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns})
+			}
+		case schemas.RunFailed:
+			var f schemas.RunCompletedPayload
+			if ev.Decode(&f) == nil {
+				sum.Reason = f.Reason
+			}
+		case schemas.PolicyUpdated:
+			var u schemas.PolicyUpdatedPayload
+			if ev.Decode(&u) == nil && u.PolicyVersion > sum.PolicyLast {
+				sum.PolicyLast = u.PolicyVersion
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	sort.Slice(sum.Evals, func(i, j int) bool { return sum.Evals[i].PolicyVersion < sum.Evals[j].PolicyVersion })
 	dead, err := in.Log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(strings.ToLower(cfg.Bus.Stream.Name)+"dlq."+run+".>"))
 	if err == nil {
 		for _, n := range dead.State.Subjects {
@@ -142,7 +313,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 		}
 	}
 	sum.ReportKey = "runs/" + run + "/report.md"
-	report := renderReport(sum)
+	report := renderPipelineReport(sum)
 	if _, err := in.Store.Put(ctx, sum.ReportKey, strings.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "text/markdown"}); err != nil {
 		return err
 	}
@@ -158,18 +329,118 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 			return err
 		}
 	} else {
-		printSummary(cmd.OutOrStdout(), sum)
+		printPipelineSummary(cmd.OutOrStdout(), sum)
 	}
-	if sum.Failed > 0 {
-		var hints []string
-		for _, typ := range []string{demo.Started, demo.Chunk, demo.Item} {
-			if counts[engine.FailedType(typ)] > 0 {
-				hints = append(hints, "t1 events list --run "+run+" --type "+engine.FailedType(typ))
-			}
-		}
-		return fmt.Errorf("run %s: %d events failed; reasons: %s", run, sum.Failed, strings.Join(hints, "; "))
+	if sum.Status == "failed" {
+		return fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", run, sum.Reason, run)
 	}
 	return nil
+}
+
+// failedTotal counts the run's failed events of every type.
+func failedTotal(counts map[string]uint64) uint64 {
+	var n uint64
+	for t, c := range counts {
+		if strings.HasSuffix(t, ".failed") && t != schemas.RunFailed {
+			n += c
+		}
+	}
+	return n
+}
+
+type pipelineProgress struct {
+	w    io.Writer
+	sc   config.Stages
+	tty  bool
+	last time.Time
+}
+
+func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &pipelineProgress{w: w, sc: sc, tty: tty}
+}
+
+func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
+	if !p.tty && time.Since(p.last) < 5*time.Second {
+		return // logs and CI get a line every few seconds, terminals a live line
+	}
+	p.last = time.Now()
+	stage := "synth"
+	switch {
+	case c[schemas.RunCompleted]+c[schemas.RunFailed] > 0:
+		stage = "done"
+	case c[schemas.PolicyUpdated] > 0 || c[schemas.BatchReady] > 0:
+		stage = fmt.Sprintf("train (iteration %d/%d)", min(int(c[schemas.PolicyUpdated])+1, p.sc.Control.Iterations), p.sc.Control.Iterations)
+	case c[schemas.PoolSealed] > 0:
+		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
+	case c[schemas.TaskAudited] > 0:
+		stage = "synth + audit"
+	}
+	rate := float64(c[schemas.RewardScored]) / elapsed.Minutes()
+	line := fmt.Sprintf("[%s] %s · tasks %d synthesised, %d discarded, %d audited · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
+		elapsed.Round(time.Second), stage, c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited],
+		c[schemas.RewardScored], c[schemas.RolloutRequested], rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *pipelineProgress) finish() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func printPipelineSummary(w io.Writer, s pipelineSummary) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "run\t%s (%s)\n", s.Run, s.Status)
+	if s.Reason != "" {
+		fmt.Fprintf(tw, "reason\t%s\n", s.Reason)
+	}
+	for _, t := range []string{schemas.TaskSynthesized, schemas.SynthDiscarded, schemas.TaskAudited, schemas.RolloutCompleted,
+		schemas.RewardScored, schemas.PolicyUpdated, schemas.EvalCompleted} {
+		fmt.Fprintf(tw, "%s\t%d\n", t, s.Events[t])
+	}
+	fmt.Fprintf(tw, "failed events\t%d\n", failedTotal(s.Events))
+	fmt.Fprintf(tw, "dead letters\t%d\n", s.Dead)
+	for _, e := range s.Evals {
+		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts)
+	}
+	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)
+	tw.Flush()
+}
+
+func renderPipelineReport(s pipelineSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# t1 run %s\n\nStatus: **%s**", s.Run, s.Status)
+	if s.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", s.Reason)
+	}
+	fmt.Fprintf(&b, "; latest policy version %d; %s.\n\n## Events\n\n| type | count |\n|---|---|\n", s.PolicyLast, s.Elapsed.Round(time.Second))
+	types := make([]string, 0, len(s.Events))
+	for t := range s.Events {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		fmt.Fprintf(&b, "| %s | %d |\n", t, s.Events[t])
+	}
+	if len(s.Evals) > 0 {
+		b.WriteString("\n## Evaluation\n\n| suite | policy | attempts | resolve rate | partial credit | turns |\n|---|---|---|---|---|---|\n")
+		for _, e := range s.Evals {
+			fmt.Fprintf(&b, "| %s | v%d | %d | %.3f | %.3f | %.1f |\n", e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns)
+		}
+	}
+	fmt.Fprintf(&b, "\nDead letters: %d. Query the tables with `t1 query trajectories --run %s` or DuckDB over the Parquet under the data directory's s3/ folder.\n", s.Dead, s.Run)
+	return b.String()
 }
 
 func configHash(v any) string {
@@ -202,70 +473,4 @@ func runCounts(ctx context.Context, l *engine.Log, run string) (map[string]uint6
 		out[strings.TrimPrefix(subj, prefix)] += n
 	}
 	return out, nil
-}
-
-type progress struct {
-	w     io.Writer
-	total int
-	tty   bool
-	last  time.Time
-}
-
-func newProgress(w io.Writer, total int) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	return &progress{w: w, total: total, tty: tty}
-}
-
-func (p *progress) update(s runSummary, elapsed time.Duration) {
-	if !p.tty && time.Since(p.last) < 5*time.Second && int(s.Verified) < p.total {
-		return // logs and CI get a line every few seconds, terminals a live line
-	}
-	p.last = time.Now()
-	rate := float64(s.Verified) / elapsed.Seconds()
-	eta := "?"
-	if rate > 0 {
-		eta = (time.Duration(float64(p.total-int(s.Verified))/rate) * time.Second / time.Second).Round(time.Second).String()
-	}
-	line := fmt.Sprintf("[%s] stage demo-producer: %d/%d produced · stage demo-verifier: %d/%d verified · %d failed · %.0f items/s · ETA %s",
-		elapsed.Round(time.Second), s.Produced, p.total, s.Verified, p.total, s.Failed, rate, eta)
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-	} else {
-		fmt.Fprintln(p.w, line)
-	}
-}
-
-func (p *progress) finish() {
-	if p.tty {
-		fmt.Fprintln(p.w)
-	}
-}
-
-func printSummary(w io.Writer, s runSummary) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "run\t%s\n", s.Run)
-	fmt.Fprintf(tw, "requested\t%d\n", s.Requested)
-	fmt.Fprintf(tw, "produced\t%d\n", s.Produced)
-	fmt.Fprintf(tw, "verified\t%d\n", s.Verified)
-	fmt.Fprintf(tw, "failed\t%d\n", s.Failed)
-	fmt.Fprintf(tw, "dead letters\t%d\n", s.Dead)
-	fmt.Fprintf(tw, "bytes verified\t%d\n", s.Bytes)
-	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)
-	tw.Flush()
-}
-
-func renderReport(s runSummary) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# t1 run %s\n\n", s.Run)
-	b.WriteString("Demo pipeline: producer writes seeded blobs to the object store, verifier reads each back and checks its SHA-256.\n\n")
-	b.WriteString("| measure | value |\n|---|---|\n")
-	fmt.Fprintf(&b, "| requested | %d |\n| produced | %d |\n| verified | %d |\n| failed | %d |\n| dead letters | %d |\n| bytes verified | %d |\n",
-		s.Requested, s.Produced, s.Verified, s.Failed, s.Dead, s.Bytes)
-	return b.String()
 }

@@ -113,3 +113,34 @@ func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
 		t.Fatalf("after 1 of 2 attempts: %v %+v", got, p)
 	}
 }
+
+// The run completes only after the last policy's evaluation has an
+// outcome, not when it is merely asked for.
+func TestRunCompletesAfterTheLastEvaluation(t *testing.T) {
+	c := DefaultConfig()
+	c.Attempts, c.Iterations, c.EvalBaseline = 1, 1, false
+	s := &stage{cfg: StageConfig{Config: c}}
+	st := newRunState()
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}))
+	st.apply(event(t, "sr", schemas.SynthRequested, schemas.SynthRequestedPayload{Round: 0, Seeds: 1}))
+	st.apply(event(t, "aud", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
+	st.apply(event(t, "seal", schemas.PoolSealed, schemas.PoolSealedPayload{TaskIDs: []string{"t1"}}))
+	for _, ev := range decide(t, s, st) {
+		st.apply(ev)
+	}
+	st.apply(event(t, "sc", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t1", Purpose: "train"}))
+	st.iter(0).batch = true // the batch itself needs a store; its outcome is what matters here
+	st.apply(event(t, "pu", schemas.PolicyUpdated, schemas.PolicyUpdatedPayload{Iteration: 0, PolicyVersion: 1}))
+	got := decide(t, s, st)
+	if len(got) != 1 || got[0].Type != schemas.EvalRequested {
+		t.Fatalf("after the last update: %v", got)
+	}
+	st.apply(got[0])
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("decided while the last evaluation runs: %v", got)
+	}
+	st.apply(event(t, "ec", schemas.EvalCompleted, schemas.EvalCompletedPayload{Suite: c.EvalSuite, PolicyVersion: 1}))
+	if got := decide(t, s, st); len(got) != 1 || got[0].Type != schemas.RunCompleted {
+		t.Fatalf("after the last evaluation: %v", got)
+	}
+}

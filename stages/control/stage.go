@@ -201,15 +201,19 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		if !it.updated {
 			return nil
 		}
-		if err := s.maybeEval(st, it.newVer, i == c.Iterations-1, out); err != nil {
-			return err
+		if asked, err := s.maybeEval(st, it.newVer, i == c.Iterations-1, out); err != nil || asked {
+			return err // an evaluation just asked for is not folded yet
 		}
 	}
-	// Done when every requested eval has an outcome.
+	// Done when every requested evaluation, the last policy's included,
+	// has an outcome.
 	for _, state := range st.evals {
 		if state == "requested" {
 			return nil
 		}
+	}
+	if last := st.iter(c.Iterations - 1); c.EvalSuite != "" && st.evals[last.newVer] == "" {
+		return nil
 	}
 	last := st.iter(c.Iterations - 1)
 	return emit(out, schemas.RunCompleted, "completed", schemas.RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
@@ -341,12 +345,13 @@ func (s *stage) evalRequest(version int64) schemas.EvalRequestedPayload {
 	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Attempts: c.EvalAttempts}
 }
 
-// maybeEval asks for an evaluation of version when the schedule says so.
-func (s *stage) maybeEval(st *runState, version int64, last bool, out engine.Emitter) error {
+// maybeEval asks for an evaluation of version when the schedule says so,
+// and reports whether it did.
+func (s *stage) maybeEval(st *runState, version int64, last bool, out engine.Emitter) (bool, error) {
 	c := s.cfg.Config
 	due := last || (c.EvalEvery > 0 && version%int64(c.EvalEvery) == 0)
 	if !due || c.EvalSuite == "" || st.evals[version] != "" {
-		return nil
+		return false, nil
 	}
-	return emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version))
+	return true, emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version))
 }

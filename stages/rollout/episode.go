@@ -177,7 +177,7 @@ func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, inst
 		var obs strings.Builder
 		if perr != nil {
 			tr.ParseError = perr.Error()
-			fmt.Fprintf(&obs, "Your reply could not be used: %s.\n%s\n", perr, ReplyFormat)
+			fmt.Fprintf(&obs, "Your reply could not be used: %s. Reply with <command>...</command> or <task_complete/>.\n", perr)
 		}
 		for _, c := range reply.Commands {
 			if time.Since(start) > cfg.WallClock {

@@ -1,0 +1,103 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// tinyPipeline is the whole pipeline at its smallest: two seed tasks, one
+// iteration, one evaluation task.
+const tinyPipeline = `run:
+  id: tiny
+stages:
+  control:
+    pool_target: 2
+    rounds: 1
+    seeds: 2
+    iterations: 1
+    attempts: 1
+    max_turns: 2
+  eval:
+    tasks: 1
+    rounds: 0
+    attempts: 1
+  rollout:
+    max_new_tokens: 24
+    context: 512
+training:
+  warmup:
+    steps: 1
+`
+
+// `t1 run` drives every stage from run.started to run.completed in one
+// process on embedded NATS, S3 and bubblewrap, writes its report, and a
+// second `t1 run` finds the run complete without redoing anything; the
+// attempts export as ATIF.
+func TestRunPipelineEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
+			t.Fatal("bubblewrap is required here")
+		}
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type summary struct {
+		Status string            `json:"status"`
+		Reason string            `json:"reason"`
+		Events map[string]uint64 `json:"events"`
+		Evals  []struct {
+			PolicyVersion int64 `json:"policy_version"`
+			Attempts      int   `json:"attempts"`
+		} `json:"evals"`
+		Dead   uint64 `json:"dead_letters"`
+		Report string `json:"report"`
+	}
+	var sums [2]summary
+	for i := range sums {
+		out, err := command(t, data, cfg, "run", "--json", "--log-level", "warn").Output()
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+		if err := json.Unmarshal(out, &sums[i]); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+	}
+	s := sums[0]
+	if s.Status != "completed" {
+		t.Fatalf("status %s (%s): %+v", s.Status, s.Reason, s.Events)
+	}
+	for _, typ := range []string{"run.started", "synth.requested", "pool.sealed", "batch.ready", "critic.updated", "policy.updated", "run.completed"} {
+		if s.Events[typ] != 1 {
+			t.Errorf("%d %s events, want 1", s.Events[typ], typ)
+		}
+	}
+	if s.Events["task.audited"] == 0 || s.Events["reward.scored"] == 0 || s.Events["rollout.completed"] != s.Events["reward.scored"] {
+		t.Errorf("events %+v", s.Events)
+	}
+	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 1 || s.Dead != 0 {
+		t.Errorf("evals %+v, dead letters %d", s.Evals, s.Dead)
+	}
+	if _, err := os.Stat(s.Report); err != nil {
+		t.Error(err)
+	}
+	for typ, n := range s.Events {
+		if sums[1].Events[typ] != n {
+			t.Errorf("the second run changed %s: %d → %d", typ, n, sums[1].Events[typ])
+		}
+	}
+	atif := t.TempDir()
+	if out, err := command(t, data, cfg, "export", "atif", "--run", "tiny", "--out", atif).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(atif, "*.json"))
+	if uint64(len(files)) != s.Events["rollout.completed"] {
+		t.Fatalf("%d ATIF files for %d attempts", len(files), s.Events["rollout.completed"])
+	}
+}
