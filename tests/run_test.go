@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tinyPipeline is the whole pipeline at its smallest: two seed tasks, one
@@ -99,5 +103,84 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(atif, "*.json"))
 	if uint64(len(files)) != s.Events["rollout.completed"] {
 		t.Fatalf("%d ATIF files for %d attempts", len(files), s.Events["rollout.completed"])
+	}
+}
+
+// `t1 run` interrupted mid-iteration stops cleanly and, run again, ends
+// the run with every decision taken once and no attempt played twice.
+func TestRunPipelineInterruptResume(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
+			t.Fatal("bubblewrap is required here")
+		}
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := command(t, data, cfg, "run", "--log-level", "warn")
+	var stderr bytes.Buffer
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+	checkFor(t, 60*time.Second, func() error {
+		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
+		if err != nil {
+			return err
+		}
+		var ep struct{ PID int }
+		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != first.Process.Pid {
+			return fmt.Errorf("endpoints.json not yet from the run: %s", raw)
+		}
+		return nil
+	})
+	checkFor(t, 90*time.Second, func() error {
+		s, err := readStatus(t, data, cfg)
+		if err != nil {
+			return err
+		}
+		if s.count("rollout.requested") == 0 {
+			return fmt.Errorf("no rollout yet")
+		}
+		return nil
+	})
+	if err := first.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		first.Process.Kill()
+		t.Fatalf("run did not stop on SIGINT\n%s", stderr.String())
+	}
+	out, err := command(t, data, cfg, "run", "--json", "--log-level", "warn").Output()
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, out)
+	}
+	var sum struct {
+		Status string            `json:"status"`
+		Events map[string]uint64 `json:"events"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if sum.Status != "completed" {
+		t.Fatalf("resumed run ended %s: %+v", sum.Status, sum.Events)
+	}
+	for _, typ := range []string{"run.started", "pool.sealed", "batch.ready", "critic.updated", "policy.updated", "run.completed"} {
+		if sum.Events[typ] != 1 {
+			t.Errorf("%d %s events after a resume, want 1", sum.Events[typ], typ)
+		}
+	}
+	if sum.Events["rollout.completed"] != sum.Events["rollout.requested"] || sum.Events["reward.scored"] != sum.Events["rollout.completed"] {
+		t.Errorf("attempts requested %d, completed %d, scored %d", sum.Events["rollout.requested"], sum.Events["rollout.completed"], sum.Events["reward.scored"])
 	}
 }
