@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/moe"
@@ -98,9 +99,10 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
 		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
 		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
+		MaxSimilarity: sc.Audit.MaxSimilarity,
 	}
 	suites := map[string]eval.Suite{}
-	var refs []audit.Fingerprint
+	var refs []harbor.Fingerprint
 	if sc.Eval.Suite != "" {
 		dirs, err := absAll(sc.Eval.Dirs)
 		if err != nil {
@@ -117,7 +119,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 			if err != nil {
 				return nil, err
 			}
-			refs = append(refs, audit.FingerprintOf(t))
+			refs = append(refs, harbor.FingerprintOf(t))
 		}
 	}
 	ec := rollout.Config{

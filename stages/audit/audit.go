@@ -50,7 +50,7 @@ type Evidence struct {
 	Null Run
 	// References are fingerprints of tasks the pool must stay apart from
 	// (the evaluation suites).
-	References []Fingerprint
+	References []harbor.Fingerprint
 }
 
 // Config tunes the verdict.
@@ -317,14 +317,14 @@ func difficulty(t *harbor.Task, r *verifier.Report) float64 {
 	return math.Min(1, 0.2+0.08*float64(asserts)+0.02*float64(lines))
 }
 
-func (j *judge) novelty(t *harbor.Task, refs []Fingerprint, cfg Config) float64 {
+func (j *judge) novelty(t *harbor.Task, refs []harbor.Fingerprint, cfg Config) float64 {
 	if len(refs) == 0 {
 		return 1
 	}
-	fp := FingerprintOf(t)
+	fp := harbor.FingerprintOf(t)
 	best := 0.0
 	for _, r := range refs {
-		best = math.Max(best, Similarity(fp, r))
+		best = math.Max(best, harbor.Similarity(fp, r))
 	}
 	if best > cfg.MaxSimilarity {
 		j.reject(NearDuplicate, "similarity %.2f to a reference task is above %.2f", best, cfg.MaxSimilarity)

@@ -145,7 +145,7 @@ func TestAuditRejects(t *testing.T) {
 			ev.Oracle.Report = nil
 		}, OracleFails},
 		"near duplicate of a reference": {func(ev *Evidence) {
-			ev.References = []Fingerprint{FingerprintOf(task(t, variant{instruction: strings.ToUpper(goodInstruction)}))}
+			ev.References = []harbor.Fingerprint{harbor.FingerprintOf(task(t, variant{instruction: strings.ToUpper(goodInstruction)}))}
 		}, NearDuplicate},
 		"low score": {func(ev *Evidence) {
 			ev.Oracle.SolutionTimedOut = true
@@ -195,13 +195,13 @@ func TestAuditDeterministic(t *testing.T) {
 }
 
 func TestDedupKeepsTheFirstOfNearDuplicates(t *testing.T) {
-	a := FingerprintText("sort the csv file /app/data/sales.csv by units and write it to /app/out/sorted.csv")
-	b := FingerprintText("Sort the CSV file /app/data/sales.csv by units, and write it to /app/out/sorted.csv!")
-	c := FingerprintText("create a git repository at /app/repos/docs and commit the notes directory")
-	if got := Dedup([]Fingerprint{a, b, c}, 0.8); !slices.Equal(got, []bool{true, false, true}) {
+	a := harbor.FingerprintText("sort the csv file /app/data/sales.csv by units and write it to /app/out/sorted.csv")
+	b := harbor.FingerprintText("Sort the CSV file /app/data/sales.csv by units, and write it to /app/out/sorted.csv!")
+	c := harbor.FingerprintText("create a git repository at /app/repos/docs and commit the notes directory")
+	if got := harbor.Dedup([]harbor.Fingerprint{a, b, c}, 0.8); !slices.Equal(got, []bool{true, false, true}) {
 		t.Fatalf("keep %v", got)
 	}
-	if s := Similarity(a, c); s > 0.2 {
+	if s := harbor.Similarity(a, c); s > 0.2 {
 		t.Fatalf("unrelated tasks have similarity %v", s)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
@@ -19,7 +20,7 @@ type StageConfig struct {
 	Audit Config
 	// References fingerprint the evaluation suites the pool must stay
 	// apart from.
-	References []Fingerprint
+	References []harbor.Fingerprint
 	// Rerun runs the oracle a second time to catch nondeterministic tasks.
 	Rerun   bool
 	TempDir string

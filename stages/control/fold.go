@@ -43,6 +43,7 @@ type runState struct {
 	taskRef     map[string]schemas.FileRef
 	taskBundle  map[string]schemas.ObjectRef
 	sealed      bool
+	excluded    int
 	pool        []string
 	iters       map[int]*iteration
 	requests    map[string]int   // rollout.requested event id → iteration (train)

@@ -4,15 +4,18 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/trial"
 )
 
 // Config is the shape of a run.
@@ -41,6 +44,9 @@ type Config struct {
 	EvalAttempts int
 	// Model is the policy's shape, for batch manifests.
 	Model schemas.ModelDims
+	// MaxSimilarity drops, at sealing, a task more similar than this to an
+	// accepted task of a smaller id (0: no de-duplication).
+	MaxSimilarity float64
 }
 
 // DefaultConfig is a small run for a laptop.
@@ -236,7 +242,15 @@ func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.E
 	if len(ids) == 0 {
 		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Reason: "synthesis produced no accepted task"})
 	}
-	p := schemas.PoolSealedPayload{PoolVersion: 1, Tasks: len(ids), Categories: map[string]int{}, TaskIDs: ids}
+	if s.cfg.Config.MaxSimilarity > 0 {
+		kept, err := s.dedup(ctx, run, st, ids)
+		if err != nil {
+			return err
+		}
+		st.excluded = len(ids) - len(kept)
+		ids = kept
+	}
+	p := schemas.PoolSealedPayload{PoolVersion: 1, Tasks: len(ids), Categories: map[string]int{}, TaskIDs: ids, Excluded: st.excluded}
 	for _, id := range ids {
 		ref, ok := st.taskRef[id]
 		if !ok {
@@ -258,6 +272,35 @@ func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.E
 		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0))
 	}
 	return nil
+}
+
+// dedup keeps, of ids in order, each task not more similar than
+// MaxSimilarity to one kept before it.
+func (s *stage) dedup(ctx context.Context, run string, st *runState, ids []string) ([]string, error) {
+	fps := make([]harbor.Fingerprint, len(ids))
+	for i, id := range ids {
+		ref := st.taskBundle[id]
+		if ref.Key == "" {
+			ref.Key = trial.BundleKey(run, id)
+		}
+		rc, _, err := s.cfg.Store.Get(ctx, ref.Key)
+		if err != nil {
+			return nil, fmt.Errorf("pool: bundle of %s: %w", id, err)
+		}
+		t, err := harbor.ReadBundle(io.LimitReader(rc, 2*harbor.DefaultLimits.MaxTotalBytes), id, harbor.DefaultLimits)
+		rc.Close()
+		if err != nil {
+			return nil, engine.Permanent(fmt.Errorf("pool: %w", err))
+		}
+		fps[i] = harbor.FingerprintOf(t)
+	}
+	var kept []string
+	for i, keep := range harbor.Dedup(fps, s.cfg.Config.MaxSimilarity) {
+		if keep {
+			kept = append(kept, ids[i])
+		}
+	}
+	return kept, nil
 }
 
 // tasksFor is iteration i's sample of the pool.

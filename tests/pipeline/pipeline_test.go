@@ -56,6 +56,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	cc := control.DefaultConfig()
 	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalAttempts = 3, 2, 4, 1, 3, 2
 	cc.Model = schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
+	cc.MaxSimilarity = 0.8
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	testinfra.RunStage(t, l, control.NewStage(control.StageConfig{Log: l, Store: st, Config: cc}), one)
 	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
@@ -86,6 +87,13 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	})
 	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.PoolSealed); n != 1 {
 		t.Fatalf("%d pool.sealed events", n)
+	}
+	var sealed schemas.PoolSealedPayload
+	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.PoolSealed)[0].Decode(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if sealed.Tasks != len(sealed.TaskIDs) || sealed.Tasks+sealed.Excluded != testinfra.Count(t, l, "t1."+run+"."+schemas.TaskAudited)-countRejected(t, l) {
+		t.Fatalf("pool %+v", sealed)
 	}
 	var b schemas.BatchReadyPayload
 	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.BatchReady)[0].Decode(&b); err != nil {
@@ -118,4 +126,18 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RolloutRequested); n != int(m.Attempts)+e.Attempts {
 		t.Fatalf("%d rollouts requested, %d in the batch and %d evaluated", n, m.Attempts, e.Attempts)
 	}
+}
+
+func countRejected(t *testing.T, l *engine.Log) int {
+	n := 0
+	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.TaskAudited) {
+		var p schemas.TaskAuditedPayload
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Decision != "accept" {
+			n++
+		}
+	}
+	return n
 }

@@ -1,11 +1,9 @@
-package audit
+package harbor
 
 import (
 	"hash/fnv"
 	"slices"
 	"strings"
-
-	"github.com/t1pipe/t1/harbor"
 )
 
 // Fingerprint is the sorted set of hashed word 3-shingles of a task's
@@ -14,8 +12,8 @@ import (
 type Fingerprint []uint64
 
 // FingerprintOf fingerprints a task.
-func FingerprintOf(t *harbor.Task) Fingerprint {
-	return FingerprintText(t.Instruction + "\n" + string(t.Files[harbor.SolutionPath].Data))
+func FingerprintOf(t *Task) Fingerprint {
+	return FingerprintText(t.Instruction + "\n" + string(t.Files[SolutionPath].Data))
 }
 
 // FingerprintText fingerprints free text; case and punctuation are
