@@ -96,6 +96,28 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 			t.Errorf("the second run changed %s: %d → %d", typ, n, sums[1].Events[typ])
 		}
 	}
+	// Re-score the run's attempts into a branch: rewards only.
+	out, err := command(t, data, cfg, "replay", "--stage", "reward", "--run", "tiny", "--into", "tiny-rescored", "--json").Output()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	var res struct{ Inputs, Emitted, Failed int }
+	if err := json.Unmarshal(out, &res); err != nil || uint64(res.Inputs) != s.Events["rollout.completed"] || res.Emitted != res.Inputs || res.Failed != 0 {
+		t.Fatalf("replay: %+v %v %s", res, err, out)
+	}
+	st, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := 0
+	for _, e := range st.Events {
+		if e.Type == "reward.scored" {
+			branch += int(e.Count)
+		}
+	}
+	if uint64(branch) != 2*s.Events["reward.scored"] {
+		t.Fatalf("%d reward.scored across runs after the replay, want %d", branch, 2*s.Events["reward.scored"])
+	}
 	atif := t.TempDir()
 	if out, err := command(t, data, cfg, "export", "atif", "--run", "tiny", "--out", atif).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)

@@ -60,6 +60,7 @@ func newRoot() *cobra.Command {
 		eventsCmd(g),
 		runCmd(g),
 		demoCmd(g),
+		replayCmd(g),
 		queryCmd(g),
 		inspectCmd(g),
 		tasksCmd(g),

@@ -67,6 +67,16 @@ Interrupting stops cleanly; running again with the same configuration resumes fr
 	}
 }
 
+// pipelineHash identifies the configuration that shapes a run's events.
+func pipelineHash(cfg config.Config) string {
+	return configHash(struct {
+		Stages   config.Stages
+		Training config.Training
+		Model    config.InferenceModel
+		Seed     uint64
+	}{cfg.Stages, cfg.Training, cfg.Inference.Model, cfg.Run.Seed})
+}
+
 // pipeline is every stage of a run, wired from the configuration.
 type pipeline struct {
 	stages  []engine.Stage
@@ -213,12 +223,7 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 	if err != nil {
 		return err
 	}
-	hash := configHash(struct {
-		Stages   config.Stages
-		Training config.Training
-		Model    config.InferenceModel
-		Seed     uint64
-	}{cfg.Stages, cfg.Training, cfg.Inference.Model, cfg.Run.Seed})
+	hash := pipelineHash(cfg)
 
 	stageCtx, stopStages := context.WithCancel(ctx)
 	var wg sync.WaitGroup
