@@ -24,6 +24,7 @@ stages:
     iterations: 1
     attempts: 1
     max_turns: 2
+    sft_steps: 2
   eval:
     tasks: 1
     rounds: 0
@@ -77,7 +78,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if s.Status != "completed" {
 		t.Fatalf("status %s (%s): %+v", s.Status, s.Reason, s.Events)
 	}
-	for _, typ := range []string{"run.started", "synth.requested", "pool.sealed", "batch.ready", "critic.updated", "policy.updated", "run.completed"} {
+	for _, typ := range []string{"run.started", "synth.requested", "pool.sealed", "sft.requested", "sft.completed", "batch.ready", "critic.updated", "policy.updated", "run.completed"} {
 		if s.Events[typ] != 1 {
 			t.Errorf("%d %s events, want 1", s.Events[typ], typ)
 		}
@@ -85,7 +86,8 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if s.Events["task.audited"] == 0 || s.Events["reward.scored"] == 0 || s.Events["rollout.completed"] != s.Events["reward.scored"] {
 		t.Errorf("events %+v", s.Events)
 	}
-	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 1 || s.Dead != 0 {
+	// v0 is the base policy, v1 its fine-tuned successor, v2 after PPO.
+	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 2 || s.Dead != 0 {
 		t.Errorf("evals %+v, dead letters %d", s.Evals, s.Dead)
 	}
 	if _, err := os.Stat(s.Report); err != nil {

@@ -15,6 +15,7 @@ type Control struct {
 	MaxTurns          int     `yaml:"max_turns"`           // turns per rollout
 	EvalEvery         int     `yaml:"eval_every"`          // evaluate every K-th policy version; 0: the last only
 	EvalBaseline      bool    `yaml:"eval_baseline"`       // also evaluate the initial policy
+	SFTSteps          int     `yaml:"sft_steps"`           // fine-tune on the pool's reference solutions first; 0: no SFT
 }
 
 // Eval configures the held-out suite.
@@ -84,6 +85,7 @@ func (s Stages) check(bad func(path, format string, args ...any)) {
 	atLeast("stages.control.attempts", c.Attempts, 1)
 	atLeast("stages.control.max_turns", c.MaxTurns, 1)
 	atLeast("stages.control.eval_every", c.EvalEvery, 0)
+	atLeast("stages.control.sft_steps", c.SFTSteps, 0)
 	if c.MinSuccess <= 0 || c.MinSuccess > 1 {
 		bad("stages.control.min_success", "must be in (0, 1], got %v", c.MinSuccess)
 	}

@@ -22,6 +22,8 @@ type Training struct {
 	// LR and CriticLR are Adam's constant learning rates.
 	LR       float64 `yaml:"lr"`
 	CriticLR float64 `yaml:"critic_lr"`
+	// SFTLR is the learning rate of supervised initialisation.
+	SFTLR float64 `yaml:"sft_lr"`
 	// Epochs and CriticEpochs are optimiser steps over the whole batch per
 	// iteration.
 	Epochs       int `yaml:"epochs"`
@@ -57,7 +59,7 @@ type TrainerBackend struct {
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, Epochs: 1, CriticEpochs: 1,
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, SFTLR: 1e-3, Epochs: 1, CriticEpochs: 1,
 		MaxGradNorm: 1, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
@@ -68,6 +70,13 @@ func defaultTraining() Training {
 func (t Training) Adam() moe.AdamConfig {
 	a := moe.DefaultAdam()
 	a.LR = t.LR
+	return a
+}
+
+// SFTAdam returns the optimiser settings of supervised initialisation.
+func (t Training) SFTAdam() moe.AdamConfig {
+	a := moe.DefaultAdam()
+	a.LR = t.SFTLR
 	return a
 }
 
@@ -109,7 +118,7 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	for _, f := range []struct {
 		key string
 		v   float64
-	}{{"lr", t.LR}, {"critic_lr", t.CriticLR}} {
+	}{{"lr", t.LR}, {"critic_lr", t.CriticLR}, {"sft_lr", t.SFTLR}} {
 		if f.v <= 0 || f.v > 1 {
 			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
 		}

@@ -37,6 +37,7 @@ import (
 	"github.com/t1pipe/t1/stages/ppo"
 	"github.com/t1pipe/t1/stages/reward"
 	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
@@ -109,7 +110,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
 		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
 		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
-		MaxSimilarity: sc.Audit.MaxSimilarity,
+		MaxSimilarity: sc.Audit.MaxSimilarity, SFTSteps: sc.Control.SFTSteps,
 	}
 	suites := map[string]eval.Suite{}
 	var refs []harbor.Fingerprint
@@ -155,6 +156,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
 			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
+		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Initial: initial}),
 	}
 	if sc.Eval.Suite != "" {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: in.Log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
@@ -383,6 +385,10 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 		stage = "done"
 	case c[schemas.PolicyUpdated] > 0 || c[schemas.BatchReady] > 0:
 		stage = fmt.Sprintf("train (iteration %d/%d)", min(int(c[schemas.PolicyUpdated])+1, p.sc.Control.Iterations), p.sc.Control.Iterations)
+	case c[schemas.SFTRequested] > c[schemas.SFTCompleted]:
+		stage = "sft (fine-tuning on demonstrations)"
+	case c[schemas.PoolSealed] > 0 && c[schemas.RolloutRequested] > 0 && c[schemas.SFTRequested] == 0 && p.sc.Control.SFTSteps > 0:
+		stage = "sft (playing demonstrations)"
 	case c[schemas.PoolSealed] > 0:
 		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
 	case c[schemas.TaskAudited] > 0:

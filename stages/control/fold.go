@@ -8,6 +8,9 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
+// sftIteration marks demonstration attempts in the request map.
+const sftIteration = -1
+
 // round is one synthesis round.
 type round struct {
 	requested bool
@@ -44,12 +47,20 @@ type runState struct {
 	taskBundle  map[string]schemas.ObjectRef
 	sealed      bool
 	excluded    int
-	pool        []string
-	iters       map[int]*iteration
-	requests    map[string]int   // rollout.requested event id → iteration (train)
-	evals       map[int64]string // policy version → "requested" | "completed" | "failed"
-	evalReqs    map[string]int64 // eval.requested event id → version
-	finished    bool
+	// Supervised initialisation: demonstrations requested, their token
+	// objects by task, failures, and the outcome.
+	sftRequested int
+	sftData      map[string]schemas.FileRef
+	sftFailed    int
+	sftAsked     bool
+	sftDone      bool
+	sftVersion   int64
+	pool         []string
+	iters        map[int]*iteration
+	requests     map[string]int   // rollout.requested event id → iteration (train)
+	evals        map[int64]string // policy version → "requested" | "completed" | "failed"
+	evalReqs     map[string]int64 // eval.requested event id → version
+	finished     bool
 }
 
 func newRunState() *runState {
@@ -57,7 +68,7 @@ func newRunState() *runState {
 		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
 		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, taskBundle: map[string]schemas.ObjectRef{},
 		iters:    map[int]*iteration{},
-		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{},
+		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{}, sftData: map[string]schemas.FileRef{},
 	}
 }
 
@@ -157,6 +168,10 @@ func (s *runState) apply(ev engine.Event) {
 		}
 	case schemas.RolloutRequested:
 		var p schemas.RolloutRequestedPayload
+		if ev.Decode(&p) == nil && p.Purpose == "sft" {
+			s.sftRequested++
+			s.requests[ev.ID] = sftIteration
+		}
 		if ev.Decode(&p) == nil && p.Purpose == "train" {
 			it := s.iter(p.Iteration)
 			it.started = true
@@ -166,12 +181,17 @@ func (s *runState) apply(ev engine.Event) {
 	case engine.FailedType(schemas.RolloutRequested):
 		var f engine.Failure
 		if ev.Decode(&f) == nil {
-			if i, ok := s.requests[f.EventID]; ok {
+			if i, ok := s.requests[f.EventID]; ok && i == sftIteration {
+				s.sftFailed++
+			} else if ok {
 				s.iter(i).failed++
 			}
 		}
 	case schemas.RolloutCompleted:
 		var p schemas.RolloutCompletedPayload
+		if ev.Decode(&p) == nil && p.Purpose == "sft" {
+			s.sftData[p.TaskID] = p.TokenRows
+		}
 		if ev.Decode(&p) == nil && p.Purpose == "train" {
 			s.iter(p.Iteration).completed[attemptKey(p.TaskID, p.Attempt)] = p
 			s.requests[ev.ID] = p.Iteration
@@ -225,6 +245,15 @@ func (s *runState) apply(ev engine.Event) {
 		var p schemas.EvalCompletedPayload
 		if ev.Decode(&p) == nil {
 			s.evals[p.PolicyVersion] = "completed"
+		}
+	case schemas.SFTRequested:
+		s.sftAsked = true
+	case engine.FailedType(schemas.SFTRequested):
+		s.sftDone = true // go on from the initial policy
+	case schemas.SFTCompleted:
+		var p schemas.SFTCompletedPayload
+		if ev.Decode(&p) == nil {
+			s.sftDone, s.sftVersion = true, p.PolicyVersion
 		}
 	case schemas.RunCompleted, schemas.RunFailed:
 		s.finished = true

@@ -44,6 +44,10 @@ type Config struct {
 	EvalAttempts int
 	// Model is the policy's shape, for batch manifests.
 	Model schemas.ModelDims
+	// SFTSteps, when above 0, fine-tunes the initial policy on
+	// demonstrations of the pool's reference solutions before the first
+	// iteration (base → SFT → RL).
+	SFTSteps int
 	// MaxSimilarity drops, at sealing, a task more similar than this to an
 	// accepted task of a smaller id (0: no de-duplication).
 	MaxSimilarity float64
@@ -77,10 +81,10 @@ func Consumes() []string {
 		schemas.RunStarted, schemas.SynthRequested, schemas.SynthCandidate, schemas.SynthDiscarded, schemas.TaskSynthesized,
 		schemas.TaskAudited, schemas.PoolSealed, schemas.RolloutRequested, schemas.RolloutCompleted,
 		schemas.RewardScored, schemas.BatchReady, schemas.PolicyUpdated, schemas.EvalRequested,
-		schemas.EvalCompleted, schemas.RunCompleted, schemas.RunFailed,
+		schemas.EvalCompleted, schemas.RunCompleted, schemas.RunFailed, schemas.SFTRequested, schemas.SFTCompleted,
 	}
 	for _, t := range []string{schemas.SynthRequested, schemas.SynthCandidate, schemas.TaskSynthesized, schemas.RolloutRequested,
-		schemas.RolloutCompleted, schemas.BatchReady, schemas.CriticUpdated, schemas.EvalRequested} {
+		schemas.RolloutCompleted, schemas.BatchReady, schemas.CriticUpdated, schemas.EvalRequested, schemas.SFTRequested} {
 		types = append(types, engine.FailedType(t))
 	}
 	return types
@@ -180,10 +184,18 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		}
 		return s.seal(ctx, run, st, out)
 	}
+	// Supervised initialisation.
+	base := int64(0)
+	if c.SFTSteps > 0 {
+		if done, err := s.sft(st, out); err != nil || !done {
+			return err
+		}
+		base = st.sftVersion
+	}
 	// Training iterations.
 	for i := 0; i < c.Iterations; i++ {
 		it := st.iter(i)
-		version := int64(0)
+		version := base
 		if i > 0 {
 			prev := st.iter(i - 1)
 			if !prev.updated {
@@ -301,6 +313,43 @@ func (s *stage) dedup(ctx context.Context, run string, st *runState, ids []strin
 		}
 	}
 	return kept, nil
+}
+
+// sft plays one demonstration per pool task, then asks for fine-tuning on
+// their tokens; done reports that the fine-tuned policy (or, when it
+// failed, the initial one) is ready.
+func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
+	switch {
+	case st.sftDone:
+		return true, nil
+	case st.sftAsked:
+		return false, nil
+	case st.sftRequested == 0:
+		for _, task := range st.pool {
+			p := schemas.RolloutRequestedPayload{TaskID: task, Purpose: "sft", Seed: seedFor(st.seed, "sft", task),
+				MaxTurns: 200, Bundle: st.taskBundle[task]}
+			if err := emit(out, schemas.RolloutRequested, "sft/"+task, p); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	case len(st.sftData)+st.sftFailed < len(st.pool):
+		return false, nil
+	}
+	tasks := make([]string, 0, len(st.sftData))
+	for task := range st.sftData {
+		tasks = append(tasks, task)
+	}
+	sort.Strings(tasks)
+	data := make([]schemas.FileRef, len(tasks))
+	for i, task := range tasks {
+		data[i] = st.sftData[task]
+	}
+	if len(data) == 0 {
+		st.sftDone = true // nothing to learn from: go on from the initial policy
+		return true, nil
+	}
+	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps})
 }
 
 // tasksFor is iteration i's sample of the pool.

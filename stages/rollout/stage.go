@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -74,7 +75,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if err := ev.Decode(&p); err != nil {
 		return err
 	}
-	if p.TaskID == "" || p.Attempt < 0 || p.Iteration < 0 || (p.Purpose != "train" && p.Purpose != "eval") {
+	if p.TaskID == "" || p.Attempt < 0 || p.Iteration < 0 || (p.Purpose != "train" && p.Purpose != "eval" && p.Purpose != "sft") {
 		return engine.Permanent(fmt.Errorf("rollout.requested: task %q, attempt %d, iteration %d, purpose %q", p.TaskID, p.Attempt, p.Iteration, p.Purpose))
 	}
 	key := engine.WithKey(attemptName(p))
@@ -164,7 +165,13 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if d := t.Config.AgentTimeout(); d > 0 && (ec.WallClock == 0 || d < ec.WallClock) {
 		ec.WallClock = d
 	}
-	res, err := Run(ctx, pol.Engine, tp, sh, t.Instruction, ec, nil)
+	policy := pol.Engine
+	if p.Purpose == "sft" {
+		// A demonstration: the reference solution through the same harness,
+		// its tokens the supervised data.
+		policy = FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
+	}
+	res, err := Run(ctx, policy, tp, sh, t.Instruction, ec, nil)
 	if err != nil {
 		return nil, err
 	}
