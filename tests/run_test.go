@@ -120,6 +120,38 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if uint64(branch) != 2*s.Events["reward.scored"] {
 		t.Fatalf("%d reward.scored across runs after the replay, want %d", branch, 2*s.Events["reward.scored"])
 	}
+	// A batch job of one stage exits 0 when nothing is left; a second job
+	// of the same stage does not start while the first holds its lease.
+	if out, err := command(t, data, cfg, "worker", "--stage", "reward", "--until-idle", "--idle", "1s").CombinedOutput(); err != nil {
+		t.Fatalf("idle worker: %v\n%s", err, out)
+	}
+	holder := command(t, data, cfg, "worker", "--stage", "audit")
+	var holderErr bytes.Buffer
+	holder.Stderr = &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Signal(syscall.SIGINT); holder.Wait() }()
+	// The holder serves the embedded data directory; a job started before
+	// it would own it (and take the lease) itself.
+	checkFor(t, 60*time.Second, func() error {
+		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
+		if err != nil {
+			return err
+		}
+		var ep struct{ PID int }
+		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != holder.Process.Pid {
+			return fmt.Errorf("endpoints.json not yet from the holder: %s", raw)
+		}
+		return nil
+	})
+	checkFor(t, 60*time.Second, func() error {
+		out, err := command(t, data, cfg, "worker", "--stage", "audit", "--until-idle", "--idle", "1s").CombinedOutput()
+		if err == nil || !bytes.Contains(out, []byte("leased by another holder")) {
+			return fmt.Errorf("second worker of a leased stage: %v: %s (holder: %s)", err, out, holderErr.String())
+		}
+		return nil
+	})
 	atif := t.TempDir()
 	if out, err := command(t, data, cfg, "export", "atif", "--run", "tiny", "--out", atif).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)

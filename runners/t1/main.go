@@ -61,6 +61,7 @@ func newRoot() *cobra.Command {
 		runCmd(g),
 		demoCmd(g),
 		replayCmd(g),
+		workerCmd(g),
 		queryCmd(g),
 		inspectCmd(g),
 		tasksCmd(g),

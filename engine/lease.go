@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LeaseBucket is the KV bucket that holds leases.
+const LeaseBucket = "t1_leases"
+
+// ErrLeased is returned by AcquireLease when another holder has the lease.
+var ErrLeased = errors.New("engine: leased by another holder")
+
+// Lease is an exclusive, expiring claim on a name (a stage, say), held in
+// JetStream KV: two batch jobs of one stage never run at once, and a job
+// that dies without releasing frees the name after the TTL.
+type Lease struct {
+	kv     jetstream.KeyValue
+	key    string
+	holder string
+	rev    uint64
+	ttl    time.Duration
+}
+
+// AcquireLease claims name for holder for ttl (at least a second). It fails
+// with ErrLeased (wrapped, naming the current holder) when someone else
+// holds it.
+func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
+	if ttl < time.Second {
+		ttl = time.Second
+	}
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, Replicas: l.cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("engine: lease bucket: %w", err)
+	}
+	rev, err := kv.Create(ctx, name, []byte(holder))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		cur, gerr := kv.Get(ctx, name)
+		if gerr == nil {
+			return nil, fmt.Errorf("%w: %s holds %s since %s", ErrLeased, cur.Value(), name, cur.Created().Format(time.RFC3339))
+		}
+		return nil, fmt.Errorf("%w: %s", ErrLeased, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: lease %s: %w", name, err)
+	}
+	return &Lease{kv: kv, key: name, holder: holder, rev: rev, ttl: ttl}, nil
+}
+
+// Renew extends the lease by its TTL. It fails if the lease expired and
+// someone else took it meanwhile.
+func (ls *Lease) Renew(ctx context.Context) error {
+	rev, err := ls.kv.Update(ctx, ls.key, []byte(ls.holder), ls.rev)
+	if err != nil {
+		return fmt.Errorf("engine: renew lease %s: %w", ls.key, err)
+	}
+	ls.rev = rev
+	return nil
+}
+
+// Keep renews the lease every third of its TTL until ctx ends; it returns
+// the first renewal error, when the lease is lost.
+func (ls *Lease) Keep(ctx context.Context) error {
+	t := time.NewTicker(ls.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := ls.Renew(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+}
+
+// Release gives the lease up, if it is still this holder's.
+func (ls *Lease) Release(ctx context.Context) error {
+	err := ls.kv.Delete(ctx, ls.key, jetstream.LastRevision(ls.rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("engine: release lease %s: %w", ls.key, err)
+	}
+	return nil
+}
