@@ -40,6 +40,23 @@ func command(t *testing.T, data, cfg string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// waitOwner waits until process pid serves the data directory: a t1
+// process started before it would own the directory itself.
+func waitOwner(t *testing.T, data string, pid int) {
+	t.Helper()
+	checkFor(t, 60*time.Second, func() error {
+		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
+		if err != nil {
+			return err
+		}
+		var ep struct{ PID int }
+		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != pid {
+			return fmt.Errorf("endpoints.json not yet from process %d: %s", pid, raw)
+		}
+		return nil
+	})
+}
+
 func checkFor(t *testing.T, total time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(total)
@@ -104,17 +121,7 @@ func TestInterruptInspectResume(t *testing.T) {
 
 	// A status started before the run holds the data directory would own it
 	// itself; wait until the run has published its endpoints.
-	checkFor(t, 60*time.Second, func() error {
-		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
-		if err != nil {
-			return err
-		}
-		var ep struct{ PID int }
-		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != first.Process.Pid {
-			return fmt.Errorf("endpoints.json not yet from the run: %s", raw)
-		}
-		return nil
-	})
+	waitOwner(t, data, first.Process.Pid)
 	// While it runs, a second process reads its log through endpoints.json.
 	checkFor(t, 60*time.Second, func() error {
 		s, err := readStatus(t, data, cfg)

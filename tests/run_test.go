@@ -134,17 +134,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	defer func() { holder.Process.Signal(syscall.SIGINT); holder.Wait() }()
 	// The holder serves the embedded data directory; a job started before
 	// it would own it (and take the lease) itself.
-	checkFor(t, 60*time.Second, func() error {
-		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
-		if err != nil {
-			return err
-		}
-		var ep struct{ PID int }
-		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != holder.Process.Pid {
-			return fmt.Errorf("endpoints.json not yet from the holder: %s", raw)
-		}
-		return nil
-	})
+	waitOwner(t, data, holder.Process.Pid)
 	checkFor(t, 60*time.Second, func() error {
 		out, err := command(t, data, cfg, "worker", "--stage", "audit", "--until-idle", "--idle", "1s").CombinedOutput()
 		if err == nil || !bytes.Contains(out, []byte("leased by another holder")) {
@@ -184,17 +174,7 @@ func TestRunPipelineInterruptResume(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- first.Wait() }()
-	checkFor(t, 60*time.Second, func() error {
-		raw, err := os.ReadFile(filepath.Join(data, "endpoints.json"))
-		if err != nil {
-			return err
-		}
-		var ep struct{ PID int }
-		if err := json.Unmarshal(raw, &ep); err != nil || ep.PID != first.Process.Pid {
-			return fmt.Errorf("endpoints.json not yet from the run: %s", raw)
-		}
-		return nil
-	})
+	waitOwner(t, data, first.Process.Pid)
 	checkFor(t, 90*time.Second, func() error {
 		s, err := readStatus(t, data, cfg)
 		if err != nil {

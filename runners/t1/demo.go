@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/stages/demo"
 )
@@ -130,22 +127,8 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	progress.finish()
 	sum.Elapsed = time.Since(begin)
 	sum.Bytes = int64(sum.Verified) * int64(dc.PayloadBytes)
-	dead, err := in.Log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(strings.ToLower(cfg.Bus.Stream.Name)+"dlq."+run+".>"))
-	if err == nil {
-		for _, n := range dead.State.Subjects {
-			sum.Dead += n
-		}
-	}
-	sum.ReportKey = "runs/" + run + "/report.md"
-	report := renderReport(sum)
-	if _, err := in.Store.Put(ctx, sum.ReportKey, strings.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "text/markdown"}); err != nil {
-		return err
-	}
-	sum.Report = filepath.Join(in.DataDir, "runs", run, "report.md")
-	if err := os.MkdirAll(filepath.Dir(sum.Report), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(sum.Report, []byte(report), 0o644); err != nil {
+	sum.Dead = deadLetters(ctx, in, run)
+	if sum.Report, sum.ReportKey, err = writeReport(ctx, in, run, renderReport(sum)); err != nil {
 		return err
 	}
 	if g.json {

@@ -60,16 +60,9 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 			if err != nil {
 				return err
 			}
-			var st engine.Stage
-			var names []string
-			for _, s := range p.stages {
-				names = append(names, s.Name())
-				if s.Name() == stage {
-					st = s
-				}
-			}
-			if st == nil {
-				return fmt.Errorf("unknown stage %q (one of %v)", stage, names)
+			st, err := p.stage(stage)
+			if err != nil {
+				return err
 			}
 			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+pipelineHash(cfg))
 			if err != nil {

@@ -315,22 +315,8 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		return err
 	}
 	sort.Slice(sum.Evals, func(i, j int) bool { return sum.Evals[i].PolicyVersion < sum.Evals[j].PolicyVersion })
-	dead, err := in.Log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(strings.ToLower(cfg.Bus.Stream.Name)+"dlq."+run+".>"))
-	if err == nil {
-		for _, n := range dead.State.Subjects {
-			sum.Dead += n
-		}
-	}
-	sum.ReportKey = "runs/" + run + "/report.md"
-	report := renderPipelineReport(sum)
-	if _, err := in.Store.Put(ctx, sum.ReportKey, strings.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "text/markdown"}); err != nil {
-		return err
-	}
-	sum.Report = filepath.Join(in.DataDir, "runs", run, "report.md")
-	if err := os.MkdirAll(filepath.Dir(sum.Report), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(sum.Report, []byte(report), 0o644); err != nil {
+	sum.Dead = deadLetters(ctx, in, run)
+	if sum.Report, sum.ReportKey, err = writeReport(ctx, in, run, renderPipelineReport(sum)); err != nil {
 		return err
 	}
 	if g.json {
@@ -344,6 +330,44 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		return fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", run, sum.Reason, run)
 	}
 	return nil
+}
+
+// deadLetters counts the run's dead letters.
+func deadLetters(ctx context.Context, in *local.Infra, run string) uint64 {
+	var n uint64
+	dead, err := in.Log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(strings.ToLower(in.Config.Bus.Stream.Name)+"dlq."+run+".>"))
+	if err == nil {
+		for _, c := range dead.State.Subjects {
+			n += c
+		}
+	}
+	return n
+}
+
+// writeReport stores a run's Markdown report as runs/<run>/report.md and
+// writes the same file under the data directory; it returns both places.
+func writeReport(ctx context.Context, in *local.Infra, run, report string) (path, key string, err error) {
+	key = "runs/" + run + "/report.md"
+	if _, err := in.Store.Put(ctx, key, strings.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "text/markdown"}); err != nil {
+		return "", "", err
+	}
+	path = filepath.Join(in.DataDir, "runs", run, "report.md")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", "", err
+	}
+	return path, key, os.WriteFile(path, []byte(report), 0o644)
+}
+
+// stage returns the pipeline's stage called name.
+func (p *pipeline) stage(name string) (engine.Stage, error) {
+	var names []string
+	for _, s := range p.stages {
+		if s.Name() == name {
+			return s, nil
+		}
+		names = append(names, s.Name())
+	}
+	return nil, fmt.Errorf("unknown stage %q (one of %v)", name, names)
 }
 
 // failedTotal counts the run's failed events of every type.

@@ -45,16 +45,9 @@ same stage never overlap; a second one exits with the holder's name.`,
 			if err != nil {
 				return err
 			}
-			var st engine.Stage
-			var names []string
-			for _, s := range p.stages {
-				names = append(names, s.Name())
-				if s.Name() == stage {
-					st = s
-				}
-			}
-			if st == nil {
-				return fmt.Errorf("unknown stage %q (one of %v)", stage, names)
+			st, err := p.stage(stage)
+			if err != nil {
+				return err
 			}
 			if !noLease {
 				host, _ := os.Hostname()
