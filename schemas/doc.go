@@ -91,7 +91,9 @@
 // policy_version, trajectories, tokens, reward_mean, resolve_rate,
 // explained_variance, logprob_gap, clip_fraction, policy_loss,
 // value_loss, repairs_strict_prefix, repairs_clipped_norm,
-// repairs_text_retokened, repairs_new_chunk, routing_flip_rate.
+// repairs_text_retokened, repairs_new_chunk, routing_flip_rate; schema
+// 1.1 adds approx_kl, grad_norm, logprob_gap_max, routing_mismatches,
+// routing_sets, loss_drift, replay, actions, critic_warmup_steps.
 //
 // eval_results — grain: attempt; partition: policy (the policy version).
 // Columns: run, suite, task_id, attempt, policy_version, reward, passed,
@@ -145,7 +147,8 @@
 //	                   manifest (ObjectRef to a BatchManifest)
 //	critic.updated     producer: critic  consumers: ppo
 //	                   iteration, policy_version, critic_version, warmup,
-//	                   explained_variance, value_loss, values ([]FileRef),
+//	                   warmup_steps, explained_variance, value_loss,
+//	                   values ([]FileRef),
 //	                   manifest (the batch with value_files), checkpoint
 //	policy.updated     producer: ppo  consumers: control
 //	                   iteration, policy_version, previous_version,

@@ -247,6 +247,7 @@ type CriticUpdatedPayload struct {
 	PolicyVersion     int64     `json:"policy_version"`
 	CriticVersion     int64     `json:"critic_version"`
 	Warmup            bool      `json:"warmup"`
+	WarmupSteps       int       `json:"warmup_steps,omitempty"` // optimiser steps the warm-up took
 	ExplainedVariance float64   `json:"explained_variance"`
 	ValueLoss         float64   `json:"value_loss"`
 	Values            []FileRef `json:"values"`

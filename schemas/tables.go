@@ -54,7 +54,7 @@ var (
 	RoutingTable      = Table{Name: "routing", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
 	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
 	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
-	MetricsTable      = Table{Name: "metrics", Version: Version{1, 0}, Partition: "iter", Grain: "iteration"}
+	MetricsTable      = Table{Name: "metrics", Version: Version{1, 1}, Partition: "iter", Grain: "iteration"}
 	EvalResultsTable  = Table{Name: "eval_results", Version: Version{1, 0}, Partition: "policy", Grain: "attempt"}
 )
 
@@ -308,6 +308,17 @@ type MetricRow struct {
 	TextRetokened     int64   `parquet:"repairs_text_retokened"`
 	NewChunk          int64   `parquet:"repairs_new_chunk"`
 	RoutingFlips      float64 `parquet:"routing_flip_rate"` // fraction of replayed sets the live router would change
+	// Schema 1.1: the rest of the trainer's account of the update, so a
+	// run's health is one table scan rather than a JSON object per update.
+	ApproxKL          float64 `parquet:"approx_kl"`       // updated vs pre-update policy, over every action
+	GradNorm          float64 `parquet:"grad_norm"`       // mean global gradient norm before clipping
+	LogProbGapMax     float64 `parquet:"logprob_gap_max"` // largest per-token train-vs-inference gap
+	RoutingMismatches int64   `parquet:"routing_mismatches"`
+	RoutingSets       int64   `parquet:"routing_sets"`
+	LossDrift         int64   `parquet:"loss_drift"` // loss tokens that differ from the sampler's; 0 or a bug
+	Replay            bool    `parquet:"replay"`     // routing replay (R³) in the update
+	Actions           int64   `parquet:"actions"`    // loss tokens trained on
+	CriticWarmupSteps int32   `parquet:"critic_warmup_steps"`
 }
 
 // Table implements Row.

@@ -113,6 +113,7 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 			if err != nil {
 				return nil, err
 			}
+			res.WarmupSteps++
 			s.cfg.Log.Debug("critic warm-up", "run", m.Run, "iteration", m.Iteration, "step", step, "explained_variance", ev, "value_loss", loss)
 		}
 	}

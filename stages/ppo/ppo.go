@@ -200,6 +200,8 @@ func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, 
 		Run: b.Manifest.Run, Iteration: int32(b.Manifest.Iteration), PolicyVersion: version,
 		Trajectories: int32(len(b.Attempts)), ExplainedVariance: p.ExplainedVariance, ValueLoss: p.ValueLoss,
 		LogProbGap: met.LogProbGap, ClipFraction: met.ClipFraction, PolicyLoss: met.PolicyLoss, RoutingFlips: met.MismatchRate,
+		ApproxKL: met.ApproxKL, GradNorm: met.GradNorm, LogProbGapMax: met.LogProbGapMax, RoutingMismatches: met.RoutingMismatches,
+		RoutingSets: met.RoutingSets, LossDrift: met.LossDrift, Replay: met.Replay, Actions: met.Actions, CriticWarmupSteps: int32(p.WarmupSteps),
 	}
 	var solved int
 	for _, a := range b.Attempts {
