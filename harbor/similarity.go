@@ -11,6 +11,13 @@ import (
 // it takes.
 type Fingerprint []uint64
 
+// Reference is a task others must stay apart from (an evaluation suite's),
+// by name and fingerprint.
+type Reference struct {
+	Name  string
+	Print Fingerprint
+}
+
 // FingerprintOf fingerprints a task.
 func FingerprintOf(t *Task) Fingerprint {
 	return FingerprintText(t.Instruction + "\n" + string(t.Files[SolutionPath].Data))

@@ -39,7 +39,6 @@ import (
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
-	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -113,24 +112,17 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 		MaxSimilarity: sc.Audit.MaxSimilarity, SFTSteps: sc.Control.SFTSteps,
 	}
 	suites := map[string]eval.Suite{}
-	var refs []harbor.Fingerprint
+	var refs []harbor.Reference
 	if sc.Eval.Suite != "" {
 		dirs, err := absAll(sc.Eval.Dirs)
 		if err != nil {
 			return nil, err
 		}
-		suites[sc.Eval.Suite] = eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
-		// Training tasks must stay apart from the built-in suite.
-		for _, steps := range taskgen.Suite(sc.Eval.Seed, sc.Eval.Tasks, sc.Eval.Rounds) {
-			sp, err := taskgen.Build(steps)
-			if err != nil {
-				return nil, err
-			}
-			t, err := sp.Task(0)
-			if err != nil {
-				return nil, err
-			}
-			refs = append(refs, harbor.FingerprintOf(t))
+		su := eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
+		suites[sc.Eval.Suite] = su
+		// Training tasks must stay apart from every task of the suite.
+		if refs, err = eval.References(su); err != nil {
+			return nil, fmt.Errorf("stages.eval: %w", err)
 		}
 	}
 	ec := rollout.Config{

@@ -48,9 +48,9 @@ type Evidence struct {
 	Rerun *Run
 	// Null: environment, then the verifier, with no solution.
 	Null Run
-	// References are fingerprints of tasks the pool must stay apart from
-	// (the evaluation suites).
-	References []harbor.Fingerprint
+	// References are the tasks the pool must stay apart from (the
+	// evaluation suites).
+	References []harbor.Reference
 }
 
 // Config tunes the verdict.
@@ -94,6 +94,9 @@ type Verdict struct {
 	Rejects []string `json:"rejects,omitempty"`
 	// Findings explain every score below 1 and every reject.
 	Findings []string `json:"findings,omitempty"`
+	// NearDuplicateOf names the reference a near-duplicate reject is
+	// about: the most similar one.
+	NearDuplicateOf string `json:"near_duplicate_of,omitempty"`
 }
 
 type judge struct {
@@ -317,17 +320,20 @@ func difficulty(t *harbor.Task, r *verifier.Report) float64 {
 	return math.Min(1, 0.2+0.08*float64(asserts)+0.02*float64(lines))
 }
 
-func (j *judge) novelty(t *harbor.Task, refs []harbor.Fingerprint, cfg Config) float64 {
+func (j *judge) novelty(t *harbor.Task, refs []harbor.Reference, cfg Config) float64 {
 	if len(refs) == 0 {
 		return 1
 	}
 	fp := harbor.FingerprintOf(t)
-	best := 0.0
+	best, name := 0.0, ""
 	for _, r := range refs {
-		best = math.Max(best, harbor.Similarity(fp, r))
+		if sim := harbor.Similarity(fp, r.Print); sim > best {
+			best, name = sim, r.Name
+		}
 	}
 	if best > cfg.MaxSimilarity {
-		j.reject(NearDuplicate, "similarity %.2f to a reference task is above %.2f", best, cfg.MaxSimilarity)
+		j.v.NearDuplicateOf = name
+		j.reject(NearDuplicate, "similarity %.2f to reference task %s is above %.2f", best, name, cfg.MaxSimilarity)
 	}
 	return round(1 - best)
 }

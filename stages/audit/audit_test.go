@@ -145,7 +145,7 @@ func TestAuditRejects(t *testing.T) {
 			ev.Oracle.Report = nil
 		}, OracleFails},
 		"near duplicate of a reference": {func(ev *Evidence) {
-			ev.References = []harbor.Fingerprint{harbor.FingerprintOf(task(t, variant{instruction: strings.ToUpper(goodInstruction)}))}
+			ev.References = []harbor.Reference{{Name: "eval-upper", Print: harbor.FingerprintOf(task(t, variant{instruction: strings.ToUpper(goodInstruction)}))}}
 		}, NearDuplicate},
 		"low score": {func(ev *Evidence) {
 			ev.Oracle.SolutionTimedOut = true
@@ -168,6 +168,9 @@ func TestAuditRejects(t *testing.T) {
 			}
 			if len(v.Findings) == 0 {
 				t.Fatal("a reject without a finding")
+			}
+			if c.want == NearDuplicate && v.NearDuplicateOf != "eval-upper" {
+				t.Fatalf("near duplicate of %q, want the reference's name", v.NearDuplicateOf)
 			}
 		})
 	}

@@ -18,9 +18,9 @@ type StageConfig struct {
 	Store store.ObjectStore
 	Trial trial.Options
 	Audit Config
-	// References fingerprint the evaluation suites the pool must stay
+	// References are the evaluation suites' tasks the pool must stay
 	// apart from.
-	References []harbor.Fingerprint
+	References []harbor.Reference
 	// Rerun runs the oracle a second time to catch nondeterministic tasks.
 	Rerun   bool
 	TempDir string
@@ -79,7 +79,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	row := schemas.AuditRow{
 		Run: ev.Run, TaskID: p.TaskID, Round: int32(p.Round), Dimensions: v.Dimensions(),
 		Verifier: v.Facets.Verifier, Solution: v.Facets.Solution, Instruction: v.Facets.Instruction, Value: v.Facets.Value,
-		Total: v.Total, RejectReasons: v.Rejects, Decision: decision,
+		Total: v.Total, RejectReasons: v.Rejects, Decision: decision, NearDupOf: v.NearDuplicateOf,
 	}
 	ref, err := schemas.WriteTable(ctx, s.cfg.Store, ev.Run, p.Round, []schemas.AuditRow{row}, schemas.WriterOptions{TempDir: s.cfg.TempDir})
 	if err != nil {

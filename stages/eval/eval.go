@@ -200,6 +200,77 @@ func (s *stage) request(ctx context.Context, ev engine.Event, out engine.Emitter
 	return nil
 }
 
+// DirTask is a Harbor task of a suite's directories, with the id the
+// suite gives it ("eval-" and the first 12 hex digits of its content hash).
+type DirTask struct {
+	ID   string
+	Dir  string
+	Task *harbor.Task
+}
+
+// LoadDirs loads a suite's Harbor directories in order: a directory with a
+// task.toml is one task, any other is a dataset root whose every
+// subdirectory is a task. A directory that does not load fails the whole
+// list, naming it.
+func LoadDirs(dirs []string) ([]DirTask, error) {
+	var out []DirTask
+	for _, d := range dirs {
+		taskDirs := []string{d}
+		if _, err := os.Stat(filepath.Join(d, harbor.ConfigFile)); errors.Is(err, os.ErrNotExist) {
+			ents, err := os.ReadDir(d)
+			if err != nil {
+				return nil, err
+			}
+			taskDirs = taskDirs[:0]
+			for _, e := range ents {
+				if e.IsDir() {
+					taskDirs = append(taskDirs, filepath.Join(d, e.Name()))
+				}
+			}
+		}
+		for _, dir := range taskDirs {
+			t, err := harbor.Load(dir)
+			if err != nil {
+				return nil, err
+			}
+			h, err := t.Hash()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", dir, err)
+			}
+			out = append(out, DirTask{ID: "eval-" + h[:12], Dir: dir, Task: t})
+		}
+	}
+	return out, nil
+}
+
+// References fingerprints every task of su, named by its id in the suite:
+// the built-in tasks (whether or not their reference solutions pass) and
+// the tasks of its Harbor directories.
+func References(su Suite) ([]harbor.Reference, error) {
+	var refs []harbor.Reference
+	if su.Builtin {
+		for _, steps := range taskgen.Suite(su.Seed, su.Tasks, su.Rounds) {
+			sp, err := taskgen.Build(steps)
+			if err != nil {
+				return nil, err
+			}
+			t, err := sp.Task(0)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, harbor.Reference{Name: "eval-" + sp.ID(), Print: harbor.FingerprintOf(t)})
+		}
+	}
+	dts, err := LoadDirs(su.Dirs)
+	if err != nil {
+		return nil, err
+	}
+	for _, dt := range dts {
+		refs = append(refs, harbor.Reference{Name: dt.ID, Print: harbor.FingerprintOf(dt.Task)})
+	}
+	return refs, nil
+}
+
 // materialise stores the suite's task bundles in the run (idempotent) and
 // returns its tasks.
 func (s *stage) materialise(ctx context.Context, run, name string) ([]Task, error) {
@@ -254,32 +325,13 @@ func (s *stage) materialise(ctx context.Context, run, name string) ([]Task, erro
 			}
 		}
 	}
-	for _, d := range su.Dirs {
-		dirs := []string{d}
-		if _, err := os.Stat(filepath.Join(d, "task.toml")); errors.Is(err, os.ErrNotExist) {
-			ents, err := os.ReadDir(d)
-			if err != nil {
-				return nil, engine.Permanent(fmt.Errorf("eval suite %s: %w", name, err))
-			}
-			dirs = dirs[:0]
-			for _, e := range ents {
-				if e.IsDir() {
-					dirs = append(dirs, filepath.Join(d, e.Name()))
-				}
-			}
-		}
-		for _, dir := range dirs {
-			t, err := harbor.Load(dir)
-			if err != nil {
-				return nil, engine.Permanent(fmt.Errorf("eval suite %s: %w", name, err))
-			}
-			h, err := t.Hash()
-			if err != nil {
-				return nil, engine.Permanent(err)
-			}
-			if err := put(t, "eval-"+h[:12]); err != nil {
-				return nil, err
-			}
+	dirTasks, err := LoadDirs(su.Dirs)
+	if err != nil {
+		return nil, engine.Permanent(fmt.Errorf("eval suite %s: %w", name, err))
+	}
+	for _, dt := range dirTasks {
+		if err := put(dt.Task, dt.ID); err != nil {
+			return nil, err
 		}
 	}
 	if len(tasks) == 0 {
