@@ -169,14 +169,20 @@ func (l *Log) Publish(ctx context.Context, ev Event) (Event, error) {
 	}
 	ack, err := l.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return ev, fmt.Errorf("engine: publish %s %s: %w", ev.Type, ev.ID, err)
+		return ev, l.publishError(ev, msg, err)
 	}
 	ev.Seq = ack.Sequence
 	return ev, nil
 }
 
+// pubAckWait bounds the wait for one batch of publish acknowledgements. A
+// server that stops between storing a message and answering never answers;
+// the batch is then retried, and its ids keep the retry from duplicating.
+const pubAckWait = 20 * time.Second
+
 // publishAll publishes evs asynchronously and waits for every
-// acknowledgement; it returns the first error.
+// acknowledgement; it returns the first error. An event too large for the
+// server is a Permanent error: no retry can make it fit.
 func (l *Log) publishAll(ctx context.Context, evs []Event) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(evs))
 	for i := range evs {
@@ -186,21 +192,35 @@ func (l *Log) publishAll(ctx context.Context, evs []Event) error {
 		}
 		f, err := l.js.PublishMsgAsync(msg)
 		if err != nil {
-			return fmt.Errorf("engine: publish %s %s: %w", evs[i].Type, evs[i].ID, err)
+			return l.publishError(evs[i], msg, err)
 		}
 		futures = append(futures, f)
 	}
+	timeout := time.NewTimer(pubAckWait)
+	defer timeout.Stop()
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
 			evs[i].Seq = ack.Sequence
 		case err := <-f.Err():
 			return fmt.Errorf("engine: publish %s %s: %w", evs[i].Type, evs[i].ID, err)
+		case <-timeout.C:
+			return fmt.Errorf("engine: publish %s %s: no acknowledgement within %s", evs[i].Type, evs[i].ID, pubAckWait)
 		case <-ctx.Done():
 			return fmt.Errorf("engine: publish %s %s: %w", evs[i].Type, evs[i].ID, ctx.Err())
 		}
 	}
 	return nil
+}
+
+// publishError names the event; one over the server's payload limit is
+// reported with both sizes and marked Permanent.
+func (l *Log) publishError(ev Event, msg *nats.Msg, err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return Permanent(fmt.Errorf("engine: publish %s %s: its payload is %d bytes, over the server's limit of %d per message: %w",
+			ev.Type, ev.ID, len(msg.Data), l.nc.MaxPayload(), err))
+	}
+	return fmt.Errorf("engine: publish %s %s: %w", ev.Type, ev.ID, err)
 }
 
 // ParseMessage decodes an event message. A message that is not a valid

@@ -149,29 +149,56 @@ func (r *Runner) ConsumerConfig() jetstream.ConsumerConfig {
 		}
 		bo = append(bo, r.cfg.AckWait+d)
 	}
-	return jetstream.ConsumerConfig{
-		Durable:        r.cfg.Durable,
-		Description:    "t1 stage " + r.stage.Name(),
-		FilterSubjects: filters,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckWait:        r.cfg.AckWait,
-		BackOff:        bo,
-		MaxDeliver:     r.cfg.MaxDeliver,
-		MaxAckPending:  r.cfg.MaxAckPending,
+	cc := jetstream.ConsumerConfig{
+		Durable:       r.cfg.Durable,
+		Description:   "t1 stage " + r.stage.Name(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       r.cfg.AckWait,
+		BackOff:       bo,
+		MaxDeliver:    r.cfg.MaxDeliver,
+		MaxAckPending: r.cfg.MaxAckPending,
 	}
+	// One filter goes in the single-subject field, which every JetStream
+	// server understands; a list of them needs nats-server 2.10 or newer.
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	return cc
+}
+
+// createConsumer creates or updates the stage's durable consumer. A server
+// too old for several filter subjects is named as the reason.
+func (r *Runner) createConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := r.log.js.CreateOrUpdateConsumer(ctx, r.log.cfg.Stream, r.ConsumerConfig())
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		return nil, fmt.Errorf("engine: consumer %s filters %d event types, which needs nats-server 2.10 or newer (this server is %s)",
+			r.cfg.Durable, len(r.stage.Consumes()), r.log.nc.ConnectedServerVersion())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: consumer %s: %w", r.cfg.Durable, err)
+	}
+	return cons, nil
 }
 
 // Run consumes until ctx is cancelled, then stops pulling, waits for
 // handlers in flight (their context is cancelled too) and returns nil.
 // Messages whose handlers did not finish are naked for prompt redelivery.
+//
+// Only the first consumer set-up fails Run. Once consuming, a lost
+// consumer (the server restarted, the consumer or stream was deleted or is
+// briefly unavailable) is re-created with back-off until ctx ends, so a
+// stage rides out a bus outage instead of silently stopping. Run returns
+// an error if the connection is closed under it.
 func (r *Runner) Run(ctx context.Context) error {
 	if len(r.stage.Consumes()) == 0 {
 		return fmt.Errorf("engine: stage %s consumes nothing", r.stage.Name())
 	}
-	cons, err := r.log.js.CreateOrUpdateConsumer(ctx, r.log.cfg.Stream, r.ConsumerConfig())
+	cons, err := r.createConsumer(ctx)
 	if err != nil {
-		return fmt.Errorf("engine: consumer %s: %w", r.cfg.Durable, err)
+		return err
 	}
 	adv, err := r.log.nc.Subscribe(maxDeliveriesSubject(r.log.cfg.Stream, r.cfg.Durable), func(m *nats.Msg) {
 		r.onMaxDeliveries(ctx, m.Data)
@@ -180,13 +207,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("engine: advisory subscription: %w", err)
 	}
 	defer adv.Unsubscribe()
-
-	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 
 	// Long-lived workers rather than a goroutine per message: handlers
 	// then start on warm stacks.
@@ -203,12 +223,60 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	defer wg.Wait()
 	defer close(work)
+
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = 0
+	for {
+		err := r.consume(ctx, cons, work)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if r.log.nc.IsClosed() {
+			return fmt.Errorf("engine: stage %s: NATS connection closed", r.stage.Name())
+		}
+		r.cfg.Logger.Warn("consumer lost, re-creating it", "stage", r.stage.Name(), "err", err)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(b.NextBackOff()):
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cons, err = r.createConsumer(cctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if r.log.nc.IsClosed() {
+				return fmt.Errorf("engine: stage %s: NATS connection closed", r.stage.Name())
+			}
+			r.cfg.Logger.Debug("re-create consumer", "stage", r.stage.Name(), "err", err)
+		}
+		b.Reset()
+		r.cfg.Logger.Info("consumer re-created", "stage", r.stage.Name())
+	}
+}
+
+// consume feeds work from one message iterator until ctx ends or the
+// iterator stops for good; it returns why it stopped.
+func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-				return nil
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return err
 			}
+			// A terminal status (consumer deleted, bad request) stops the
+			// iterator; the next call reports it closed.
 			r.cfg.Logger.Warn("consume", "stage", r.stage.Name(), "err", err)
 			continue
 		}
@@ -216,7 +284,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case work <- msg:
 		case <-ctx.Done():
 			_ = msg.Nak()
-			return nil
+			return ctx.Err()
 		}
 	}
 }
