@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,12 +66,7 @@ func Main(m *testing.M) int {
 // one test sees the same objects.
 func Store(t testing.TB) store.ObjectStore {
 	t.Helper()
-	if gateway == nil {
-		t.Fatal("testinfra.Store needs TestMain to call testinfra.Main")
-	}
-	cfg := gateway.Config()
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	cfg.Prefix = "test-" + name
+	cfg := StoreConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, cfg)
@@ -78,6 +74,19 @@ func Store(t testing.TB) store.ObjectStore {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// StoreConfig is the configuration behind Store: the shared gateway's
+// endpoint and credentials and the test's own prefix. Tests that reach the
+// gateway another way (through a proxy, from a subprocess) start from it.
+func StoreConfig(t testing.TB) store.Config {
+	t.Helper()
+	if gateway == nil {
+		t.Fatal("testinfra.Store needs TestMain to call testinfra.Main")
+	}
+	cfg := gateway.Config()
+	cfg.Prefix = "test-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return cfg
 }
 
 // Log starts an embedded JetStream server for the test and opens the
@@ -175,6 +184,22 @@ func Bubblewrap(t testing.TB) *sandbox.Bubblewrap {
 		t.Skipf("bubblewrap unavailable (make setup installs it): %v", err)
 	}
 	return bw
+}
+
+// NATSServer returns the path of a nats-server executable (the Debian
+// package nats-server, which make setup installs), or skips the test with
+// the reason when there is none; T1_REQUIRE_NATS_SERVER=1 (set by CI when
+// the package is installed) fails the test instead of skipping it.
+func NATSServer(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("nats-server")
+	if err != nil {
+		if os.Getenv("T1_REQUIRE_NATS_SERVER") != "" {
+			t.Fatalf("nats-server is required here: %v", err)
+		}
+		t.Skipf("nats-server unavailable (make setup installs it): %v", err)
+	}
+	return path
 }
 
 // Runner is a stage runner configuration for tests: quick retries, few
