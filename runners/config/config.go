@@ -32,6 +32,8 @@ type Config struct {
 	Sandbox Sandbox `yaml:"sandbox"`
 	// Training configures the critic and PPO stages and the trainer.
 	Training Training `yaml:"training"`
+	// Variants are the ablations `t1 ablate` runs beside the base run.
+	Variants []Variant `yaml:"variants"`
 }
 
 // Run identifies one run of the pipeline.
@@ -187,6 +189,7 @@ func Default() Config {
 		Inference: defaultInference(),
 		Sandbox:   defaultSandbox(),
 		Training:  defaultTraining(),
+		Variants:  defaultVariants(),
 	}
 }
 

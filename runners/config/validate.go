@@ -124,6 +124,7 @@ func (c Config) problems() []problem {
 	c.Training.check(bad)
 
 	c.Stages.check(bad)
+	c.checkVariants(bad)
 	return ps
 }
 
