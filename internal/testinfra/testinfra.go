@@ -194,6 +194,10 @@ func NATSServer(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("nats-server")
 	if err != nil {
+		// Debian installs it in /usr/sbin, which is not on every PATH.
+		path, err = exec.LookPath("/usr/sbin/nats-server")
+	}
+	if err != nil {
 		if os.Getenv("T1_REQUIRE_NATS_SERVER") != "" {
 			t.Fatalf("nats-server is required here: %v", err)
 		}
