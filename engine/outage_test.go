@@ -58,3 +58,14 @@ func TestOversizedOutputFails(t *testing.T) {
 		t.Fatalf("%d oversized events stored", n)
 	}
 }
+
+func TestServerAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{{"2.9.10", false}, {"2.10.3", false}, {"2.10.4", true}, {"2.11.0-RC.1", true}, {"3.0.0", true}, {"1.99.99", false}, {"", true}, {"dev", true}} {
+		if got := serverAtLeast(c.v, 2, 10, 4); got != c.want {
+			t.Errorf("serverAtLeast(%q, 2.10.4) = %t", c.v, got)
+		}
+	}
+}

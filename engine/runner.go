@@ -387,7 +387,7 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 		if int(meta.NumDelivered) >= r.cfg.MaxDeliver {
 			outcome = "dead"
 			r.deadLetter(ctx, seq, meta.NumDelivered, err.Error())
-			_ = msg.TermWithReason("dead-lettered: " + truncate(err.Error(), 200))
+			r.term(msg, "dead-lettered: "+err.Error())
 			return
 		}
 		r.retried.Add(1)
@@ -493,7 +493,42 @@ func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 	} else {
 		r.deadLetter(ctx, meta.Sequence.Stream, meta.NumDelivered, reason)
 	}
+	r.term(msg, reason)
+}
+
+// term terminates msg with reason. Servers before 2.10.4 ignore a
+// terminate that carries a reason and redeliver the message until it is
+// dead-lettered, so they get a bare one.
+func (r *Runner) term(msg jetstream.Msg, reason string) {
+	if !serverAtLeast(r.log.nc.ConnectedServerVersion(), 2, 10, 4) {
+		_ = msg.Term()
+		return
+	}
 	_ = msg.TermWithReason(truncate(reason, 200))
+}
+
+// serverAtLeast compares a server version such as "2.9.10" or
+// "2.11.0-RC.1" with major.minor.patch; an unreadable one counts as new.
+func serverAtLeast(version string, major, minor, patch int) bool {
+	core, _, _ := strings.Cut(version, "-")
+	parts := strings.SplitN(core, ".", 3)
+	if len(parts) != 3 {
+		return true
+	}
+	var got [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return true
+		}
+		got[i] = n
+	}
+	for i, w := range [3]int{major, minor, patch} {
+		if got[i] != w {
+			return got[i] > w
+		}
+	}
+	return true
 }
 
 type maxDeliveriesAdvisory struct {

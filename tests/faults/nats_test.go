@@ -3,12 +3,15 @@ package faults_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,4 +207,67 @@ func (p *natsProcess) kill() {
 	_ = p.cmd.Process.Kill()
 	_ = p.cmd.Wait()
 	p.cmd = nil
+}
+
+// What the engine needs from the nats-server it is given, checked on the
+// installed one (Debian 12 ships 2.9.10): a permanent failure terminates
+// its message (2.9 ignores a terminate that carries a reason), and a stage
+// that filters several event types, which 2.9 cannot do, is refused with
+// a reason that names the version it needs.
+func TestExternalServerFeatures(t *testing.T) {
+	p := &natsProcess{bin: testinfra.NATSServer(t), dir: t.TempDir(), port: freePort(t)}
+	p.start(t)
+	t.Cleanup(p.kill)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnectOptions{URLs: []string{p.url()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := engine.OpenLog(ctx, nc, engine.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	bad := engine.NewStage("bad", []string{"probe.in"}, func(context.Context, engine.Event, engine.Emitter) error {
+		calls.Add(1)
+		return engine.Permanent(errors.New("unusable input"))
+	})
+	rc := engine.RunnerConfig{AckWait: time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+	testinfra.RunStage(t, l, bad, rc)
+	ev, err := engine.NewRootEvent("r", "probe.in", "a", map[string]int{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, 10*time.Second, func() error {
+		if n := testinfra.Count(t, l, "t1.r.probe.in.failed"); n != 1 {
+			return fmt.Errorf("%d failed events", n)
+		}
+		return nil
+	})
+	// Past two ack waits: a message that was not terminated is back by now.
+	time.Sleep(3 * rc.AckWait)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("a permanently failed message was handled %d times on nats-server %s", n, nc.ConnectedServerVersion())
+	}
+	if dl := outcomeOf(t, l, "r").dead; dl != 0 {
+		t.Fatalf("%d dead letters", dl)
+	}
+
+	multi := engine.NewStage("multi", []string{"probe.a", "probe.b"}, func(context.Context, engine.Event, engine.Emitter) error { return nil })
+	mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer mcancel()
+	err = engine.NewRunner(l, multi, rc).Run(mctx)
+	old := strings.HasPrefix(nc.ConnectedServerVersion(), "2.9.") || strings.HasPrefix(nc.ConnectedServerVersion(), "2.8.")
+	switch {
+	case old && (err == nil || !strings.Contains(err.Error(), "needs nats-server 2.10 or newer")):
+		t.Fatalf("a two-filter stage on nats-server %s: %v", nc.ConnectedServerVersion(), err)
+	case !old && err != nil:
+		t.Fatalf("a two-filter stage on nats-server %s: %v", nc.ConnectedServerVersion(), err)
+	}
+	t.Logf("nats-server %s, a two-filter stage: %v", nc.ConnectedServerVersion(), err)
 }
