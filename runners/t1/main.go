@@ -59,6 +59,7 @@ func newRoot() *cobra.Command {
 		statusCmd(g),
 		eventsCmd(g),
 		runCmd(g),
+		ablateCmd(g),
 		demoCmd(g),
 		replayCmd(g),
 		workerCmd(g),
@@ -70,6 +71,7 @@ func newRoot() *cobra.Command {
 		sandboxCmd(g),
 		rolloutCmd(g),
 		exportCmd(g),
+		digestCmd(g),
 	)
 	return root
 }

@@ -211,11 +211,32 @@ type evalLine struct {
 }
 
 func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra) error {
+	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in)
+	if err != nil || sum == nil {
+		return err
+	}
+	if g.json {
+		if err := printJSON(cmd, sum); err != nil {
+			return err
+		}
+	} else {
+		printPipelineSummary(cmd.OutOrStdout(), *sum)
+	}
+	if sum.Status == "failed" {
+		return fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run)
+	}
+	return nil
+}
+
+// executePipeline runs in.Config's run to its end with every stage in this
+// process, writing progress to w, and returns its summary once the report
+// is written; nil when ctx ends first (a later call resumes the run).
+func executePipeline(ctx context.Context, w io.Writer, in *local.Infra) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
 	p, err := buildPipeline(ctx, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hash := pipelineHash(cfg)
 
@@ -239,27 +260,27 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 	}
 	exists, err := hasEvent(ctx, in.Log, engine.Subject(run, schemas.RunStarted))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !exists {
 		root, err := engine.NewRootEvent(run, schemas.RunStarted, hash, p.started)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := in.Log.Publish(ctx, root); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
 	begin := time.Now()
-	prog := newPipelineProgress(cmd.ErrOrStderr(), cfg.Stages)
+	prog := newPipelineProgress(w, cfg.Stages)
 	sum := pipelineSummary{Run: run}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		counts, err := runCounts(ctx, in.Log, run)
 		if err != nil && ctx.Err() == nil {
-			return err
+			return nil, err
 		}
 		sum.Events = counts
 		prog.update(counts, time.Since(begin))
@@ -274,10 +295,10 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		select {
 		case <-ctx.Done():
 			prog.finish()
-			fmt.Fprintf(cmd.ErrOrStderr(), "stopped; run `t1 run` again to resume run %s\n", run)
-			return nil
+			fmt.Fprintf(w, "stopped; run `t1 run` again to resume run %s\n", run)
+			return nil, nil
 		case err := <-errs:
-			return err
+			return nil, err
 		case <-tick.C:
 		}
 	}
@@ -304,24 +325,14 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		}
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	sort.Slice(sum.Evals, func(i, j int) bool { return sum.Evals[i].PolicyVersion < sum.Evals[j].PolicyVersion })
 	sum.Dead = deadLetters(ctx, in, run)
 	if sum.Report, sum.ReportKey, err = writeReport(ctx, in, run, renderPipelineReport(sum)); err != nil {
-		return err
+		return nil, err
 	}
-	if g.json {
-		if err := printJSON(cmd, sum); err != nil {
-			return err
-		}
-	} else {
-		printPipelineSummary(cmd.OutOrStdout(), sum)
-	}
-	if sum.Status == "failed" {
-		return fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", run, sum.Reason, run)
-	}
-	return nil
+	return &sum, nil
 }
 
 // deadLetters counts the run's dead letters.

@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tinyAblation is the tiny pipeline without SFT and one variant: the actor
+// update without routing replay.
+const tinyAblation = `run:
+  id: abl
+stages:
+  control:
+    pool_target: 2
+    rounds: 1
+    seeds: 2
+    iterations: 1
+    attempts: 1
+    max_turns: 2
+  eval:
+    tasks: 1
+    rounds: 0
+    attempts: 1
+  rollout:
+    max_new_tokens: 24
+    context: 512
+training:
+  warmup:
+    steps: 1
+variants:
+  - name: replay-off
+    set: {training.replay: false}
+`
+
+// `t1 ablate` runs the base run and its variant one after the other on one
+// seed, each with its own settings, and writes one report comparing them.
+func TestAblateRunsVariantsSideBySide(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
+			t.Fatal("bubblewrap is required here")
+		}
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyAblation), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := command(t, data, cfg, "ablate", "--json", "--log-level", "warn")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ablate: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var sum struct {
+		Base string `json:"base"`
+		Runs []struct {
+			Run    string            `json:"run"`
+			Status string            `json:"status"`
+			Events map[string]uint64 `json:"events"`
+		} `json:"runs"`
+		Report string `json:"report"`
+		HTML   string `json:"report_html"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if sum.Base != "abl" || len(sum.Runs) != 2 || sum.Runs[0].Run != "abl" || sum.Runs[1].Run != "abl-replay-off" {
+		t.Fatalf("%+v", sum)
+	}
+	for _, r := range sum.Runs {
+		if r.Status != "completed" || r.Events["policy.updated"] != 1 {
+			t.Errorf("run %s: %s, events %v", r.Run, r.Status, r.Events)
+		}
+	}
+	// Each run trained with its own setting, and replay leaves no routing
+	// mismatch between sampling and training.
+	for run, want := range map[string]string{"abl": "true", "abl-replay-off": "false"} {
+		out, err := command(t, data, cfg, "query", "metrics", "--run", run, "--select", "replay,routing_mismatches,routing_sets", "--format", "csv").Output()
+		if err != nil {
+			t.Fatalf("query %s: %v\n%s", run, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("metrics of %s:\n%s", run, out)
+		}
+		f := strings.Split(lines[1], ",")
+		if f[0] != want || (want == "true" && f[1] != "0") || f[2] == "0" {
+			t.Errorf("metrics of %s: %s, want replay %s", run, lines[1], want)
+		}
+	}
+	for _, p := range []string{sum.Report, sum.HTML} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("abl-replay-off")) {
+			t.Errorf("%s does not show the variant", p)
+		}
+	}
+	// A second ablation finds both runs complete and runs nothing again.
+	out2, err := command(t, data, cfg, "ablate", "--json", "--log-level", "warn").Output()
+	if err != nil {
+		t.Fatalf("second ablate: %v\n%s", err, out2)
+	}
+	var sum2 struct {
+		Runs []struct {
+			Events map[string]uint64 `json:"events"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(out2, &sum2); err != nil || len(sum2.Runs) != 2 {
+		t.Fatalf("%v %s", err, out2)
+	}
+	for i := range sum2.Runs {
+		for typ, n := range sum.Runs[i].Events {
+			if sum2.Runs[i].Events[typ] != n {
+				t.Errorf("the second ablation changed %s of %s: %d → %d", typ, sum.Runs[i].Run, n, sum2.Runs[i].Events[typ])
+			}
+		}
+	}
+}
