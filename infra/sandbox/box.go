@@ -200,6 +200,9 @@ func (b *box) hostPath(p string) (string, error) {
 	return filepath.Join(b.fsDir, r), nil
 }
 
+// fixedDate is the date of every git commit made in a sandbox.
+const fixedDate = "2000-01-01T00:00:00Z"
+
 // baseEnv is the scrubbed environment every command starts from.
 func (b *box) baseEnv() []string {
 	env := []string{
@@ -207,6 +210,10 @@ func (b *box) baseEnv() []string {
 		"HOME=" + b.l.visible(b, "/root"),
 		"TERM=dumb",
 		"LANG=C.UTF-8",
+		// Commits made in a sandbox get a fixed date, so a rerun with the
+		// same seed produces the same commit ids and the same snapshots.
+		"GIT_AUTHOR_DATE=" + fixedDate,
+		"GIT_COMMITTER_DATE=" + fixedDate,
 		"T1_SANDBOX=" + b.id,
 	}
 	if v := b.l.visible(b, "/tmp"); v != "/tmp" {

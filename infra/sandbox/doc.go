@@ -88,8 +88,9 @@
 // the sandbox's host uid. If the calling process itself is killed, bwrap
 // follows it (parent-death signal) but the per-attempt directory stays
 // behind under Spec.TempDir (t1-sandbox-*). The environment is scrubbed: PATH, HOME,
-// TERM=dumb, LANG=C.UTF-8, T1_SANDBOX (and TMPDIR under Plain), then the
-// task's Dockerfile ENV, Spec.Env, and Cmd.Env.
+// TERM=dumb, LANG=C.UTF-8, GIT_AUTHOR_DATE and GIT_COMMITTER_DATE (fixed at
+// 2000-01-01, so reruns make identical commits), T1_SANDBOX (and TMPDIR
+// under Plain), then the task's Dockerfile ENV, Spec.Env, and Cmd.Env.
 //
 // # Shell
 //
