@@ -42,7 +42,9 @@ type statusReport struct {
 	Streams     []streamStatus   `json:"streams"`
 	Consumers   []consumerStatus `json:"consumers"`
 	DeadLetters []eventCount     `json:"dead_letters"`
-	Events      []eventCount     `json:"events"`
+	// Failed counts <type>.failed events per run by the type that failed.
+	Failed []eventCount `json:"failed"`
+	Events []eventCount `json:"events"`
 }
 
 func statusCmd(g *globals) *cobra.Command {
@@ -88,6 +90,7 @@ func collectStatus(ctx context.Context, l *engine.Log) (statusReport, error) {
 		counts := countsBySubject(info.State.Subjects)
 		if s == l.Stream() {
 			rep.Events = counts
+			rep.Failed = failedCounts(counts)
 		} else {
 			rep.DeadLetters = counts
 		}
@@ -123,6 +126,18 @@ func countsBySubject(subjects map[string]uint64) []eventCount {
 	return out
 }
 
+// failedCounts picks the <type>.failed rows out of counts, keyed by the
+// type that failed.
+func failedCounts(counts []eventCount) []eventCount {
+	var out []eventCount
+	for _, c := range counts {
+		if typ, ok := strings.CutSuffix(c.Type, engine.FailedType("")); ok {
+			out = append(out, eventCount{Run: c.Run, Type: typ, Count: c.Count})
+		}
+	}
+	return out
+}
+
 func printStatus(cmd *cobra.Command, rep statusReport) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "NATS %s\n\n", rep.NATS)
@@ -142,6 +157,13 @@ func printStatus(cmd *cobra.Command, rep statusReport) {
 		fmt.Fprintf(w, "%s\t%s\t%d\n", e.Run, e.Type, e.Count)
 	}
 	if len(rep.DeadLetters) == 0 {
+		fmt.Fprintln(w, "(none)")
+	}
+	fmt.Fprintln(w, "\nFAILED\tTYPE\tCOUNT")
+	for _, e := range rep.Failed {
+		fmt.Fprintf(w, "%s\t%s\t%d\n", e.Run, e.Type, e.Count)
+	}
+	if len(rep.Failed) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
 	fmt.Fprintln(w, "\nRUN\tTYPE\tEVENTS")
