@@ -94,7 +94,7 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, cfgs []config.Con
 		// are built from changes between variants.
 		vin := *in
 		vin.Config = c
-		s, err := executePipeline(ctx, w, &vin)
+		s, err := executePipeline(ctx, w, &vin, true)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
 		}

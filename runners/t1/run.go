@@ -43,13 +43,17 @@ import (
 )
 
 func runCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "run",
+	var noStages bool
+	cmd := &cobra.Command{
+		Use:   "run [--no-stages]",
 		Short: "Run the whole pipeline in one process on the configured (by default embedded) NATS and S3",
 		Long: `Runs every stage in this process — control, synth, audit, rollout, reward, critic, ppo and
 eval — on embedded NATS and S3 unless the configuration points elsewhere, with the reference
 MoE as the policy. Progress goes to stderr; a summary and the report's path go to stdout.
-Interrupting stops cleanly; running again with the same configuration resumes from the log.`,
+Interrupting stops cleanly; running again with the same configuration resumes from the log.
+With --no-stages this process runs no stage: it starts the run and follows it to its end while
+the stages run elsewhere as ` + "`t1 worker --stage S`" + ` processes on the same NATS and S3 (for
+example beside ` + "`t1 infra up`" + ` on the data directory).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -62,9 +66,11 @@ Interrupting stops cleanly; running again with the same configuration resumes fr
 				return err
 			}
 			defer in.Close()
-			return runPipeline(ctx, cmd, g, in)
+			return runPipeline(ctx, cmd, g, in, !noStages)
 		},
 	}
+	cmd.Flags().BoolVar(&noStages, "no-stages", false, "start and follow the run only; t1 worker processes run its stages")
+	return cmd
 }
 
 // pipelineHash identifies the configuration that shapes a run's events.
@@ -210,8 +216,8 @@ type evalLine struct {
 	MeanTurns     float64 `json:"mean_turns"`
 }
 
-func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra) error {
-	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in)
+func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra, stages bool) error {
+	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, stages)
 	if err != nil || sum == nil {
 		return err
 	}
@@ -228,10 +234,11 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 	return nil
 }
 
-// executePipeline runs in.Config's run to its end with every stage in this
-// process, writing progress to w, and returns its summary once the report
-// is written; nil when ctx ends first (a later call resumes the run).
-func executePipeline(ctx context.Context, w io.Writer, in *local.Infra) (*pipelineSummary, error) {
+// executePipeline runs in.Config's run to its end, with every stage in
+// this process when stages is set (otherwise workers elsewhere run them),
+// writing progress to w, and returns its summary once the report is
+// written; nil when ctx ends first (a later call resumes the run).
+func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages bool) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
 	p, err := buildPipeline(ctx, in)
@@ -244,7 +251,11 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra) (*pipeli
 	var wg sync.WaitGroup
 	defer func() { stopStages(); wg.Wait() }()
 	errs := make(chan error, len(p.stages))
-	for _, s := range p.stages {
+	mine := p.stages
+	if !stages {
+		mine = nil
+	}
+	for _, s := range mine {
 		rc := local.RunnerConfig(cfg.Engine, hash)
 		if p.single[s.Name()] {
 			rc.Concurrency = 1
