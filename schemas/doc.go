@@ -113,7 +113,7 @@
 //	                   round, seed_ids, per_seed, seeds (round 0), seed
 //	synth.candidate    producer: synth  consumers: synth, control
 //	                   round, parent_id, root_id, steps ([]{name, seed, input}),
-//	                   parent_steps
+//	                   parent_steps, generator (builtin | llm), seed
 //	synth.discarded    producer: synth  consumers: control
 //	                   task_id, parent_id, round, reason
 //	task.synthesized   producer: synth  consumers: audit, control

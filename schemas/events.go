@@ -106,6 +106,12 @@ type SynthCandidatePayload struct {
 	Steps    []StepRef `json:"steps"`
 	// ParentSteps is how many of Steps are the parent's.
 	ParentSteps int `json:"parent_steps,omitempty"`
+	// Generator grows the candidate: "" or "builtin" builds Steps; "llm"
+	// asks a chat model to extend the parent, and has no Steps.
+	Generator string `json:"generator,omitempty"`
+	// Seed is the run seed, from which (with the event id) an llm
+	// candidate's request seed derives.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // SynthDiscardedPayload reports a candidate that execution rejected, so

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Path is the endpoint, relative to the server's root.
@@ -209,6 +210,10 @@ func (c *Client) once(ctx context.Context, body []byte) (*Response, error) {
 	}
 	if int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
+	}
+	// encoding/json would quietly turn invalid bytes into U+FFFD.
+	if !utf8.Valid(data) {
+		return nil, &BadReply{Reason: "the response is not valid UTF-8"}
 	}
 	var out Response
 	if err := json.Unmarshal(data, &out); err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/taskgen"
@@ -28,6 +29,11 @@ type Config struct {
 	StepsPerRound int
 	// TempDir holds task directories while they execute.
 	TempDir string
+	// Generator grows tasks from accepted seeds: Builtin (the default,
+	// taskgen's typed steps) or LLM, which needs LLM. Round 0's fresh
+	// tasks always come from taskgen: the llm generator extends a parent.
+	Generator string
+	LLM       *LLMConfig
 }
 
 // LineageKey is where a run keeps a task's lineage.
@@ -84,6 +90,22 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 		if err != nil {
 			return err
 		}
+		if s.cfg.Generator == LLM {
+			root := lin.RootID
+			if root == "" {
+				root = id
+			}
+			for k := range p.PerSeed {
+				c := schemas.SynthCandidatePayload{Round: p.Round, ParentID: id, RootID: root, Generator: LLM, Seed: p.Seed}
+				if _, err := out.Emit(schemas.SynthCandidate, c, engine.WithKey(id+"/"+fmt.Sprint(k))); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if lin.Generator == LLM {
+			return engine.Permanent(fmt.Errorf("seed %s was grown by the llm generator: it has no steps for the built-in one to extend", id))
+		}
 		for k := range p.PerSeed {
 			refs, err := taskgen.Extend(lin.Steps, s.cfg.StepsPerRound, rngFor(p.Seed, fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)))
 			if err != nil {
@@ -118,6 +140,13 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 	var p schemas.SynthCandidatePayload
 	if err := ev.Decode(&p); err != nil {
 		return err
+	}
+	switch p.Generator {
+	case "", Builtin:
+	case LLM:
+		return s.llmCandidate(ctx, ev, p, out)
+	default:
+		return engine.Permanent(fmt.Errorf("synth: candidate of unknown generator %q", p.Generator))
 	}
 	child, err := taskgen.Build(p.Steps)
 	if err != nil {
@@ -157,7 +186,14 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 	if root == "" {
 		root = id
 	}
-	lin := Lineage{TaskID: id, ParentID: p.ParentID, RootID: root, Round: p.Round, Steps: p.Steps}
+	lin := Lineage{TaskID: id, ParentID: p.ParentID, RootID: root, Round: p.Round, Steps: p.Steps, Generator: Builtin}
+	return s.keep(ctx, ev, out, lin, t, child.Category, child.Difficulty, child.Work)
+}
+
+// keep stores a task that execution kept — lineage, bundle, tasks row —
+// and announces it.
+func (s *stage) keep(ctx context.Context, ev engine.Event, out engine.Emitter, lin Lineage, t *harbor.Task, category, difficulty string, steps int) error {
+	id := lin.TaskID
 	data, _ := json.Marshal(lin)
 	if _, err := s.cfg.Store.PutIfAbsent(ctx, LineageKey(ev.Run, id), bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: "application/json"}); err != nil && !errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("lineage %s: %w", id, err)
@@ -167,21 +203,21 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 		return err
 	}
 	source := "synth"
-	if p.ParentID == "" {
+	if lin.ParentID == "" {
 		source = "seed"
 	}
 	row := schemas.TaskRow{
-		Run: ev.Run, TaskID: id, ParentID: p.ParentID, RootID: root, Round: int32(p.Round), Source: source,
-		Category: child.Category, Difficulty: child.Difficulty, Tags: t.Config.Metadata.Tags,
-		Instruction: child.Instruction, Steps: int32(child.Work), BundleKey: key, BundleSHA: sum, SolutionPassed: true,
+		Run: ev.Run, TaskID: id, ParentID: lin.ParentID, RootID: lin.RootID, Round: int32(lin.Round), Source: source,
+		Category: category, Difficulty: difficulty, Tags: t.Config.Metadata.Tags,
+		Instruction: t.Instruction, Steps: int32(steps), BundleKey: key, BundleSHA: sum, SolutionPassed: true,
 	}
-	ref, err := schemas.WriteTable(ctx, s.cfg.Store, ev.Run, p.Round, []schemas.TaskRow{row}, schemas.WriterOptions{TempDir: s.cfg.TempDir})
+	ref, err := schemas.WriteTable(ctx, s.cfg.Store, ev.Run, lin.Round, []schemas.TaskRow{row}, schemas.WriterOptions{TempDir: s.cfg.TempDir})
 	if err != nil {
 		return err
 	}
 	_, err = out.Emit(schemas.TaskSynthesized, schemas.TaskSynthesizedPayload{
-		TaskID: id, ParentID: p.ParentID, Round: p.Round, Steps: child.Work, Task: ref,
-		Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum}, Category: child.Category, Difficulty: child.Difficulty,
+		TaskID: id, ParentID: lin.ParentID, Round: lin.Round, Steps: steps, Task: ref,
+		Bundle: schemas.ObjectRef{Key: key, Bytes: size, SHA256: sum}, Category: category, Difficulty: difficulty,
 	}, engine.WithKey(id))
 	return err
 }

@@ -12,14 +12,28 @@ import (
 	"github.com/t1pipe/t1/trial"
 )
 
+// Generators of a task, as lineage records them.
+const (
+	Builtin = "builtin" // taskgen's typed executable steps
+	LLM     = "llm"     // a chat model behind an OpenAI-compatible endpoint
+)
+
 // Lineage is what makes a task rebuildable and extendable: its steps,
-// parent and round.
+// parent and round, and which generator grew it. A task the llm generator
+// grew has no steps; its bundle is its whole content, and Reply is the
+// stored model reply it was parsed from.
 type Lineage struct {
 	TaskID   string            `json:"task_id"`
 	ParentID string            `json:"parent_id,omitempty"`
 	RootID   string            `json:"root_id"`
 	Round    int               `json:"round"`
-	Steps    []taskgen.StepRef `json:"steps"`
+	Steps    []taskgen.StepRef `json:"steps,omitempty"`
+	// Generator is Builtin or LLM; empty in lineages written before there
+	// was a choice, which are Builtin.
+	Generator string `json:"generator,omitempty"`
+	// Model names the chat model of an LLM task.
+	Model string `json:"model,omitempty"`
+	Reply string `json:"reply,omitempty"`
 }
 
 // Verdict is the execution check of one candidate.
@@ -30,15 +44,45 @@ type Verdict struct {
 	// Oracle is the reference solution's run; Parent the parent's solution
 	// on the child's environment (nil for a seed).
 	Oracle, Parent *trial.Outcome
-	// New names the assertions the child adds.
+	// New names the assertions the child adds, as the oracle's report
+	// names them.
 	New []string
 }
 
-// Execute runs a candidate: the oracle must pass every assertion, and
-// the parent's solution, run on the child's environment, must fail every
-// assertion the child adds. dir is where the task is written; it is
-// removed by the caller.
+// Expect is what execution must show of a candidate.
+type Expect struct {
+	// Assertions is how many assertions the oracle must report; 0 takes
+	// whatever it reports, as long as it reports at least one.
+	Assertions int
+	// Known are the parent's assertions (pytest function names); every
+	// other assertion the oracle reports is new.
+	Known []string
+	// ParentSolution is the parent's solve.sh, run on the child's
+	// environment; nil for a seed, which has no parent to outgrow.
+	ParentSolution []byte
+}
+
+// Execute runs a candidate grown by taskgen: the oracle must pass every
+// assertion, and the parent's solution, run on the child's environment,
+// must fail every assertion the child adds. dir is where the task is
+// written; it is removed by the caller.
 func Execute(ctx context.Context, child, parent *taskgen.Spec, t *harbor.Task, dir string, opt trial.Options) (Verdict, error) {
+	e := Expect{Assertions: len(child.Checks)}
+	if parent != nil {
+		for _, c := range parent.Checks {
+			e.Known = append(e.Known, c.Name)
+		}
+		e.ParentSolution = []byte(parent.SolveScript())
+	}
+	return ExecuteTask(ctx, t, e, dir, opt)
+}
+
+// ExecuteTask runs any candidate task against e, each run in a fresh
+// sandbox: the oracle must pass every assertion of a per-assertion report,
+// and with a parent there must be new assertions, every one of which the
+// parent's solution fails. A task that shows otherwise is dropped with the
+// reason; the error is for failures to run at all.
+func ExecuteTask(ctx context.Context, t *harbor.Task, e Expect, dir string, opt trial.Options) (Verdict, error) {
 	var v Verdict
 	if err := t.Write(dir); err != nil {
 		return v, err
@@ -48,42 +92,45 @@ func Execute(ctx context.Context, child, parent *taskgen.Spec, t *harbor.Task, d
 		return v, err
 	}
 	v.Oracle = &out
-	if out.SolutionExit != 0 {
+	r := out.Report
+	switch {
+	case out.SolutionExit != 0:
 		v.Reason = fmt.Sprintf("reference solution exited %d: %s", out.SolutionExit, tail(out.SolutionOutput, 400))
 		return v, nil
-	}
-	if !out.Report.Solved || out.Report.Total != len(child.Checks) {
-		v.Reason = fmt.Sprintf("reference solution passed %d of %d assertions (%d expected): %s",
-			out.Report.Passed, out.Report.Total, len(child.Checks), failures(out.Report))
+	case r.Fallback || r.Total == 0:
+		v.Reason = fmt.Sprintf("the verifier reported no assertions (%s, exit %d): %s", r.Source, r.ExitCode, strings.Join(r.Problems, "; "))
+		return v, nil
+	case r.Passed != r.Total || (e.Assertions > 0 && r.Total != e.Assertions):
+		want := ""
+		if e.Assertions > 0 {
+			want = fmt.Sprintf(" (%d expected)", e.Assertions)
+		}
+		v.Reason = fmt.Sprintf("reference solution passed %d of %d assertions%s: %s", r.Passed, r.Total, want, failures(r))
 		return v, nil
 	}
-	if parent == nil {
+	if e.ParentSolution == nil {
 		v.Keep = true
 		return v, nil
 	}
-	known := map[string]bool{}
-	for _, c := range parent.Checks {
-		known[c.Name] = true
-	}
-	for _, c := range child.Checks {
-		if !known[c.Name] {
-			v.New = append(v.New, c.Name)
-		}
-	}
-	pout, err := trial.Run(ctx, dir, t, &trial.Solution{Script: []byte(parent.SolveScript())}, opt)
-	if err != nil {
-		return v, err
-	}
-	v.Parent = &pout
-	for _, a := range pout.Report.Assertions {
-		if slices.ContainsFunc(v.New, func(n string) bool { return sameTest(a.Name, n) }) && a.Status == verifier.Passed {
-			v.Reason = fmt.Sprintf("the parent's solution already passes the new assertion %s", a.Name)
-			return v, nil
+	for _, a := range r.Assertions {
+		if !slices.ContainsFunc(e.Known, func(fn string) bool { return sameTest(a.Name, fn) }) {
+			v.New = append(v.New, a.Name)
 		}
 	}
 	if len(v.New) == 0 {
 		v.Reason = "the child adds no assertion"
 		return v, nil
+	}
+	pout, err := trial.Run(ctx, dir, t, &trial.Solution{Script: e.ParentSolution}, opt)
+	if err != nil {
+		return v, err
+	}
+	v.Parent = &pout
+	for _, a := range pout.Report.Assertions {
+		if slices.Contains(v.New, a.Name) && a.Status == verifier.Passed {
+			v.Reason = fmt.Sprintf("the parent's solution already passes the new assertion %s", a.Name)
+			return v, nil
+		}
 	}
 	v.Keep = true
 	return v, nil
