@@ -124,7 +124,10 @@ func TestUnusableAnswers(t *testing.T) {
 			func(err error) bool { var b *BadReply; return errors.As(err, &b) }},
 		"not UTF-8": {func(w http.ResponseWriter, _ Request) {
 			w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"caf` + "\xe9" + `"}}]}`))
-		}, func(err error) bool { var b *BadReply; return errors.As(err, &b) && strings.Contains(err.Error(), "UTF-8") }},
+		}, func(err error) bool {
+			var b *BadReply
+			return errors.As(err, &b) && strings.Contains(err.Error(), "UTF-8")
+		}},
 		"huge": {answer(strings.Repeat("x", 2<<10)),
 			func(err error) bool { return errors.Is(err, ErrTooLarge) }},
 	} {
