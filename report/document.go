@@ -77,7 +77,8 @@ var labels = map[string]string{
 	ColRoutingFlips: "routing flip rate", ColApproxKL: "approx KL", ColGradNorm: "grad norm",
 	ColRoutingMismatches: "routing mismatches", ColLossDrift: "loss drift", "trajectories": "attempts", "tokens": "tokens",
 	ColStrictPrefix: "strict prefix", ColClippedNorm: "clipped normalisation", ColTextRetokened: "text retokenised",
-	ColNewChunk: "new chunk",
+	ColNewChunk: "new chunk", "logprob_gap_max": "max log-prob gap", "routing_sets": "routing sets", "actions": "loss tokens",
+	"critic_warmup_steps": "critic warm-up steps",
 }
 
 func label(col string) string {

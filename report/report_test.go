@@ -280,9 +280,14 @@ func TestRenderNoData(t *testing.T) {
 func TestLoadUnknownRun(t *testing.T) {
 	l, st := testinfra.Log(t), testinfra.Store(t)
 	fixture{run: "known", replay: true, gap: 0.02}.seed(t, l, st)
+	publish(t, l, "branch", schemas.RewardScored, "1", schemas.RewardScoredPayload{TaskID: "task-0", Purpose: schemas.PurposeTrain})
 	_, err := Load(context.Background(), l, st, "nope")
-	if err == nil || !strings.Contains(err.Error(), `unknown run "nope"`) || !strings.Contains(err.Error(), "runs in the log: known") {
+	if err == nil || !strings.Contains(err.Error(), `unknown run "nope"`) || !strings.Contains(err.Error(), "runs in the log: branch, known") {
 		t.Fatalf("err %v", err)
+	}
+	// A branch has events but no run.started.
+	if r := load(t, l, st, "branch"); r.Status != StatusUnstarted || r.Events[schemas.RewardScored] != 1 {
+		t.Errorf("branch %+v", r)
 	}
 	if _, err := Load(context.Background(), l, st, "bad run"); err == nil {
 		t.Fatal("an invalid run id loaded")

@@ -31,6 +31,9 @@ const (
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 	StatusRunning   = "running" // neither run.completed nor run.failed yet
+	// StatusUnstarted is a run with events but no run.started: a branch
+	// that t1 replay wrote from another run's inputs.
+	StatusUnstarted = "unstarted"
 )
 
 // Run is everything a report shows about one run.
@@ -202,9 +205,9 @@ type EvalResult struct {
 // Load gathers everything the report shows about run: its events from
 // log (a replay of t1.<run>.>, which leaves no state on the server) and
 // its metrics, trajectories, rewards and eval_results tables from st.
-// It works on a run in progress too (Status running). An unknown run is an
-// error listing the runs the log holds; so is a table object that does
-// not read, naming the object.
+// It works on a run in progress too (Status running) and on a branch
+// (Status unstarted). A run without events is an error listing the runs
+// the log holds; so is a table object that does not read, naming it.
 func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) (*Run, error) {
 	if err := engine.ValidRun(run); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -213,8 +216,11 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 	if err := r.loadEvents(ctx, log); err != nil {
 		return nil, err
 	}
-	if r.Events[schemas.RunStarted] == 0 {
+	if len(r.Events) == 0 {
 		return nil, unknownRun(ctx, log, run)
+	}
+	if r.Events[schemas.RunStarted] == 0 && r.Status == StatusRunning {
+		r.Status = StatusUnstarted
 	}
 	var err error
 	if r.DeadLetters, err = deadLetters(ctx, log, run); err != nil {
@@ -311,24 +317,27 @@ func decode(ev engine.Event, v any) error {
 	return nil
 }
 
-// unknownRun explains a run without run.started, naming the runs that
-// have one.
+// unknownRun explains a run without events, naming the runs that have
+// some.
 func unknownRun(ctx context.Context, log *engine.Log, run string) error {
-	info, err := log.Stream().Info(ctx, jetstream.WithSubjectFilter(engine.SubjectFilter(schemas.RunStarted)))
+	info, err := log.Stream().Info(ctx, jetstream.WithSubjectFilter(engine.Subject("*", ">")))
 	if err != nil {
-		return fmt.Errorf("report: unknown run %q (no %s event); listing runs: %w", run, schemas.RunStarted, err)
+		return fmt.Errorf("report: unknown run %q (no events); listing runs: %w", run, err)
 	}
+	seen := map[string]bool{}
 	var runs []string
 	for subj := range info.State.Subjects {
-		if id, ok := strings.CutSuffix(strings.TrimPrefix(subj, "t1."), "."+schemas.RunStarted); ok {
+		_, rest, _ := strings.Cut(subj, ".") // t1.<run>.<type>
+		if id, _, ok := strings.Cut(rest, "."); ok && !seen[id] {
+			seen[id] = true
 			runs = append(runs, id)
 		}
 	}
 	sort.Strings(runs)
 	if len(runs) == 0 {
-		return fmt.Errorf("report: unknown run %q: the log holds no %s event", run, schemas.RunStarted)
+		return fmt.Errorf("report: unknown run %q: the log holds no events", run)
 	}
-	return fmt.Errorf("report: unknown run %q (no %s event); runs in the log: %s", run, schemas.RunStarted, strings.Join(runs, ", "))
+	return fmt.Errorf("report: unknown run %q (no events); runs in the log: %s", run, strings.Join(runs, ", "))
 }
 
 func deadLetters(ctx context.Context, log *engine.Log, run string) (uint64, error) {

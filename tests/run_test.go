@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		} `json:"evals"`
 		Dead   uint64 `json:"dead_letters"`
 		Report string `json:"report"`
+		HTML   string `json:"report_html"`
 	}
 	var sums [2]summary
 	for i := range sums {
@@ -90,8 +92,10 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 2 || s.Dead != 0 {
 		t.Errorf("evals %+v, dead letters %d", s.Evals, s.Dead)
 	}
-	if _, err := os.Stat(s.Report); err != nil {
-		t.Error(err)
+	for _, f := range []string{s.Report, s.HTML} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
 	}
 	for typ, n := range s.Events {
 		if sums[1].Events[typ] != n {
@@ -142,6 +146,8 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+	// A report beside the serving holder, with the branch as a variant.
+	checkReport(t, data, cfg)
 	atif := t.TempDir()
 	if out, err := command(t, data, cfg, "export", "atif", "--run", "tiny", "--out", atif).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
@@ -149,6 +155,60 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(atif, "*.json"))
 	if uint64(len(files)) != s.Events["rollout.completed"] {
 		t.Fatalf("%d ATIF files for %d attempts", len(files), s.Events["rollout.completed"])
+	}
+}
+
+// checkReport runs `t1 report` on the tiny run with its re-scored branch
+// as a variant and checks the page: a plot per figure, the expected
+// tables, nothing fetched, and the same files in the store.
+func checkReport(t *testing.T, data, cfg string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := command(t, data, cfg, "report", "--run", "tiny", "--compare", "tiny-rescored", "--out", dir, "--json").Output()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	var files struct {
+		Report  string `json:"report"`
+		HTML    string `json:"report_html"`
+		HTMLKey string `json:"report_html_key"`
+	}
+	if err := json.Unmarshal(out, &files); err != nil || filepath.Dir(files.HTML) != dir || files.HTMLKey != "runs/tiny/report.html" {
+		t.Fatalf("report: %+v %v %s", files, err, out)
+	}
+	page, err := os.ReadFile(files.HTML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(files.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pool-categories", "reward", "explained-variance", "logprob-gap", "drift-repairs", "turns",
+		"eval-builtin", "eval-builtin-difficulty", "eval-builtin-category"} {
+		if !bytes.Contains(page, []byte(`<figure id="fig-`+id+"\">\n<svg")) {
+			t.Errorf("report.html: figure %s has no plot", id)
+		}
+	}
+	for _, want := range []string{"<h2>Training</h2>", "<h2>Evaluation</h2>", "<h2>Variants</h2>", "<th>tiny-rescored</th>", "<td>reward.scored</td>"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
+	if regexp.MustCompile(`(?i)(src|href)\s*=\s*"?(https?:)?//|url\(\s*['"]?(https?:)?//|@import`).Match(page) {
+		t.Error("report.html fetches something from the network")
+	}
+	for _, want := range []string{"# t1 run tiny", "| run.completed | 1 |", "| routing replay | on | unknown |"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	stored, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "tiny", "report.html"))
+	if len(stored) != 1 {
+		t.Fatalf("stored report.html: %v", stored)
+	}
+	if obj, err := os.ReadFile(stored[0]); err != nil || !bytes.Equal(obj, page) {
+		t.Errorf("the stored report.html differs from %s: %v", files.HTML, err)
 	}
 }
 

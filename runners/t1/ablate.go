@@ -117,27 +117,31 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, cfgs []config.Con
 	if err != nil {
 		return nil, err
 	}
-	if sum.Report, err = writeRunFile(ctx, in, sum.Base, "ablation.md", "text/markdown", md); err != nil {
+	if sum.Report, _, err = writeRunFile(ctx, in, sum.Base, "", "ablation.md", "text/markdown", md); err != nil {
 		return nil, err
 	}
-	if sum.HTML, err = writeRunFile(ctx, in, sum.Base, "ablation.html", "text/html; charset=utf-8", html); err != nil {
+	if sum.HTML, _, err = writeRunFile(ctx, in, sum.Base, "", "ablation.html", "text/html; charset=utf-8", html); err != nil {
 		return nil, err
 	}
 	return sum, nil
 }
 
 // writeRunFile stores data as runs/<run>/<name> and writes the same file
-// under the data directory, whose path it returns.
-func writeRunFile(ctx context.Context, in *local.Infra, run, name, contentType string, data []byte) (string, error) {
-	key := "runs/" + run + "/" + name
+// as <dir>/<name>, dir defaulting to <data>/runs/<run>; it returns the
+// file's path and the object's key.
+func writeRunFile(ctx context.Context, in *local.Infra, run, dir, name, contentType string, data []byte) (path, key string, err error) {
+	key = "runs/" + run + "/" + name
 	if _, err := in.Store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
-		return "", fmt.Errorf("store %s: %w", key, err)
+		return "", "", fmt.Errorf("store %s: %w", key, err)
 	}
-	path := filepath.Join(in.DataDir, "runs", run, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
+	if dir == "" {
+		dir = filepath.Join(in.DataDir, "runs", run)
 	}
-	return path, os.WriteFile(path, data, 0o644)
+	path = filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	return path, key, os.WriteFile(path, data, 0o644)
 }
 
 func printAblation(w io.Writer, s *ablationSummary) {

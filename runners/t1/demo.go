@@ -128,7 +128,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	sum.Elapsed = time.Since(begin)
 	sum.Bytes = int64(sum.Verified) * int64(dc.PayloadBytes)
 	sum.Dead = deadLetters(ctx, in, run)
-	if sum.Report, sum.ReportKey, err = writeReport(ctx, in, run, renderReport(sum)); err != nil {
+	if sum.Report, sum.ReportKey, err = writeRunFile(ctx, in, run, "", "report.md", "text/markdown", []byte(renderReport(sum))); err != nil {
 		return err
 	}
 	if g.json {

@@ -64,6 +64,7 @@ func newRoot() *cobra.Command {
 		replayCmd(g),
 		workerCmd(g),
 		queryCmd(g),
+		reportCmd(g),
 		inspectCmd(g),
 		tasksCmd(g),
 		servePolicyCmd(g),

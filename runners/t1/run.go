@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -27,6 +25,7 @@ import (
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/runners/config"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
@@ -202,9 +201,8 @@ type pipelineSummary struct {
 	Evals      []evalLine        `json:"evals,omitempty"`
 	Dead       uint64            `json:"dead_letters"`
 	Elapsed    time.Duration     `json:"elapsed_ns"`
-	Report     string            `json:"report"`
-	ReportKey  string            `json:"report_key"`
 	PolicyLast int64             `json:"policy_version"`
+	reportFiles
 }
 
 type evalLine struct {
@@ -315,32 +313,15 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	}
 	prog.finish()
 	sum.Elapsed = time.Since(begin)
-	if err := in.Log.Replay(ctx, []string{engine.Subject(run, schemas.EvalCompleted), engine.Subject(run, schemas.RunFailed),
-		engine.Subject(run, schemas.PolicyUpdated)}, engine.ReplayFrom{}, func(ev engine.Event) error {
-		switch ev.Type {
-		case schemas.EvalCompleted:
-			var e schemas.EvalCompletedPayload
-			if ev.Decode(&e) == nil {
-				sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns})
-			}
-		case schemas.RunFailed:
-			var f schemas.RunCompletedPayload
-			if ev.Decode(&f) == nil {
-				sum.Reason = f.Reason
-			}
-		case schemas.PolicyUpdated:
-			var u schemas.PolicyUpdatedPayload
-			if ev.Decode(&u) == nil && u.PolicyVersion > sum.PolicyLast {
-				sum.PolicyLast = u.PolicyVersion
-			}
-		}
-		return nil
-	}); err != nil {
+	r, err := report.Load(ctx, in.Log, in.Store, run)
+	if err != nil {
 		return nil, err
 	}
-	sort.Slice(sum.Evals, func(i, j int) bool { return sum.Evals[i].PolicyVersion < sum.Evals[j].PolicyVersion })
-	sum.Dead = deadLetters(ctx, in, run)
-	if sum.Report, sum.ReportKey, err = writeReport(ctx, in, run, renderPipelineReport(sum)); err != nil {
+	sum.Reason, sum.PolicyLast, sum.Dead = r.Reason, r.PolicyVersion, r.DeadLetters
+	for _, e := range r.Evals {
+		sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns})
+	}
+	if sum.reportFiles, err = saveReport(ctx, in, []*report.Run{r}, ""); err != nil {
 		return nil, err
 	}
 	return &sum, nil
@@ -356,20 +337,6 @@ func deadLetters(ctx context.Context, in *local.Infra, run string) uint64 {
 		}
 	}
 	return n
-}
-
-// writeReport stores a run's Markdown report as runs/<run>/report.md and
-// writes the same file under the data directory; it returns both places.
-func writeReport(ctx context.Context, in *local.Infra, run, report string) (path, key string, err error) {
-	key = "runs/" + run + "/report.md"
-	if _, err := in.Store.Put(ctx, key, strings.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "text/markdown"}); err != nil {
-		return "", "", err
-	}
-	path = filepath.Join(in.DataDir, "runs", run, "report.md")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", "", err
-	}
-	return path, key, os.WriteFile(path, []byte(report), 0o644)
 }
 
 // stage returns the pipeline's stage called name.
@@ -466,32 +433,8 @@ func printPipelineSummary(w io.Writer, s pipelineSummary) {
 	}
 	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)
+	fmt.Fprintf(tw, "report html\t%s (object %s)\n", s.HTML, s.HTMLKey)
 	tw.Flush()
-}
-
-func renderPipelineReport(s pipelineSummary) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# t1 run %s\n\nStatus: **%s**", s.Run, s.Status)
-	if s.Reason != "" {
-		fmt.Fprintf(&b, " (%s)", s.Reason)
-	}
-	fmt.Fprintf(&b, "; latest policy version %d; %s.\n\n## Events\n\n| type | count |\n|---|---|\n", s.PolicyLast, s.Elapsed.Round(time.Second))
-	types := make([]string, 0, len(s.Events))
-	for t := range s.Events {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	for _, t := range types {
-		fmt.Fprintf(&b, "| %s | %d |\n", t, s.Events[t])
-	}
-	if len(s.Evals) > 0 {
-		b.WriteString("\n## Evaluation\n\n| suite | policy | attempts | resolve rate | partial credit | turns |\n|---|---|---|---|---|---|\n")
-		for _, e := range s.Evals {
-			fmt.Fprintf(&b, "| %s | v%d | %d | %.3f | %.3f | %.1f |\n", e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns)
-		}
-	}
-	fmt.Fprintf(&b, "\nDead letters: %d. Query the tables with `t1 query trajectories --run %s` or DuckDB over the Parquet under the data directory's s3/ folder.\n", s.Dead, s.Run)
-	return b.String()
 }
 
 func configHash(v any) string {
