@@ -140,6 +140,7 @@ type Engine struct {
 type Stages struct {
 	Demo    Demo    `yaml:"demo"`
 	Control Control `yaml:"control"`
+	Synth   Synth   `yaml:"synth"`
 	Eval    Eval    `yaml:"eval"`
 	Reward  Reward  `yaml:"reward"`
 	Rollout Rollout `yaml:"rollout"`

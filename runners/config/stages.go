@@ -56,6 +56,7 @@ func defaultStages() Stages {
 		Demo: Demo{Count: 200, PayloadBytes: 4096},
 		Control: Control{PoolTarget: 6, Rounds: 2, Seeds: 4, PerSeed: 1, Iterations: 2, Attempts: 2,
 			MinSuccess: 0.5, MaxTurns: 6, EvalBaseline: true},
+		Synth:   defaultSynth(),
 		Eval:    Eval{Suite: "builtin", Tasks: 3, Rounds: 1, Seed: 1000, Attempts: 2, Dirs: []string{}},
 		Reward:  Reward{Mode: "count", Scale: 1},
 		Rollout: Rollout{MaxNewTokens: 40, Context: 1024, CommandTimeout: 30 * time.Second, MaxObservation: 1024, Temperature: 1, TopP: 1},
@@ -89,6 +90,7 @@ func (s Stages) check(bad func(path, format string, args ...any)) {
 	if c.MinSuccess <= 0 || c.MinSuccess > 1 {
 		bad("stages.control.min_success", "must be in (0, 1], got %v", c.MinSuccess)
 	}
+	s.Synth.check(bad)
 	e := s.Eval
 	if e.Suite != "" {
 		atLeast("stages.eval.attempts", e.Attempts, 1)

@@ -20,6 +20,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -130,6 +131,10 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 			return nil, fmt.Errorf("stages.eval: %w", err)
 		}
 	}
+	sy, err := synthConfig(sc.Synth, st, opt)
+	if err != nil {
+		return nil, err
+	}
 	ec := rollout.Config{
 		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
 		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
@@ -144,7 +149,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 	}
 	p.stages = []engine.Stage{
 		control.NewStage(control.StageConfig{Log: in.Log, Store: st, Config: cc}),
-		synth.New(synth.Config{Store: st, Trial: opt}),
+		synth.New(sy),
 		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, References: refs, Rerun: sc.Audit.Rerun,
 			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: newPolicies(st, cfg.Inference, initial)}),
@@ -159,6 +164,26 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: in.Log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
 	}
 	return p, nil
+}
+
+// synthConfig wires the synth stage's generator. The llm generator's API
+// key is read from its environment variable here, once, and goes nowhere
+// but the request header.
+func synthConfig(c config.Synth, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
+	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
+	if c.Generator != synth.LLM {
+		return cfg, nil
+	}
+	l := c.LLM
+	var key string
+	if l.APIKeyEnv != "" {
+		if key = os.Getenv(l.APIKeyEnv); key == "" {
+			return cfg, fmt.Errorf("stages.synth.llm.api_key_env: $%s is empty or not set", l.APIKeyEnv)
+		}
+	}
+	cfg.LLM = &synth.LLMConfig{Client: &chat.Client{URL: l.URL, APIKey: key, Timeout: l.Timeout}, Model: l.Model,
+		Temperature: l.Temperature, MaxTokens: l.MaxTokens, Seed: l.Seed}
+	return cfg, nil
 }
 
 // newPolicies resolves a run's policy versions: version 0 is the
