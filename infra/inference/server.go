@@ -13,12 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/moe"
 )
 
 // Server exposes an Engine over HTTP in SGLang's native format:
 //
 //	POST /generate        one request (input_ids, not a batch, not streamed)
+//	POST /v1/chat/completions  OpenAI's chat format, not streamed (reference engine only)
 //	GET  /health          200 when serving
 //	GET  /get_model_info  model path, weight version, and t1's model shape
 type Server struct {
@@ -60,6 +62,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.generate(w, r)
+	case chat.Path:
+		if r.Method != http.MethodPost {
+			httpError(w, http.StatusMethodNotAllowed, "use POST for "+chat.Path)
+			return
+		}
+		s.chatCompletion(w, r)
 	case "/update_weights_from_disk":
 		if r.Method != http.MethodPost {
 			httpError(w, http.StatusMethodNotAllowed, "use POST for /update_weights_from_disk")

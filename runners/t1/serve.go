@@ -37,7 +37,9 @@ prefix in the object store) and answers POST /generate as an SGLang server
 started with --enable-return-routed-experts does: token ids in, token ids,
 log-probs and per-layer routed experts out. Without a checkpoint it serves a
 freshly initialised model of the configured shape. POST /update_weights_from_disk
-{"model_path": DIR|KEY, "weight_version": V} swaps in new weights, as in SGLang.`,
+{"model_path": DIR|KEY, "weight_version": V} swaps in new weights, as in SGLang.
+POST /v1/chat/completions answers in OpenAI's chat format (not streamed), so the
+llm task generator (stages.synth.generator: llm) can run against it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()

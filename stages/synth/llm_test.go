@@ -16,6 +16,8 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/chat"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
@@ -148,9 +150,9 @@ func (f family) store(t *testing.T, st store.ObjectStore) {
 }
 
 // outcome runs one round-1 request for f's parent through a synth stage
-// using the llm generator against ep, and returns the one event that
+// using the llm generator against the server ep, and returns the one event that
 // settles its candidate.
-func outcome(t *testing.T, f family, ep *endpoint, key string) (engine.Event, store.ObjectStore) {
+func outcome(t *testing.T, f family, ep http.Handler, key string) (engine.Event, store.ObjectStore) {
 	t.Helper()
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)
@@ -331,4 +333,26 @@ func TestLLMGeneratorFailsOnAClientError(t *testing.T) {
 	for obj, err := range st.List(context.Background(), "runs/"+llmRun+"/synth/") {
 		t.Fatalf("a reply was stored: %s, %v", obj.Key, err)
 	}
+}
+
+// Against a real model endpoint — the reference MoE behind t1's inference
+// server — the untrained model's reply is discarded for what it is.
+func TestLLMGeneratorAgainstTheReferenceModel(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := moe.DefaultConfig()
+	cfg.Context = 512
+	m, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := inference.NewServer(inference.NewReference(m, tok, moe.BF16, "0"), "t1-reference", nil)
+	ev, _ := outcome(t, newFamily(t), srv, "")
+	var p schemas.SynthDiscardedPayload
+	if ev.Type != schemas.SynthDiscarded || ev.Decode(&p) != nil || !strings.HasPrefix(p.Reason, "reply ") {
+		t.Fatalf("%s: %s, want a discarded reply", ev.Type, ev.Payload)
+	}
+	t.Log(p.Reason)
 }
