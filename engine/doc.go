@@ -21,9 +21,12 @@
 // until it returns; the runner then publishes them, waits for every
 // acknowledgement, and only then double-acks the input. A crash anywhere in
 // between leads to a redelivery that emits the same ids again, which the
-// stream drops. Redelivery therefore never duplicates output, as long as it
-// falls inside the dedup window (default 10 minutes) and handlers are
-// deterministic.
+// stream drops. Redelivery therefore never duplicates output, as long as
+// handlers are deterministic. The stream remembers ids only for its dedup
+// window (default 10 minutes); for an input older than half the window (a
+// redelivery after a long outage, a re-created consumer) the runner does not
+// rely on it: it reads the ids already stored on the outputs' subjects and
+// publishes only the outputs that are missing.
 //
 // # Failure
 //

@@ -38,9 +38,10 @@ type LogConfig struct {
 	// DeadLetter holds messages that exhausted their deliveries, subjects
 	// <stream lower-cased>dlq.>.
 	DeadLetter string
-	// DedupWindow is how long a Nats-Msg-Id is remembered; a redelivery
-	// later than this could duplicate output, so it must exceed the longest
-	// handler plus its retries. Default 10m.
+	// DedupWindow is how long a Nats-Msg-Id is remembered. Outputs of an
+	// input older than half of it are checked against the stored ids before
+	// they are published (see the package documentation), so a longer
+	// window only makes that check rarer. Default 10m.
 	DedupWindow time.Duration
 	// MaxAge bounds retention; zero keeps events forever.
 	MaxAge   time.Duration

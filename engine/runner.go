@@ -349,6 +349,9 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 
 	out, err := r.handle(hctx, ev)
 	if err == nil {
+		out, err = r.log.unpublished(hctx, meta.Timestamp, out)
+	}
+	if err == nil {
 		err = r.log.publishAll(hctx, out)
 	}
 	if err == nil && r.afterPublish != nil {

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// dedupTrust is the part of the dedup window within which an input's
+// outputs are left to the stream's deduplication alone. Outputs of an
+// earlier delivery were published after the input was stored, so while
+// the input is younger than the window the stream still remembers their
+// ids; half leaves room for clock differences between the server, which
+// stamps the input, and this process.
+const dedupTrust = 2
+
+// unpublished returns out without the events the stream already holds.
+// It looks only when the input (stored at stored) is old enough that an
+// earlier delivery's outputs could have left the dedup window — a process
+// that published and died before acking, redelivered after a long outage
+// or to a re-created consumer — so the common case costs nothing. Every
+// event on the outputs' subjects is read, not only those after the input:
+// a decision (AsDecision) may have been stored before it.
+func (l *Log) unpublished(ctx context.Context, stored time.Time, out []Event) ([]Event, error) {
+	if len(out) == 0 || time.Since(stored) < l.cfg.DedupWindow/dedupTrust {
+		return out, nil
+	}
+	seen := map[string]bool{}
+	var subjects []string
+	for _, ev := range out {
+		if s := ev.Subject(); !seen[s] {
+			seen[s] = true
+			subjects = append(subjects, s)
+		}
+	}
+	have, err := l.storedIDs(ctx, subjects)
+	if err != nil {
+		return nil, fmt.Errorf("engine: look for outputs stored before: %w", err)
+	}
+	var kept []Event
+	for _, ev := range out {
+		if !have[ev.ID] {
+			kept = append(kept, ev)
+		}
+	}
+	return kept, nil
+}
+
+// storedIDs reads the message ids of every event on subjects, headers
+// only. Messages without a valid envelope are skipped: they are not
+// outputs of any stage.
+func (l *Log) storedIDs(ctx context.Context, subjects []string) (map[string]bool, error) {
+	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	if info.NumPending == 0 {
+		return ids, nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil, errors.New("consumer closed before the end of the log")
+			}
+			return nil, err
+		}
+		if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+			ids[id] = true
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		if meta.NumPending == 0 {
+			return ids, nil
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A process that dies after publishing outputs but before acking, with
+// the redelivery coming after the stream has forgotten the outputs' ids:
+// the runner finds them in the log and publishes nothing twice.
+func TestRedeliveryAfterDedupWindowExactlyOnce(t *testing.T) {
+	const window = time.Second
+	ts := startServer(t)
+	open := func() *Log {
+		l, err := OpenLog(context.Background(), ts.connect(), LogConfig{DedupWindow: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l1 := open()
+	r1 := NewRunner(l1, relay(nil), fastConfig())
+	crashed := make(chan struct{})
+	r1.afterPublish = func() { l1.nc.Close(); close(crashed) }
+	go r1.Run(context.Background()) //nolint:errcheck // dies with its connection
+	publishRoot(t, l1, "r1", "demo.in", "a", item{7})
+	<-crashed
+
+	// The stream forgets ids after the window: a probe published after the
+	// outputs is stored again once it has passed.
+	l2 := open()
+	publishRoot(t, l2, "r1", "demo.probe", "p", item{0})
+	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		publishRoot(t, l2, "r1", "demo.probe", "p", item{0})
+		if n := len(events(t, l2, "t1.r1.demo.probe")); n < 2 {
+			return errors.New("the stream still remembers the probe's id")
+		}
+		return nil
+	})
+
+	r2 := NewRunner(l2, relay(nil), fastConfig())
+	runStage(t, r2)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if s := r2.Stats(); s.Acked == 0 {
+			return fmt.Errorf("not redelivered yet: %+v", s)
+		}
+		return nil
+	})
+	if got := len(events(t, l2, "t1.r1.demo.out")); got != 1 {
+		t.Fatalf("%d outputs after a redelivery past the dedup window, want 1", got)
+	}
+}
