@@ -75,7 +75,7 @@ type fixture struct {
 	gap    float64 // log-prob gap of the first iteration
 }
 
-func publish(t *testing.T, l *engine.Log, run, typ, key string, payload any) {
+func publish(t testing.TB, l *engine.Log, run, typ, key string, payload any) {
 	t.Helper()
 	ev, err := engine.NewRootEvent(run, typ, key, payload)
 	if err != nil {
@@ -86,7 +86,7 @@ func publish(t *testing.T, l *engine.Log, run, typ, key string, payload any) {
 	}
 }
 
-func write[T schemas.Row](t *testing.T, st store.ObjectStore, run string, part int, rows []T) schemas.FileRef {
+func write[T schemas.Row](t testing.TB, st store.ObjectStore, run string, part int, rows []T) schemas.FileRef {
 	t.Helper()
 	ref, err := schemas.WriteTable(context.Background(), st, run, part, rows, schemas.WriterOptions{TempDir: t.TempDir()})
 	if err != nil {
@@ -95,7 +95,7 @@ func write[T schemas.Row](t *testing.T, st store.ObjectStore, run string, part i
 	return ref
 }
 
-func (f fixture) seed(t *testing.T, l *engine.Log, st store.ObjectStore) {
+func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 	t.Helper()
 	ctx := context.Background()
 	run := f.run
