@@ -317,19 +317,35 @@ func trainingSection(runs []*Run) (*section, error) {
 		return nil, err
 	}
 	if many {
-		var names []string
-		var means []float64
+		// Iterations side by side, a bar per run: replay on against off.
+		var its []int
 		for _, x := range runs {
-			if l := series(x, ColLogProbGap, ""); len(l.ys) > 0 {
-				names = append(names, runName(x, true))
-				means = append(means, mean(l.ys))
+			for _, it := range iterationsDone(x) {
+				if !slices.Contains(its, it) {
+					its = append(its, it)
+				}
 			}
 		}
-		side, err := barPanel("Mean log-prob gap by run", "run", "mean gap", names, []group{{"mean gap", means}})
+		slices.Sort(its)
+		cats := make([]string, len(its))
+		for i, it := range its {
+			cats[i] = strconv.Itoa(it)
+		}
+		var groups []group
+		for _, x := range runs {
+			g := group{name: runName(x, true), values: make([]float64, len(its))}
+			for _, row := range x.Metrics.Rows {
+				if v, ok := row.Values[ColLogProbGap]; ok {
+					g.values[slices.Index(its, row.Iteration)] = v
+				}
+			}
+			groups = append(groups, g)
+		}
+		side, err := barPanel("Log-prob gap by run", "iteration", "masked weighted |Δ log-prob|", cats, groups)
 		if err != nil {
 			return nil, err
 		}
-		s.plot("logprob-gap", "Train–sampling log-prob gap per iteration, and replay on vs off side by side", gap, side)
+		s.plot("logprob-gap", "Train–sampling log-prob gap per iteration, each run (replay on or off) side by side", gap, side)
 	} else {
 		s.plot("logprob-gap", "Train–sampling log-prob gap per iteration ("+replayLabel(r)+")", gap)
 	}
