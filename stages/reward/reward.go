@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -103,6 +104,13 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	rep, err := s.verify(ctx, ev.Run, p)
 	if err != nil {
 		return err
+	}
+	if len(rep.Problems) > 0 {
+		// The verifier's own output was unusable in part; the attempt is
+		// still scored from what remained (at worst its exit code), so the
+		// problems are reported here rather than failing the event.
+		slog.Warn("verifier report problems", "run", ev.Run, "task", p.TaskID, "attempt", p.Attempt,
+			"source", rep.Source, "problems", rep.Problems)
 	}
 	rf, err := s.rewardFunc(ctx, ev.Run)
 	if err != nil {

@@ -122,7 +122,7 @@ func waitScored(t *testing.T, l *engine.Log, run string, total time.Duration) {
 	testinfra.CheckFor(t, total, func() error {
 		if n := count(l, "t1."+run+"."+schemas.RewardScored); n != attemptsPerRun {
 			return fmt.Errorf("run %s: %d of %d attempts scored, %d completed, %d failed events", run, n, attemptsPerRun,
-				count(l, "t1."+run+"."+schemas.RolloutCompleted), count(l, "t1."+run+".*.failed"))
+				count(l, "t1."+run+"."+schemas.RolloutCompleted), count(l, "t1."+run+".*.*.failed"))
 		}
 		return nil
 	})
