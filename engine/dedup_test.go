@@ -53,3 +53,42 @@ func TestRedeliveryAfterDedupWindowExactlyOnce(t *testing.T) {
 		t.Fatalf("%d outputs after a redelivery past the dedup window, want 1", got)
 	}
 }
+
+// The failed event of an input whose earlier delivery published it and
+// died before terminating the message is not published again once the
+// stream has forgotten its id.
+func TestFailedEventAfterDedupWindowOnce(t *testing.T) {
+	const window = time.Second
+	ts := startServer(t)
+	l, err := OpenLog(context.Background(), ts.connect(), LogConfig{DedupWindow: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := publishRoot(t, l, "r1", "demo.in", "a", item{7})
+	stage := relay(func(context.Context, Event) error { return Permanent(errors.New("unusable input")) })
+	// What the delivery that died had published.
+	earlier := Event{ID: DeriveID("r1", FailedType("demo.in"), in.ID, "", stage.Name()), Type: FailedType("demo.in"), Run: "r1",
+		CausationID: in.ID, CorrelationID: in.ID, Payload: []byte(`{}`)}
+	if _, err := l.Publish(context.Background(), earlier); err != nil {
+		t.Fatal(err)
+	}
+	publishRoot(t, l, "r1", "demo.probe", "p", item{0})
+	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		publishRoot(t, l, "r1", "demo.probe", "p", item{0})
+		if n := len(events(t, l, "t1.r1.demo.probe")); n < 2 {
+			return errors.New("the stream still remembers the probe's id")
+		}
+		return nil
+	})
+	r := NewRunner(l, stage, fastConfig())
+	runStage(t, r)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if s := r.Stats(); s.Failed == 0 {
+			return fmt.Errorf("not handled yet: %+v", s)
+		}
+		return nil
+	})
+	if got := len(events(t, l, "t1.r1.demo.in.failed")); got != 1 {
+		t.Fatalf("%d failed events, want 1", got)
+	}
+}

@@ -487,7 +487,11 @@ func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 			SchemaVersion: 1,
 			Payload:       payload,
 		}
-		if _, err := r.log.Publish(ctx, failed); err != nil {
+		out, err := r.log.unpublished(ctx, meta.Timestamp, []Event{failed})
+		if err == nil {
+			err = r.log.publishAll(ctx, out)
+		}
+		if err != nil {
 			// Without the failed event the input must come back, or it is lost.
 			r.cfg.Logger.Error("publish failed event", "stage", r.stage.Name(), "err", err)
 			_ = msg.NakWithDelay(r.delay(int(meta.NumDelivered)))
