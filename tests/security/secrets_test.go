@@ -1,0 +1,333 @@
+// Package security_test checks external mode's security: stages work over
+// NATS with a password, an nkey, TLS and mutual TLS, wrong credentials are
+// refused without the secret, and no credential ever reaches a log line,
+// an event or a stored object.
+package security_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/reward"
+	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/trial"
+)
+
+// The secrets every test of this package plants and then looks for.
+const (
+	natsUser     = "t1-pipeline"
+	natsPassword = "nats-pw-Vb93kQz7Lm"
+	s3Access     = "T1ACCESSd8Hq2Zr5"
+	s3Secret     = "s3-secret-Jw4nX8pT6cYe1"
+	wrongNATS    = "wrong-nats-pw-Ru7e"
+	wrongS3      = "wrong-s3-secret-Kd3v"
+)
+
+var (
+	t1Bin   string
+	gateway *store.Embedded
+	s3Root  string // the gateway's directory: the bucket's objects as files
+	workDir string
+)
+
+// TestMain builds t1 and starts an embedded S3 gateway whose credentials
+// are the planted secrets (one gateway per process).
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	var err error
+	if workDir, err = os.Getwd(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "t1-security-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	t1Bin = filepath.Join(tmp, "t1")
+	build := exec.Command("go", "build", "-o", t1Bin, "../../runners/t1")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build t1:", err)
+		return 1
+	}
+	s3Root = filepath.Join(tmp, "s3")
+	creds, _ := json.Marshal(map[string]string{"access_key": s3Access, "secret_key": s3Secret})
+	if err := os.WriteFile(store.CredentialsPath(s3Root), creds, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if gateway, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: s3Root}); err != nil {
+		fmt.Fprintln(os.Stderr, "embedded S3:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := gateway.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
+}
+
+// A pipeline in external mode — NATS with a password taken from the
+// environment, S3 keys taken from AWS_* — runs `t1 demo`, `t1 tasks
+// import`, `t1 status` and `t1 events list` at debug level, and in process
+// a rollout and reward of the imported task with JSON logs at debug level;
+// connecting with a wrong password and wrong S3 keys fails. Every log
+// line and output, every message of every stream and every stored object
+// is then searched for the planted secrets: none may appear.
+func TestSecretsStayOutOfLogsEventsAndObjects(t *testing.T) {
+	if gateway.Config().AccessKey != s3Access {
+		t.Fatal("the gateway does not use the planted S3 keys")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv := startNATS(t, &server.Options{Username: natsUser, Password: natsPassword})
+	url := natsURL(srv, "nats")
+	t.Setenv("T1_TEST_NATS_PASSWORD", natsPassword)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3Access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
+	ep := gateway.Config()
+	cfgText := fmt.Sprintf(`run:
+  id: sec
+bus:
+  mode: external
+  external:
+    urls: [%s]
+    user: %s
+    password_env: T1_TEST_NATS_PASSWORD
+store:
+  mode: external
+  bucket: %s
+  external:
+    endpoint: %s
+    region: %s
+    secure: false
+stages:
+  demo:
+    count: 20
+    payload_bytes: 2000
+`, url, natsUser, ep.Bucket, ep.Endpoint, ep.Region)
+	cfgFile := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // everything any command or stage wrote
+	t1 := func(wantOK bool, args ...string) {
+		t.Helper()
+		cmd := exec.Command(t1Bin, append(args, "--config", cfgFile, "--data", t.TempDir(), "--log-level", "debug")...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		logs.Write(out)
+		if (err == nil) != wantOK {
+			t.Fatalf("t1 %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	t1(true, "demo", "--json")
+	task := filepath.Join(workDir, "..", "hostile", "testdata", "tasks", "good")
+	t1(true, "tasks", "import", "--run", "sec", task)
+	t1(true, "status", "--json")
+	t1(true, "events", "list", "--run", "sec", "--limit", "1000")
+	t.Setenv("T1_TEST_NATS_PASSWORD", wrongNATS)
+	t1(false, "status")
+	t.Setenv("T1_TEST_NATS_PASSWORD", natsPassword)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", wrongS3)
+	t1(false, "tasks", "import", "--run", "sec", task)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
+
+	// In process, with JSON logs: rollout and reward of the imported task.
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	prev := slog.Default()
+	slog.SetDefault(log)
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	cfg, err := config.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Data = t.TempDir()
+	in, err := local.Open(ctx, cfg, local.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	log.Info("opened", "store", store.Config{Endpoint: ep.Endpoint, Bucket: ep.Bucket, AccessKey: s3Access, SecretKey: s3Secret})
+	playAttempt(t, ctx, in, task)
+
+	checkNoSecrets(t, "logs and command output", logs.Bytes())
+	nEvents := scanStreams(t, ctx, in)
+	nObjects := scanObjects(t, ctx)
+	t.Logf("searched %d bytes of logs, %d stream messages, %d objects", logs.Len(), nEvents, nObjects)
+	if nEvents < 40 || nObjects < 20 || logs.Len() < 1000 {
+		t.Fatalf("too little to search: %d bytes of logs, %d messages, %d objects", logs.Len(), nEvents, nObjects)
+	}
+	if !strings.Contains(logs.String(), "Authorization Violation") || !strings.Contains(logs.String(), "denied access") {
+		t.Fatalf("the wrong credentials were not refused as such:\n%s", logs.String())
+	}
+}
+
+// playAttempt runs rollout and reward on in and plays one demonstration
+// of the imported task.
+func playAttempt(t *testing.T, ctx context.Context, in *local.Infra, taskDir string) {
+	t.Helper()
+	tk, err := harbor.Load(taskDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := sandbox.ByName("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcfg := moe.DefaultConfig()
+	model, err := moe.NewModel(mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := inference.NewReference(model, tok, moe.BF16, "v0")
+	policies := func(context.Context, string, int64) (rollout.Policy, error) {
+		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
+	}
+	opt := trial.Options{Backend: be}
+	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
+	rc := testinfra.Runner(1)
+	rc.Logger = slog.Default()
+	testinfra.RunStage(t, in.Log, rollout.NewStage(rollout.StageConfig{Store: in.Store, Trial: opt, Policies: policies,
+		Episode: rollout.Config{MaxTurns: 4, MaxNewTokens: 32, Context: 1024}}), rc)
+	testinfra.RunStage(t, in.Log, reward.New(reward.Config{Store: in.Store, Trial: opt, Reward: rf, Log: in.Log}), rc)
+	ev, err := engine.NewRootEvent("sec", schemas.RolloutRequested, "a0", schemas.RolloutRequestedPayload{
+		TaskID: tk.Name, Attempt: 0, Purpose: "sft", Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Log.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, 2*time.Minute, func() error {
+		if n := testinfra.Count(t, in.Log, "t1.sec."+schemas.RewardScored); n != 1 {
+			return fmt.Errorf("attempt not scored (%d failed)", testinfra.Count(t, in.Log, "t1.sec.*.*.failed"))
+		}
+		return nil
+	})
+}
+
+func checkNoSecrets(t *testing.T, where string, data []byte) {
+	t.Helper()
+	for _, s := range []string{natsPassword, s3Access, s3Secret, wrongNATS, wrongS3} {
+		if i := bytes.Index(data, []byte(s)); i >= 0 {
+			lo, hi := max(0, i-120), min(len(data), i+len(s)+40)
+			t.Errorf("%s carries the secret %q: …%s…", where, s, data[lo:hi])
+		}
+	}
+}
+
+// scanStreams searches every message (subject, headers, body) of every
+// stream on the server, key-value buckets included. It returns how many
+// messages it read.
+func scanStreams(t *testing.T, ctx context.Context, in *local.Infra) int {
+	t.Helper()
+	js := in.Log.JetStream()
+	n := 0
+	names := js.StreamNames(ctx)
+	for name := range names.Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				continue // deleted or purged
+			}
+			var b bytes.Buffer
+			b.WriteString(m.Subject)
+			for k, vs := range m.Header {
+				b.WriteString(k + ": " + strings.Join(vs, ",") + "\n")
+			}
+			b.Write(m.Data)
+			checkNoSecrets(t, fmt.Sprintf("stream %s message %d (%s)", name, seq, m.Subject), b.Bytes())
+			n++
+		}
+	}
+	if err := names.Err(); err != nil && err != jetstream.ErrEndOfData {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// scanObjects searches every object of the bucket, through S3 and as the
+// gateway's files on disk (metadata included). It returns how many objects
+// it read.
+func scanObjects(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	st, err := store.Open(ctx, gateway.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for o, err := range st.List(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, _, err := st.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNoSecrets(t, "object "+o.Key, data)
+		n++
+	}
+	err = filepath.WalkDir(filepath.Dir(s3Root), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == store.CredentialsPath(s3Root) || p == t1Bin {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		checkNoSecrets(t, "file "+p, data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
