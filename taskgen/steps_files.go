@@ -14,6 +14,11 @@ func init() {
 	register(&step{name: "files.gzip", cat: CatArchives, consumes: []Kind{Text, CSV, JSON, Script, Value}, apply: filesGzip})
 }
 
+// reproducibleTar makes GNU tar write the same bytes for the same files
+// whenever the reference solution runs: members in name order, with a fixed
+// time and owner, so reruns of a seed leave identical sandbox snapshots.
+const reproducibleTar = "--sort=name --mtime=@946684800 --owner=0 --group=0 --numeric-owner"
+
 // sameAsSource asserts that copy holds the live bytes of src.
 func sameAsSource(copyPath, src string) string {
 	return fmt.Sprintf("assert Path(%s).read_bytes() == Path(%s).read_bytes(), %s",
@@ -85,7 +90,7 @@ func filesArchive(g *Gen, in *Artifact) Contribution {
 	}
 	return Contribution{
 		Solution: []string{"mkdir -p /app/out",
-			fmt.Sprintf("tar -czf %s -C %s %s", sh(out), sh(path.Dir(in.Path)), sh(in.Name()))},
+			fmt.Sprintf("tar %s -czf %s -C %s %s", reproducibleTar, sh(out), sh(path.Dir(in.Path)), sh(in.Name()))},
 		Checks: []Check{{Name: "archive_members", Paths: []string{out, in.Path}, Body: body}},
 		Phrase: fmt.Sprintf("Create the gzip-compressed tar archive `%s` holding `%s`, with member names relative to `%s` (so the archive's top-level entry is `%s`).",
 			out, in.Path, path.Dir(in.Path), in.Name()),
@@ -112,7 +117,7 @@ func filesExtract(g *Gen, in *Artifact) Contribution {
 func filesGzip(g *Gen, in *Artifact) Contribution {
 	out := g.Path("/app/out", in.Name(), ".gz")
 	return Contribution{
-		Solution: []string{"mkdir -p /app/out", fmt.Sprintf("gzip -c %s > %s", sh(in.Path), sh(out))},
+		Solution: []string{"mkdir -p /app/out", fmt.Sprintf("gzip -n -c %s > %s", sh(in.Path), sh(out))},
 		Checks: []Check{{Name: "gzip_roundtrip", Paths: []string{out, in.Path}, Body: []string{
 			fmt.Sprintf("assert gzip.decompress(Path(%s).read_bytes()) == Path(%s).read_bytes()", quote(out), quote(in.Path)),
 		}}},
