@@ -356,3 +356,35 @@ func TestLLMGeneratorAgainstTheReferenceModel(t *testing.T) {
 	}
 	t.Log(p.Reason)
 }
+
+// FuzzParseReply: no reply panics the parser, and whatever it accepts is a
+// valid task that writes only under environment/, solution/ and tests/.
+func FuzzParseReply(f *testing.F) {
+	fam := family{}
+	refs := []taskgen.StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
+	fam.parent, _ = taskgen.Build(refs)
+	childRefs, _ := taskgen.Extend(refs, 2, rand.New(rand.NewPCG(3, 3)))
+	fam.child, _ = taskgen.Build(childRefs)
+	parent, err := fam.parent.Task(0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good := reply(fam.child.Instruction, fam.files())
+	for _, s := range []string{good, "```json\n" + good + "\n```", "{}", `{"instruction":"x","files":{"solution/solve.sh":"a\nb\nc\nd\ne\nf\ng\n","tests/../x":""}}`, "[1]", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		tk, err := parseReply(text, DefaultMaxReplyBytes, parent, "llm-fuzz", 1)
+		if err != nil {
+			return
+		}
+		if err := tk.Validate(); err != nil {
+			t.Fatalf("accepted an invalid task: %v", err)
+		}
+		for p := range tk.Files {
+			if _, was := parent.Files[p]; !was && replyPath(p) != nil {
+				t.Fatalf("accepted a file at %q", p)
+			}
+		}
+	})
+}
