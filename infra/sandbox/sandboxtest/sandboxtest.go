@@ -142,12 +142,13 @@ func testEnv(t *testing.T, be sandbox.Backend) {
 	if _, leak := got["T1_SANDBOX_TEST_LEAK"]; leak {
 		t.Error("host environment leaked into the sandbox")
 	}
-	for k, want := range map[string]string{"TASK_VAR": "task", "CMD_VAR": "cmd", "LANG": "C.UTF-8", "HOME": sh(sb, "/root"), "T1_SANDBOX": sb.Info().ID} {
+	for k, want := range map[string]string{"TASK_VAR": "task", "CMD_VAR": "cmd", "LANG": "C.UTF-8", "HOME": sh(sb, "/root"), "T1_SANDBOX": sb.Info().ID,
+		"GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"} {
 		if got[k] != want {
 			t.Errorf("%s = %q, want %q", k, got[k], want)
 		}
 	}
-	allowed := []string{"PATH", "HOME", "TERM", "LANG", "T1_SANDBOX", "TASK_VAR", "CMD_VAR", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD"}
+	allowed := []string{"PATH", "HOME", "TERM", "LANG", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE", "T1_SANDBOX", "TASK_VAR", "CMD_VAR", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD"}
 	for k := range got {
 		if !slices.Contains(allowed, k) {
 			t.Errorf("unexpected variable %s=%q", k, got[k])
