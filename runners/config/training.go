@@ -22,8 +22,11 @@ type Training struct {
 	// LR and CriticLR are Adam's constant learning rates.
 	LR       float64 `yaml:"lr"`
 	CriticLR float64 `yaml:"critic_lr"`
-	// SFTLR is the learning rate of supervised initialisation.
-	SFTLR float64 `yaml:"sft_lr"`
+	// SFTLR is the learning rate of supervised initialisation; SFTBatch
+	// the demonstrations each of its steps trains on (0: all of them), so
+	// a step costs a slice of the pool rather than all of it.
+	SFTLR    float64 `yaml:"sft_lr"`
+	SFTBatch int     `yaml:"sft_batch"`
 	// Epochs and CriticEpochs are optimiser steps over the whole batch per
 	// iteration.
 	Epochs       int `yaml:"epochs"`
@@ -122,6 +125,9 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 		if f.v <= 0 || f.v > 1 {
 			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
 		}
+	}
+	if t.SFTBatch < 0 {
+		bad("training.sft_batch", "must not be negative (0 trains every step on every demonstration), got %d", t.SFTBatch)
 	}
 	for _, f := range []struct {
 		key string

@@ -158,7 +158,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
 			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
-		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Initial: initial}),
+		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Batch: cfg.Training.SFTBatch, Initial: initial}),
 	}
 	if sc.Eval.Suite != "" {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: in.Log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))

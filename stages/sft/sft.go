@@ -23,6 +23,10 @@ type Config struct {
 	Adam moe.AdamConfig
 	// MaxGradNorm clips the gradient norm (0: no clipping).
 	MaxGradNorm float64
+	// Batch is the number of demonstrations each step trains on, taken in
+	// turn from the sorted rows so every one is seen once every
+	// ceil(n/Batch) steps; 0 or at least n trains each step on all.
+	Batch int
 	// Initial returns policy version 0 when it is not stored yet.
 	Initial func(ctx context.Context) (*moe.Checkpoint, error)
 	Log     *slog.Logger
@@ -111,7 +115,8 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if loss, err = moe.SFTStep(ck.Model, opt, seqs, masks, s.cfg.MaxGradNorm); err != nil {
+		bs, bm := minibatch(seqs, masks, epoch, s.cfg.Batch)
+		if loss, err = moe.SFTStep(ck.Model, opt, bs, bm, s.cfg.MaxGradNorm); err != nil {
 			return nil, trainer.Bad(err)
 		}
 		if epoch == 0 {
@@ -130,4 +135,20 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 	}
 	s.cfg.Log.Info("sft completed", "run", run, "policy_version", next, "sequences", len(seqs), "epochs", epochs, "first_loss", first, "last_loss", loss)
 	return &schemas.SFTCompletedPayload{PolicyVersion: next, Checkpoint: ref, Loss: loss}, nil
+}
+
+// minibatch returns the demonstrations of step k: size of them, starting
+// where step k−1 stopped and wrapping around. No randomness is needed for
+// a replay to train identically, and every demonstration is used equally.
+func minibatch(seqs [][]int, masks [][]float32, k, size int) ([][]int, [][]float32) {
+	n := len(seqs)
+	if size <= 0 || size >= n {
+		return seqs, masks
+	}
+	bs, bm := make([][]int, size), make([][]float32, size)
+	for i := range size {
+		j := (k*size + i) % n
+		bs[i], bm[i] = seqs[j], masks[j]
+	}
+	return bs, bm
 }
