@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,10 +140,13 @@ stages:
 	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer // everything any command or stage wrote
+	logs := &lockedBuffer{} // everything any command or stage wrote
+	var dataDirs []string   // every data directory a t1 process used
 	t1 := func(wantOK bool, args ...string) {
 		t.Helper()
-		cmd := exec.Command(t1Bin, append(args, "--config", cfgFile, "--data", t.TempDir(), "--log-level", "debug")...)
+		data := t.TempDir()
+		dataDirs = append(dataDirs, data)
+		cmd := exec.Command(t1Bin, append(args, "--config", cfgFile, "--data", data, "--log-level", "debug")...)
 		cmd.Dir = t.TempDir()
 		out, err := cmd.CombinedOutput()
 		logs.Write(out)
@@ -163,7 +167,7 @@ stages:
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
 
 	// In process, with JSON logs: rollout and reward of the imported task.
-	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prev := slog.Default()
 	slog.SetDefault(log)
 	t.Cleanup(func() { slog.SetDefault(prev) })
@@ -172,6 +176,7 @@ stages:
 		t.Fatal(err)
 	}
 	cfg.Data = t.TempDir()
+	dataDirs = append(dataDirs, cfg.Data)
 	in, err := local.Open(ctx, cfg, local.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -180,15 +185,19 @@ stages:
 	log.Info("opened", "store", store.Config{Endpoint: ep.Endpoint, Bucket: ep.Bucket, AccessKey: s3Access, SecretKey: s3Secret})
 	playAttempt(t, ctx, in, task)
 
-	checkNoSecrets(t, "logs and command output", logs.Bytes())
 	nEvents := scanStreams(t, ctx, in)
 	nObjects := scanObjects(t, ctx)
-	t.Logf("searched %d bytes of logs, %d stream messages, %d objects", logs.Len(), nEvents, nObjects)
-	if nEvents < 40 || nObjects < 20 || logs.Len() < 1000 {
-		t.Fatalf("too little to search: %d bytes of logs, %d messages, %d objects", logs.Len(), nEvents, nObjects)
+	for _, d := range dataDirs {
+		scanFiles(t, d)
 	}
-	if !strings.Contains(logs.String(), "Authorization Violation") || !strings.Contains(logs.String(), "denied access") {
-		t.Fatalf("the wrong credentials were not refused as such:\n%s", logs.String())
+	all := logs.Bytes()
+	checkNoSecrets(t, "logs and command output", all)
+	t.Logf("searched %d bytes of logs, %d stream messages, %d objects", len(all), nEvents, nObjects)
+	if nEvents < 40 || nObjects < 20 || len(all) < 1000 {
+		t.Fatalf("too little to search: %d bytes of logs, %d messages, %d objects", len(all), nEvents, nObjects)
+	}
+	if !bytes.Contains(all, []byte("Authorization Violation")) || !bytes.Contains(all, []byte("denied access")) {
+		t.Fatalf("the wrong credentials were not refused as such:\n%s", all)
 	}
 }
 
@@ -315,8 +324,16 @@ func scanObjects(t *testing.T, ctx context.Context) int {
 		checkNoSecrets(t, "object "+o.Key, data)
 		n++
 	}
-	err = filepath.WalkDir(filepath.Dir(s3Root), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || p == store.CredentialsPath(s3Root) || p == t1Bin {
+	scanFiles(t, filepath.Dir(s3Root))
+	return n
+}
+
+// scanFiles searches every regular file under root but the gateway's
+// credentials file, which holds the S3 keys by design, and the t1 binary.
+func scanFiles(t *testing.T, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || p == store.CredentialsPath(s3Root) || p == t1Bin {
 			return err
 		}
 		data, err := os.ReadFile(p)
@@ -329,5 +346,23 @@ func scanObjects(t *testing.T, ctx context.Context) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+}
+
+// lockedBuffer collects log records written from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes is a copy of everything written so far.
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
 }
