@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -299,8 +300,14 @@ func (s *stage) dedup(ctx context.Context, run string, st *runState, ids []strin
 		if err != nil {
 			return nil, fmt.Errorf("pool: bundle of %s: %w", id, err)
 		}
-		t, err := harbor.ReadBundle(io.LimitReader(rc, 2*harbor.DefaultLimits.MaxTotalBytes), id, harbor.DefaultLimits)
+		// Read it whole first: a connection cut mid-body is the store's
+		// fault and retried; only a bundle that arrived is judged.
+		data, err := io.ReadAll(io.LimitReader(rc, 2*harbor.DefaultLimits.MaxTotalBytes))
 		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("pool: bundle of %s: %w", id, err)
+		}
+		t, err := harbor.ReadBundle(bytes.NewReader(data), id, harbor.DefaultLimits)
 		if err != nil {
 			return nil, engine.Permanent(fmt.Errorf("pool: %w", err))
 		}
@@ -423,9 +430,13 @@ func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out 
 	if m.Attempts == 0 {
 		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: no scored attempt has routing to train on", i)})
 	}
+	if err := m.Validate(); err != nil {
+		return engine.Permanent(fmt.Errorf("iteration %d: %w", i, err))
+	}
+	// A store that does not answer is retried; it must not fail the batch.
 	ref, err := schemas.WriteManifest(ctx, s.cfg.Store, m)
 	if err != nil {
-		return engine.Permanent(fmt.Errorf("iteration %d: %w", i, err))
+		return fmt.Errorf("iteration %d: %w", i, err)
 	}
 	return emit(out, schemas.BatchReady, fmt.Sprintf("batch-%d", i), schemas.BatchReadyPayload{
 		Iteration: i, PolicyVersion: it.version, Attempts: int(m.Attempts), Tokens: tokens, Manifest: ref,
