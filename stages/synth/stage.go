@@ -128,9 +128,15 @@ func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
+	// Read it whole first: a connection cut mid-body is the store's fault
+	// and retried; only a lineage that arrived is judged.
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("lineage of %s: %w", id, err)
+	}
 	var lin Lineage
-	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&lin); err != nil {
+	if err := json.Unmarshal(data, &lin); err != nil {
 		return nil, engine.Permanent(fmt.Errorf("lineage of %s: %w", id, err))
 	}
 	return &lin, nil
