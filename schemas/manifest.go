@@ -163,10 +163,20 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref ObjectRef) (*Ba
 		return nil, fmt.Errorf("%s: %w", ref.Key, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(rc, MaxManifestBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref.Key, err)
 	}
+	return ParseManifest(ref, b)
+}
+
+// MaxManifestBytes bounds a batch manifest read back.
+const MaxManifestBytes = 64 << 20
+
+// ParseManifest verifies the bytes of the manifest at ref (size and
+// SHA-256) and decodes and validates them. Every error it returns is a
+// problem of the manifest itself, never of the store.
+func ParseManifest(ref ObjectRef, b []byte) (*BatchManifest, error) {
 	sum := sha256.Sum256(b)
 	if int64(len(b)) != ref.Bytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
 		return nil, fmt.Errorf("%s: %d bytes with SHA-256 %x, the reference says %d bytes, %s", ref.Key, len(b), sum, ref.Bytes, ref.SHA256)

@@ -319,11 +319,23 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectR
 		}
 		return nil, fmt.Errorf("batch manifest %s: %w", ref.Key, err)
 	}
-	m, err := schemas.ReadManifest(ctx, st, ref)
-	if err != nil && ctx.Err() == nil {
+	// Fetched here rather than by schemas.ReadManifest, so that a store
+	// failing mid-read stays retryable and only the bytes that arrived are
+	// judged.
+	rc, _, err := st.Get(ctx, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("batch manifest %s: %w", ref.Key, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, schemas.MaxManifestBytes))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("batch manifest %s: %w", ref.Key, err)
+	}
+	m, err := schemas.ParseManifest(ref, data)
+	if err != nil {
 		return nil, Bad(err)
 	}
-	return m, err
+	return m, nil
 }
 
 // EnsurePolicy makes sure policy version v of run is stored, creating
