@@ -28,7 +28,13 @@ import (
 	"github.com/t1pipe/t1/trial"
 )
 
-func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+func TestMain(m *testing.M) {
+	code := testinfra.Main(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // attemptsPerRun is how many attempts each run requests: enough that a
 // fault injected after the first one lands while others are in flight.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,21 +53,92 @@ type runSummary struct {
 	Dead   uint64            `json:"dead_letters"`
 }
 
-// `t1 run` of the whole pipeline against an embedded nats-server in the
-// test process (bus.mode external), which is shut down once the first
-// training rollout is requested and started again on the same port and
-// store directory: the run completes with the same events as a run
-// without the restart. About a minute; T1_FAULT_PIPELINE=1 runs it.
-func TestNATSRestartWholePipeline(t *testing.T) {
-	if os.Getenv("T1_FAULT_PIPELINE") == "" {
-		t.Skip("the whole pipeline under a NATS restart takes about a minute; T1_FAULT_PIPELINE=1 runs it")
+// binDir holds the t1 command once built; TestMain removes it.
+var binDir string
+
+// t1Binary builds the t1 command once per test binary.
+var t1Binary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "t1-faults-bin")
+	if err != nil {
+		return "", err
 	}
-	testinfra.Bubblewrap(t)
-	bin := filepath.Join(t.TempDir(), "t1")
+	binDir = dir
+	bin := filepath.Join(dir, "t1")
 	build := exec.Command("go", "build", "-o", bin, "./runners/t1")
 	build.Dir = filepath.Join(testinfra.WorkDir(), "..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build t1: %v\n%s", err, out)
+		return "", fmt.Errorf("build t1: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// pipelineRun is one `t1 run --json` of tinyRun with extra configuration.
+type pipelineRun struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+func startRun(t *testing.T, data, run, extra string) *pipelineRun {
+	t.Helper()
+	if os.Getenv("T1_FAULT_PIPELINE") == "" {
+		t.Skip("the whole pipeline under a fault takes a minute or two; T1_FAULT_PIPELINE=1 runs it")
+	}
+	testinfra.Bubblewrap(t)
+	bin, err := t1Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte("run:\n  id: "+run+"\n"+extra+tinyRun), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &pipelineRun{cmd: exec.Command(bin, "run", "--json", "--log-level", "warn", "--config", cfg, "--data", data)}
+	p.cmd.Dir = t.TempDir()
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// wait waits for the run to exit and returns its summary; it must have
+// completed.
+func (p *pipelineRun) wait(t *testing.T) runSummary {
+	t.Helper()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("t1 run: %v\n%s", err, p.stderr.String())
+	}
+	var s runSummary
+	if err := json.Unmarshal(p.stdout.Bytes(), &s); err != nil || s.Status != "completed" {
+		t.Fatalf("t1 run ended %+v (%v)\n%s", s, err, p.stderr.String())
+	}
+	return s
+}
+
+func checkSameEvents(t *testing.T, faulted, clean runSummary) {
+	t.Helper()
+	if faulted.Dead != 0 || clean.Dead != 0 {
+		t.Fatalf("dead letters: %d with the fault, %d without", faulted.Dead, clean.Dead)
+	}
+	for typ, n := range clean.Events {
+		if faulted.Events[typ] != n {
+			t.Errorf("%s: %d events with the fault, %d without", typ, faulted.Events[typ], n)
+		}
+	}
+	if len(faulted.Events) != len(clean.Events) {
+		t.Errorf("event types with the fault %v, without %v", faulted.Events, clean.Events)
+	}
+	t.Logf("%d event types, equal; %d rollouts, %d scored", len(clean.Events), faulted.Events[schemas.RolloutCompleted], faulted.Events[schemas.RewardScored])
+}
+
+// `t1 run` of the whole pipeline against an embedded nats-server in the
+// test process (bus.mode external), which is shut down once the first
+// rollout is requested and started again on the same port and store
+// directory: the run completes with the same events as a run without the
+// restart. About 75 s; T1_FAULT_PIPELINE=1 runs it.
+func TestNATSRestartWholePipeline(t *testing.T) {
+	if os.Getenv("T1_FAULT_PIPELINE") == "" {
+		t.Skip("the whole pipeline under a NATS restart takes about 75 s; T1_FAULT_PIPELINE=1 runs it")
 	}
 	dir := t.TempDir()
 	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir})
@@ -88,35 +160,9 @@ func TestNATSRestartWholePipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	start := func(run string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-		cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
-		text := "run:\n  id: " + run + "\nbus:\n  mode: external\n  external:\n    urls: [" + srv.ClientURL() + "]\n" + tinyRun
-		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "run", "--json", "--log-level", "warn", "--config", cfg, "--data", data)
-		cmd.Dir = t.TempDir()
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, &stdout, &stderr
-	}
-	finish := func(cmd *exec.Cmd, stdout, stderr *bytes.Buffer) runSummary {
-		t.Helper()
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("t1 run: %v\n%s", err, stderr)
-		}
-		var s runSummary
-		if err := json.Unmarshal(stdout.Bytes(), &s); err != nil || s.Status != "completed" {
-			t.Fatalf("t1 run ended %+v (%v)\n%s", s, err, stderr)
-		}
-		return s
-	}
-
-	clean := finish(start("clean"))
-	cmd, stdout, stderr := start("restart")
+	busCfg := "bus:\n  mode: external\n  external:\n    urls: [" + srv.ClientURL() + "]\n"
+	clean := startRun(t, data, "clean", busCfg).wait(t)
+	faulted := startRun(t, data, "restart", busCfg)
 	testinfra.CheckFor(t, 3*time.Minute, func() error {
 		if n := count(l, "t1.restart."+schemas.RolloutRequested); n < 1 {
 			return fmt.Errorf("no rollout requested yet (%d events)", count(l, "t1.restart.>"))
@@ -130,17 +176,68 @@ func TestNATSRestartWholePipeline(t *testing.T) {
 	if srv, err = bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: dir, Port: port}); err != nil {
 		t.Fatal(err)
 	}
-	faulted := finish(cmd, stdout, stderr)
-	if faulted.Dead != 0 || clean.Dead != 0 {
-		t.Fatalf("dead letters: %d after the restart, %d without", faulted.Dead, clean.Dead)
-	}
-	for typ, n := range clean.Events {
-		if faulted.Events[typ] != n {
-			t.Errorf("%s: %d events after the restart, %d without", typ, faulted.Events[typ], n)
+	checkSameEvents(t, faulted.wait(t), clean)
+}
+
+// `t1 run` of the whole pipeline with its object store (store.mode
+// external) behind the fault proxy, which, once the run has stored its
+// first bundle, is down for s3Outage, up for 5 s, down again, until the
+// run ends: every stage meets the outage somewhere (synthesis, audit,
+// rollouts, rewards, the batch manifest, checkpoints) and the run
+// completes with the same events as a run without it. T1_FAULT_PIPELINE=1
+// runs it.
+func TestS3FlappingWholePipeline(t *testing.T) {
+	sc := testinfra.StoreConfig(t)
+	px := startProxy(t, sc.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", sc.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", sc.SecretKey)
+	storeCfg := fmt.Sprintf("store:\n  mode: external\n  bucket: %s\n  external:\n    endpoint: %s\n    region: %s\n    secure: false\n    prefix: %s\n",
+		sc.Bucket, px.addr, sc.Region, sc.Prefix)
+	data := t.TempDir()
+	clean := startRun(t, data, "clean", storeCfg).wait(t)
+	st := testinfra.Store(t)
+	faulted := startRun(t, data, "flapping", storeCfg)
+	testinfra.CheckFor(t, 3*time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, err := range st.List(ctx, "runs/flapping/bundles/") {
+			return err
+		}
+		return fmt.Errorf("no bundle stored yet")
+	})
+	exited := make(chan struct{})
+	outages := 0
+	go func() {
+		defer close(exited)
+		_ = faulted.cmd.Wait()
+	}()
+	deadline := time.After(8 * time.Minute)
+	for done := false; !done; {
+		select {
+		case <-deadline:
+			_ = faulted.cmd.Process.Kill()
+			<-exited
+			t.Fatalf("t1 run did not finish under a flapping store\n%s", faulted.stderr.String())
+		default:
+		}
+		px.down()
+		outages++
+		select {
+		case <-exited:
+			done = true
+		case <-time.After(s3Outage):
+		}
+		px.up(t)
+		select {
+		case <-exited:
+			done = true
+		case <-time.After(5 * time.Second):
 		}
 	}
-	if len(faulted.Events) != len(clean.Events) {
-		t.Errorf("event types after the restart %v, without %v", faulted.Events, clean.Events)
+	t.Logf("%d outages of %s", outages, s3Outage)
+	var s runSummary
+	if err := json.Unmarshal(faulted.stdout.Bytes(), &s); err != nil || s.Status != "completed" {
+		t.Fatalf("t1 run ended %+v (%v)\n%s", s, err, faulted.stderr.String())
 	}
-	t.Logf("%d event types, equal; %d rollouts, %d scored", len(clean.Events), faulted.Events[schemas.RolloutCompleted], faulted.Events[schemas.RewardScored])
+	checkSameEvents(t, s, clean)
 }
