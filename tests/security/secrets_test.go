@@ -142,7 +142,7 @@ stages:
 	}
 	logs := &lockedBuffer{} // everything any command or stage wrote
 	var dataDirs []string   // every data directory a t1 process used
-	t1 := func(wantOK bool, args ...string) {
+	t1With := func(cfgFile string, wantOK bool, args ...string) {
 		t.Helper()
 		data := t.TempDir()
 		dataDirs = append(dataDirs, data)
@@ -154,7 +154,17 @@ stages:
 			t.Fatalf("t1 %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	t1 := func(wantOK bool, args ...string) { t.Helper(); t1With(cfgFile, wantOK, args...) }
 	t1(true, "demo", "--json")
+	// The password inline in the URL, and an embedded store whose owner
+	// writes its endpoints (the NATS URL among them) into the data
+	// directory.
+	inline := filepath.Join(t.TempDir(), "inline.yaml")
+	inlineURL := strings.Replace(url, "nats://", "nats://"+natsUser+":"+natsPassword+"@", 1)
+	if err := os.WriteFile(inline, []byte("run:\n  id: sec-inline\nbus:\n  mode: external\n  external:\n    urls: ["+inlineURL+"]\nstages:\n  demo:\n    count: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t1With(inline, true, "demo", "--json")
 	task := filepath.Join(workDir, "..", "hostile", "testdata", "tasks", "good")
 	t1(true, "tasks", "import", "--run", "sec", task)
 	t1(true, "status", "--json")
