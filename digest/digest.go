@@ -12,10 +12,11 @@
 //
 // Canonical forms:
 //   - a table is the multiset of its rows, each row encoded column by
-//     column (leaf path, repetition and definition levels, and the exact
-//     bytes of every value) without the wall-clock columns of
-//     WallClockColumns; rows are sorted by the SHA-256 of that encoding and
-//     the table's hash is the SHA-256 of the sorted row hashes;
+//     column (schemas.Canonical: leaf path, repetition and definition
+//     levels, and the exact bytes of every value) without the table's
+//     wall-clock columns (schemas.Table.WallClock); rows are sorted by the
+//     SHA-256 of that encoding and the table's hash is the SHA-256 of the
+//     sorted row hashes;
 //   - an event type is the sorted list of its event ids (ids derive from
 //     causes, never from times or payload bytes);
 //   - an object kind (bundles, policy, critic, snapshots) is the sorted list
@@ -52,29 +53,14 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
-// WallClockColumns are the only columns left out of a table's digest, by
-// table. Each is a measurement of elapsed time on the machine that ran the
-// work, which no seed fixes:
-//   - trajectories.duration_ms: how long the attempt took, sandbox start
-//     to snapshot;
-//   - turns.start_ms: when the turn began, counted from the attempt's
-//     start, i.e. the sum of the earlier turns' durations;
-//   - turns.duration_ms: how long sampling and running the turn's command
-//     took.
-//
-// Everything else a run stores is a function of its configuration and
-// seed; a difference there is a determinism bug, not noise.
-var WallClockColumns = map[string][]string{
-	schemas.TrajectoriesTable.Name: {"duration_ms"},
-	schemas.TurnsTable.Name:        {"start_ms", "duration_ms"},
-}
-
-// WallClock lists WallClockColumns as sorted table.column names.
+// WallClock lists the columns left out of table digests as sorted
+// table.column names: those each table declares as wall-clock
+// measurements (schemas.Table.WallClock), which no seed fixes.
 func WallClock() []string {
 	var out []string
-	for t, cols := range WallClockColumns {
-		for _, c := range cols {
-			out = append(out, t+"."+c)
+	for _, t := range schemas.Tables() {
+		for _, c := range t.WallClock() {
+			out = append(out, t.Name+"."+c)
 		}
 	}
 	sort.Strings(out)
@@ -368,19 +354,13 @@ func rowHashes(o *schemas.Object, ts *tableState) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.Key, err)
 	}
-	paths := pf.Schema().Columns()
-	names := make([]string, len(paths))
-	skip := make([]bool, len(paths))
-	ident := map[string]int{}
-	for i, p := range paths {
-		names[i] = strings.Join(p, ".")
-		skip[i] = slices.Contains(WallClockColumns[o.Table.Name], names[i])
-		if slices.Contains(attemptColumns[o.Table.Name], names[i]) {
-			ident[names[i]] = i
+	canon := schemas.NewCanonical(o.Table, pf.Schema())
+	cols := attemptColumns[o.Table.Name]
+	ident := make([]int, len(cols))
+	for i, c := range cols {
+		if ident[i] = canon.Column(c); ident[i] < 0 {
+			return fmt.Errorf("%s: table %s has no column %s, which identifies an attempt", o.Key, o.Table.Name, c)
 		}
-	}
-	if want := attemptColumns[o.Table.Name]; len(ident) != len(want) {
-		return fmt.Errorf("%s: table %s lacks some of the columns %v that identify an attempt", o.Key, o.Table.Name, want)
 	}
 	var enc []byte
 	buf := make([]parquet.Row, 64)
@@ -389,10 +369,10 @@ func rowHashes(o *schemas.Object, ts *tableState) error {
 		for {
 			n, err := rows.ReadRows(buf)
 			for _, row := range buf[:n] {
-				enc = encodeRow(enc[:0], row, names, skip)
+				enc = canon.Append(enc[:0], row)
 				ts.rows = append(ts.rows, sha256.Sum256(enc))
-				if len(ident) > 0 {
-					ts.attempts[attemptKey(row, attemptColumns[o.Table.Name], ident)]++
+				if len(cols) > 0 {
+					ts.attempts[attemptKey(row, cols, ident)]++
 				}
 			}
 			if errors.Is(err, io.EOF) {
@@ -408,35 +388,11 @@ func rowHashes(o *schemas.Object, ts *tableState) error {
 	return nil
 }
 
-// encodeRow appends a self-delimiting encoding of row: per value its
-// column's path, its levels, whether it is null and its bytes, each
-// length-prefixed, so no two different rows encode alike.
-func encodeRow(b []byte, row parquet.Row, names []string, skip []bool) []byte {
-	for _, v := range row {
-		col := v.Column()
-		if skip[col] {
-			continue
-		}
-		b = binary.AppendUvarint(b, uint64(len(names[col])))
-		b = append(b, names[col]...)
-		b = append(b, byte(v.RepetitionLevel()), byte(v.DefinitionLevel()))
-		if v.IsNull() {
-			b = append(b, 0)
-			continue
-		}
-		b = append(b, 1)
-		val := v.Bytes()
-		b = binary.AppendUvarint(b, uint64(len(val)))
-		b = append(b, val...)
-	}
-	return b
-}
-
-func attemptKey(row parquet.Row, cols []string, ident map[string]int) string {
+func attemptKey(row parquet.Row, cols []string, ident []int) string {
 	var b strings.Builder
-	for _, c := range cols {
+	for i, c := range cols {
 		for _, v := range row {
-			if v.Column() == ident[c] {
+			if v.Column() == ident[i] {
 				fmt.Fprintf(&b, "%s=%q;", c, v.Bytes())
 				break
 			}

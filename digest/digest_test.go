@@ -21,11 +21,11 @@ func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 // attempt stores one attempt's trajectory and reward rows and announces
 // them the way the rollout and reward stages do, with event ids derived
 // from key.
-func attempt(t *testing.T, l *engine.Log, st store.ObjectStore, run, task, key string, took time.Duration) {
+func attempt(t *testing.T, l *engine.Log, st store.ObjectStore, run, task, key string, turns int32, took time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	traj, err := schemas.WriteTable(ctx, st, run, 0, []schemas.TrajectoryRow{{Run: run, TaskID: task, Purpose: "train",
-		Turns: 3, Tokens: 40, Chunks: 1, Termination: "done", DurationMS: took.Milliseconds()}}, schemas.WriterOptions{})
+		Turns: turns, Tokens: 40, Chunks: 1, Termination: "done", DurationMS: took.Milliseconds()}}, schemas.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +65,18 @@ func compute(t *testing.T, l *engine.Log, st store.ObjectStore, run string) *Dig
 // is counted and changes the digest.
 func TestDigest(t *testing.T) {
 	st := testinfra.Store(t)
+	// The second run has a store of its own, so its objects are its own
+	// bytes rather than the first run's under the same key.
+	cfg := testinfra.StoreConfig(t)
+	cfg.Prefix += "-b"
+	stb, err := store.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	la, lb := testinfra.Log(t), testinfra.Log(t)
-	attempt(t, la, st, "a", "t1", "t1", 1200*time.Millisecond)
-	attempt(t, lb, st, "a", "t1", "t1", 3400*time.Millisecond)
-	da, db := compute(t, la, st, "a"), compute(t, lb, st, "a")
+	attempt(t, la, st, "a", "t1", "t1", 3, 1200*time.Millisecond)
+	attempt(t, lb, stb, "a", "t1", "t1", 3, 3400*time.Millisecond)
+	da, db := compute(t, la, st, "a"), compute(t, lb, stb, "a")
 	if diff := da.Diff(db); len(diff) != 0 || da.SHA256 != db.SHA256 {
 		t.Fatalf("runs differing only in durations: %v", diff)
 	}
@@ -98,12 +106,11 @@ func TestDigest(t *testing.T) {
 		t.Fatalf("an orphan object changed the digest: %v", d.Diff(da))
 	}
 
-	// The same attempt played again and announced under other ids, as a
-	// redelivery after the dedup window would.
-	attempt(t, la, st, "a", "t1", "t1 again", 5600*time.Millisecond)
+	// The same attempt played again, differently, and announced under
+	// other ids. Its reward rows are byte-equal, so they share one
+	// content-addressed object: the table holds them once.
+	attempt(t, la, st, "a", "t1", "t1 again", 4, 5600*time.Millisecond)
 	d := compute(t, la, st, "a")
-	// Its reward rows are byte-equal, so they share one content-addressed
-	// object: the table holds them once. The trajectory's duration differs.
 	if d.Duplicates.Trajectories != 1 || d.Duplicates.Rewards != 0 {
 		t.Fatalf("duplicates %+v, want one trajectory", d.Duplicates)
 	}

@@ -15,6 +15,10 @@
 // dictionary encoding for low-cardinality strings, bounded row groups),
 // then PutIfAbsent the file: identical rows give identical bytes and so
 // the same key, and a rewrite after a crash or a redelivery is a no-op.
+// The key of a table with wall-clock columns (Table.WallClock:
+// trajectories.duration_ms, turns.start_ms and turns.duration_ms) hashes
+// its rows without them, so a rerun of the same seed names the same
+// objects and a replayed attempt keeps the first attempt's object.
 // The file's key-value metadata holds t1.table and t1.schema_version; the
 // object's store metadata holds its sha256. Commit returns the FileRef
 // (key, table, version, rows, bytes, SHA-256) an event carries.

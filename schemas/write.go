@@ -3,6 +3,7 @@ package schemas
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,8 +35,8 @@ type WriterOptions struct {
 	TempDir string
 }
 
-// Writer builds one Parquet object of table T. The object's key is its
-// content hash, known only once the file is complete, so rows are spooled
+// Writer builds one Parquet object of table T. The object's key is a hash
+// of its content, known only once the file is complete, so rows are spooled
 // to a temporary file (never held in memory) and uploaded by Commit.
 type Writer[T Row] struct {
 	table Table
@@ -45,6 +46,15 @@ type Writer[T Row] struct {
 	pw    *parquet.GenericWriter[T]
 	rows  int64
 	done  bool
+
+	// For a table with wall-clock columns the key hashes the rows without
+	// them (ident, over Canonical encodings); otherwise it is the SHA-256
+	// of the file.
+	ident  hash.Hash
+	schema *parquet.Schema
+	canon  Canonical
+	enc    []byte
+	row    parquet.Row
 }
 
 type hashCounter struct {
@@ -79,6 +89,10 @@ func NewWriter[T Row](o WriterOptions) (*Writer[T], error) {
 	}
 	w := &Writer[T]{table: t, f: f, sum: sha256.New()}
 	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n}, writerOptions(t, o)...)
+	if len(t.WallClock()) > 0 {
+		w.ident, w.schema = sha256.New(), parquet.SchemaOf(zero)
+		w.canon = NewCanonical(t, w.schema)
+	}
 	return w, nil
 }
 
@@ -114,6 +128,14 @@ func (w *Writer[T]) Write(rows []T) error {
 	if _, err := w.pw.Write(rows); err != nil {
 		return fmt.Errorf("%s writer: %w", w.table.Name, err)
 	}
+	if w.ident != nil {
+		for i := range rows {
+			w.row = w.schema.Deconstruct(w.row[:0], &rows[i])
+			w.enc = w.canon.Append(w.enc[:0], w.row)
+			w.ident.Write(binary.AppendUvarint(nil, uint64(len(w.enc))))
+			w.ident.Write(w.enc)
+		}
+	}
 	w.rows += int64(len(rows))
 	return nil
 }
@@ -122,10 +144,14 @@ func (w *Writer[T]) Write(rows []T) error {
 func (w *Writer[T]) Rows() int64 { return w.rows }
 
 // Commit finishes the file and stores it at
-// runs/<run>/<table>/<partition column>=NNNN/part-<sha256[:32]>.parquet.
-// The same rows give the same bytes and so the same key: a second Commit
-// of identical content finds the object present and returns the same
-// FileRef without writing. The writer is closed afterwards either way.
+// runs/<run>/<table>/<partition column>=NNNN/part-<hash[:32]>.parquet,
+// where hash is the file's SHA-256, or, for a table with wall-clock
+// columns (Table.WallClock), the SHA-256 of its rows without them. The
+// same rows give the same key: a second Commit of them finds the object
+// present and returns the FileRef of the stored object without writing —
+// the same FileRef, unless only wall-clock columns differ, in which case
+// the first object stands and its own size and SHA-256 are returned. The
+// writer is closed afterwards either way.
 func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string, partition int) (FileRef, error) {
 	defer w.Close()
 	if w.done {
@@ -135,7 +161,11 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 		return FileRef{}, fmt.Errorf("%s writer: finish file: %w", w.table.Name, err)
 	}
 	sum := hex.EncodeToString(w.sum.Sum(nil))
-	key, err := ObjectKey(run, w.table, partition, sum)
+	id := sum
+	if w.ident != nil {
+		id = hex.EncodeToString(w.ident.Sum(nil))
+	}
+	key, err := ObjectKey(run, w.table, partition, id)
 	if err != nil {
 		return FileRef{}, err
 	}
@@ -154,6 +184,9 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 		if serr != nil {
 			return FileRef{}, fmt.Errorf("%s: %w", key, serr)
 		}
+		if w.ident != nil {
+			return storedRef(key, ref, info)
+		}
 		if info.Size != w.n {
 			return FileRef{}, fmt.Errorf("%s exists with %d bytes, this content has %d", key, info.Size, w.n)
 		}
@@ -161,6 +194,21 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 	}
 	if err != nil {
 		return FileRef{}, fmt.Errorf("%s: %w", key, err)
+	}
+	return ref, nil
+}
+
+// storedRef is the FileRef of the object at key that holds ref's rows but
+// for their wall-clock columns, from the size and the SHA-256 and schema
+// version the writer stored in its metadata.
+func storedRef(key string, ref FileRef, info store.ObjectInfo) (FileRef, error) {
+	sum := info.Metadata["sha256"]
+	if len(sum) != 64 {
+		return FileRef{}, fmt.Errorf("%s exists without the sha256 its writer stores", key)
+	}
+	ref.Bytes, ref.SHA256 = info.Size, sum
+	if v := info.Metadata["t1-schema-version"]; v != "" {
+		ref.SchemaVersion = v
 	}
 	return ref, nil
 }
@@ -196,7 +244,7 @@ func WriteTable[T Row](ctx context.Context, st store.ObjectStore, run string, pa
 func TablePrefix(run string, t Table) string { return "runs/" + run + "/" + t.Name + "/" }
 
 // ObjectKey is the hive-style key of a table object with content hash
-// sha (hex): runs/<run>/<table>/<partition>=NNNN/part-<sha[:32]>.parquet.
+// sha (hex; see Writer.Commit): runs/<run>/<table>/<partition>=NNNN/part-<sha[:32]>.parquet.
 func ObjectKey(run string, t Table, partition int, sha string) (string, error) {
 	if err := engine.ValidRun(run); err != nil {
 		return "", err
