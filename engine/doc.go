@@ -40,7 +40,17 @@
 //	with headers T1-Dead-Reason, -Consumer, -Stream-Seq, -Deliveries, -Subject
 //
 // A Permanent error skips all of that: the runner publishes
-// <type>.failed (payload Failure) and terminates the message.
+// <type>.failed (payload Failure) and terminates the message. An output
+// larger than the server's max payload is such an error.
+//
+// # Outages
+//
+// A stage outlives its server: connections reconnect forever, publish
+// acknowledgements are awaited for a bounded time (the input is then
+// retried, its output ids deduplicated), and a consumer lost under a
+// running stage (server restarted, consumer deleted) is re-created with
+// back-off. A stage filtering one event type uses the single filter
+// subject and runs on nats-server 2.9; several types need 2.10.
 //
 // # Projections and replay
 //
