@@ -47,12 +47,13 @@ func gradLoss(p *Pass, c, d []float32) float64 {
 }
 
 func TestGradientsFiniteDifference(t *testing.T) {
-	for _, replay := range []bool{false, true} {
-		name := "live"
-		if replay {
-			name = "replay"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		replay bool
+		temp   float64
+	}{{"live", false, 0}, {"replay", true, 0}, {"tempered", true, 0.6}} {
+		replay := tc.replay
+		t.Run(tc.name, func(t *testing.T) {
 			cfg := tinyConfig()
 			m := roughModel(t, cfg)
 			rng := rand.New(rand.NewPCG(7, 8))
@@ -67,7 +68,7 @@ func TestGradientsFiniteDifference(t *testing.T) {
 			for i := range d {
 				d[i] = float32(rng.NormFloat64())
 			}
-			var opt ForwardOptions
+			opt := ForwardOptions{Temperature: tc.temp}
 			if replay {
 				// Replay a routing different from the live one: each set
 				// swaps its lowest expert for one the router did not pick.

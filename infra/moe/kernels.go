@@ -173,6 +173,46 @@ func softmax(p, x []float32) {
 	}
 }
 
+// softmaxTemp is softmax(x/temp); temp 1 is softmax.
+func softmaxTemp(p, x []float32, temp float64) {
+	if temp == 1 {
+		softmax(p, x)
+		return
+	}
+	mx := x[0]
+	for _, v := range x[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := math.Exp(float64(v-mx) / temp)
+		p[i] = float32(e)
+		sum += e
+	}
+	inv := float32(1 / sum)
+	for i := range p {
+		p[i] *= inv
+	}
+}
+
+// logSoftmaxAtTemp returns log softmax(logits/temp)[target] in float64,
+// with the same arithmetic as the sampler's tempered draw, so that serving
+// at float32 and training agree exactly; temp 1 is logSoftmaxAt.
+func logSoftmaxAtTemp(logits []float32, target int, temp float64) float32 {
+	if temp == 1 {
+		return logSoftmaxAt(logits, target)
+	}
+	mx := logits[0]
+	for _, v := range logits[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v-mx) / temp)
+	}
+	return float32(float64(logits[target]-mx)/temp - math.Log(sum))
+}
+
 // logSoftmaxAt returns log softmax(logits)[target], computed in float64.
 func logSoftmaxAt(logits []float32, target int) float32 {
 	lse := logSumExp(logits)

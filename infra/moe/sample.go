@@ -268,9 +268,9 @@ func sample(logits []float32, sp SamplingParams, rng *rand.Rand) (int, float32) 
 			break
 		}
 	}
-	if sp.Temperature == 1 && mass == 1 {
+	if mass == 1 {
 		// The trainer's own formula, so F32 serving matches it exactly.
-		return pick, logSoftmaxAt(logits, pick)
+		return pick, logSoftmaxAtTemp(logits, pick, sp.Temperature)
 	}
 	return pick, float32(math.Log(p[pick] / mass))
 }

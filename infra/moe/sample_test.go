@@ -2,6 +2,7 @@ package moe
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -17,12 +18,20 @@ func samplePrompt(cfg Config, n int) []int {
 // TestSamplerF32MatchesTrainer: at equal precision the KV-cached sampler and
 // the full-sequence trainer are the same function, bit for bit.
 func TestSamplerF32MatchesTrainer(t *testing.T) {
+	for _, temp := range []float64{1, 0.7, 1.3} {
+		t.Run(fmt.Sprint(temp), func(t *testing.T) { samplerMatchesTrainer(t, temp) })
+	}
+}
+
+// samplerMatchesTrainer: at equal precision, the training forward at the
+// sampling temperature gives the sampler's log-probs bit for bit.
+func samplerMatchesTrainer(t *testing.T, temp float64) {
 	cfg := tinyConfig()
 	cfg.Context = 64
 	m := roughModel(t, cfg)
 	s := NewSampler(m, F32)
 	prompt := samplePrompt(cfg, 7)
-	g, err := s.Generate(context.Background(), prompt, SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 20, Seed: 5})
+	g, err := s.Generate(context.Background(), prompt, SamplingParams{Temperature: temp, TopP: 1, MaxNewTokens: 20, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +42,7 @@ func TestSamplerF32MatchesTrainer(t *testing.T) {
 	if g.Routing.Tokens != len(seq)-1 || len(g.Routing.Experts) != (len(seq)-1)*cfg.Layers*cfg.TopK {
 		t.Fatalf("routing shape %d tokens, %d ids; want %d tokens", g.Routing.Tokens, len(g.Routing.Experts), len(seq)-1)
 	}
-	p, err := m.Forward(seq, ForwardOptions{})
+	p, err := m.Forward(seq, ForwardOptions{Temperature: temp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package moe
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ForwardOptions selects how the training forward routes.
@@ -12,6 +13,11 @@ type ForwardOptions struct {
 	// [prompt+generated−1] record: the last token's output feeds no
 	// log-prob); uncovered tokens route live.
 	Replay *Routing
+	// Temperature divides the logits before the log-softmax, as the
+	// sampler did when it drew the tokens, so training log-probs are those
+	// of the distribution the tokens came from. 0 and 1 leave the logits
+	// alone (greedy sampling reports untempered log-probs too).
+	Temperature float64
 }
 
 // Pass is one float32 forward over a whole sequence, with everything the
@@ -31,6 +37,7 @@ type Pass struct {
 	xf     []float32 // final norm output [T, D]
 	rmsF   []float32
 	logits []float32 // [T, V]
+	temp   float64   // the forward's temperature; 1 when none
 }
 
 type passLayer struct {
@@ -65,7 +72,13 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 			return nil, fmt.Errorf("moe forward: replay: %w", err)
 		}
 	}
-	p := &Pass{IDs: append([]int(nil), ids...), Routing: NewRouting(T, L, K), LiveRouting: NewRouting(T, L, K)}
+	if tp := opt.Temperature; tp < 0 || math.IsNaN(tp) || math.IsInf(tp, 0) {
+		return nil, fmt.Errorf("moe forward: temperature %g", tp)
+	}
+	p := &Pass{IDs: append([]int(nil), ids...), Routing: NewRouting(T, L, K), LiveRouting: NewRouting(T, L, K), temp: 1}
+	if opt.Temperature > 0 {
+		p.temp = opt.Temperature
+	}
 	f := func(n int) []float32 { return make([]float32, n) }
 	x := f(T * D)
 	for t, id := range ids {
@@ -106,7 +119,7 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 			p.rmsF[t] = headRow(m.W, F32, p.xl[t*D:(t+1)*D], xf, p.logits[t*V:(t+1)*V])
 			p.Values[t] = dot(xf, m.W.ValueW) + m.W.ValueB[0]
 			if t+1 < T {
-				p.LogProbs[t] = logSoftmaxAt(p.logits[t*V:(t+1)*V], ids[t+1])
+				p.LogProbs[t] = logSoftmaxAtTemp(p.logits[t*V:(t+1)*V], ids[t+1], p.temp)
 			}
 		}
 	})
@@ -167,17 +180,17 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	}
 	f := func(n int) []float32 { return make([]float32, n) }
 	g := m.G
-	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t)).
+	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t/τ)) / τ.
 	dlogits := f(T * V)
 	if dLogProbs != nil {
 		parallel(T-1, func(lo, hi int) {
 			for t := lo; t < hi; t++ {
-				d := dLogProbs[t]
+				d := dLogProbs[t] / float32(p.temp)
 				if d == 0 {
 					continue
 				}
 				row, dr := p.logits[t*V:(t+1)*V], dlogits[t*V:(t+1)*V]
-				softmax(dr, row)
+				softmaxTemp(dr, row, p.temp)
 				for i := range dr {
 					dr[i] *= -d
 				}
