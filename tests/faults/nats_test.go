@@ -211,9 +211,10 @@ func (p *natsProcess) kill() {
 
 // What the engine needs from the nats-server it is given, checked on the
 // installed one (Debian 12 ships 2.9.10): a permanent failure terminates
-// its message (2.9 ignores a terminate that carries a reason), and a stage
+// its message (2.9 ignores a terminate that carries a reason), a stage
 // that filters several event types, which 2.9 cannot do, is refused with
-// a reason that names the version it needs.
+// a reason that names the version it needs, a transient failure is retried
+// after a delayed nak, and leases work.
 func TestExternalServerFeatures(t *testing.T) {
 	p := &natsProcess{bin: testinfra.NATSServer(t), dir: t.TempDir(), port: freePort(t)}
 	p.start(t)
@@ -270,4 +271,46 @@ func TestExternalServerFeatures(t *testing.T) {
 		t.Fatalf("a two-filter stage on nats-server %s: %v", nc.ConnectedServerVersion(), err)
 	}
 	t.Logf("nats-server %s, a two-filter stage: %v", nc.ConnectedServerVersion(), err)
+
+	// A transient failure is naked with a delay and handled again.
+	var tries atomic.Int32
+	flaky := engine.NewStage("flaky", []string{"probe.retry"}, func(_ context.Context, _ engine.Event, out engine.Emitter) error {
+		if tries.Add(1) == 1 {
+			return errors.New("store briefly away")
+		}
+		_, err := out.Emit("probe.retried", map[string]int{"n": 1})
+		return err
+	})
+	frc := rc
+	frc.RetryBudget = time.Millisecond
+	testinfra.RunStage(t, l, flaky, frc)
+	ev, err = engine.NewRootEvent("r", "probe.retry", "a", map[string]int{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, 10*time.Second, func() error {
+		if n := testinfra.Count(t, l, "t1.r.probe.retried"); n != 1 {
+			return fmt.Errorf("%d outputs after %d tries", n, tries.Load())
+		}
+		return nil
+	})
+
+	// Leases: a key-value bucket with a TTL, created, refused to a second
+	// holder, renewed and released.
+	lease, err := l.AcquireLease(ctx, "probe", "first", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLease(ctx, "probe", "second", 2*time.Second); !errors.Is(err, engine.ErrLeased) {
+		t.Fatalf("a second holder of a held lease: %v", err)
+	}
+	if err := lease.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
