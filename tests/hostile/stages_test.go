@@ -38,6 +38,7 @@ const run = "hostile"
 const (
 	scored   = "scored"   // reward.scored from a per-assertion report
 	fallback = "fallback" // reward.scored from the exit code, the report's problems logged
+	unsolved = "unsolved" // reward.scored by the fallback, reward 0
 )
 
 // stageInput is one rollout.requested, with what its task's bundle holds.
@@ -116,6 +117,10 @@ func TestHostileInputsThroughStages(t *testing.T) {
 		{name: "report-non-utf8", task: verifierTask(`printf '\xff\xfe garbage on stdout\n'
 printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}, "tests": [{"name": "caf\xe9 \xff", "status": "passed"}]}}' > /logs/verifier/ctrf.json` + solvedOr1), want: scored},
 		{name: "solution-non-utf8", task: nonUTF8Solution(t), want: fallback},
+		{name: "solution-huge-output", task: withFile(t, copyTask(t), "solution/solve.sh",
+			"#!/bin/bash\nhead -c 50000000 /dev/zero | tr '\\0' 'y'\necho hello > /app/out.txt\n"), want: fallback},
+		{name: "verifier-hangs", task: withFile(t, verifierTask("sleep 300\n"), "task.toml",
+			"version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\ncategory = \"file-operations\"\n\n[verifier]\ntimeout_sec = 2.0\n"), want: unsolved},
 		{name: "good-2", task: corpus("good"), want: fallback},
 	}
 
@@ -188,7 +193,7 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 
 	wantScored, wantFailed := 0, 0
 	for _, in := range inputs {
-		if in.want == scored || in.want == fallback {
+		if in.want == scored || in.want == fallback || in.want == unsolved {
 			wantScored++
 		} else {
 			wantFailed++
@@ -226,14 +231,14 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 		f, failed := failures[in.name]
 		s, ok := scores[in.name]
 		switch in.want {
-		case scored, fallback:
+		case scored, fallback, unsolved:
 			if failed || !ok {
 				t.Errorf("%s: not scored (failure %+v)", in.name, f)
 				continue
 			}
 			t.Logf("%s: scored %g from %s (%d/%d), fallback %t", in.name, s.Reward, s.Source, s.Passed, s.Total, s.Fallback)
-			if s.Fallback != (in.want == fallback) || s.Reward <= 0 {
-				t.Errorf("%s: %+v, want %s with a positive reward", in.name, s, in.want)
+			if s.Fallback != (in.want != scored) || (s.Reward > 0) != (in.want != unsolved) {
+				t.Errorf("%s: %+v, want %s", in.name, s, in.want)
 			}
 		default:
 			if !failed || ok {
@@ -276,6 +281,15 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 		status.Failed[0].Count != wantFailed || len(status.DeadLetters) != 0 {
 		t.Fatalf("t1 status: failed %+v (want %d %s), dead letters %s", status.Failed, wantFailed, schemas.RolloutRequested, status.DeadLetters)
 	}
+}
+
+// withFile overwrites one file of the task directory dir.
+func withFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // nonUTF8Solution is the good task whose solution runs commands with
