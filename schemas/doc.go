@@ -69,7 +69,9 @@
 // where each turn starts), drift_repair (how the chunk began: none,
 // strict_prefix, clipped_norm, text_retokened, new_chunk),
 // repairs_strict_prefix, repairs_clipped_norm, repairs_text_retokened
-// (repairs at turn boundaries inside the chunk).
+// (repairs at turn boundaries inside the chunk); schema 1.1 adds
+// temperature and top_p, the sampling settings the logprobs are relative
+// to (a trainer divides its logits by temperature; 0 means untempered).
 //
 // routing — grain: chunk; partition: iter. Columns: run, task_id,
 // attempt, chunk, tokens, layers, top_k, experts (the model's expert

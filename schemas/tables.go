@@ -50,7 +50,7 @@ var (
 	AuditsTable       = Table{Name: "audits", Version: Version{1, 0}, Partition: "round", Grain: "task"}
 	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iter", Grain: "attempt"}
 	TurnsTable        = Table{Name: "turns", Version: Version{1, 0}, Partition: "iter", Grain: "turn"}
-	TokensTable       = Table{Name: "tokens", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
+	TokensTable       = Table{Name: "tokens", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
 	RoutingTable      = Table{Name: "routing", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
 	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
 	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
@@ -217,6 +217,12 @@ type TokenRow struct {
 	StrictPrefix  int32 `parquet:"repairs_strict_prefix"`
 	ClippedNorm   int32 `parquet:"repairs_clipped_norm"`
 	TextRetokened int32 `parquet:"repairs_text_retokened"`
+	// Temperature and TopP are the sampling settings the log-probs are
+	// relative to (schema 1.1): a trainer divides the logits by the
+	// temperature before its log-softmax, or its log-probs are of another
+	// distribution. 0 (greedy, or a 1.0 file) means untempered.
+	Temperature float32 `parquet:"temperature"`
+	TopP        float32 `parquet:"top_p"`
 }
 
 // Table implements Row.

@@ -160,8 +160,8 @@ type prepared struct {
 	c       *Chunk
 	ids     []int
 	loss    []bool
-	replay  *moe.Routing
-	oldLP   []float32 // trainer's pre-update log-prob per token
+	opt     moe.ForwardOptions // replayed routing and the sampling temperature
+	oldLP   []float32          // trainer's pre-update log-prob per token
 	adv     []float32
 	sampled []float32
 }
@@ -176,7 +176,8 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		if c.Values == nil {
 			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d has no values (the critic has not run)", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk))
 		}
-		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: c.Values.Advantages, sampled: c.Tokens.LogProbs}
+		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: c.Values.Advantages, sampled: c.Tokens.LogProbs,
+			opt: moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}}
 		if len(p.ids) < 2 {
 			continue
 		}
@@ -185,7 +186,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			// the sampler's own T−1 rows leaves it live, which no log-prob
 			// depends on.
 			rt := c.Routing.Slice(0, len(p.ids)-1)
-			p.replay = &rt
+			p.opt.Replay = &rt
 		}
 		chunks = append(chunks, p)
 	}
@@ -200,7 +201,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			if err := ctx.Err(); err != nil {
 				return met, err
 			}
-			pass, err := m.Forward(p.ids, moe.ForwardOptions{Replay: p.replay})
+			pass, err := m.Forward(p.ids, p.opt)
 			if err != nil {
 				return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
 			}
@@ -236,7 +237,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	// How far the update moved the policy, over every action.
 	var after rl.PolicyStats
 	for _, p := range chunks {
-		pass, err := m.Forward(p.ids, moe.ForwardOptions{Replay: p.replay})
+		pass, err := m.Forward(p.ids, p.opt)
 		if err != nil {
 			return met, err
 		}

@@ -23,8 +23,15 @@ const run = "tr"
 // critic's.
 func sampled(t *testing.T, st store.ObjectStore, m *moe.Model) (*schemas.BatchManifest, []schemas.ValueRow) {
 	t.Helper()
+	return sampledAt(t, st, m, moe.BF16, 1, 1)
+}
+
+// sampledAt samples at prec and temperature temp, and records recorded as
+// the tokens' temperature.
+func sampledAt(t *testing.T, st store.ObjectStore, m *moe.Model, prec moe.Precision, temp, recorded float64) (*schemas.BatchManifest, []schemas.ValueRow) {
+	t.Helper()
 	ctx := context.Background()
-	s := moe.NewSampler(m, moe.BF16)
+	s := moe.NewSampler(m, prec)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var rows Rows
 	var vals []schemas.ValueRow
@@ -38,12 +45,13 @@ func sampled(t *testing.T, st store.ObjectStore, m *moe.Model) (*schemas.BatchMa
 			for range 6 + c {
 				prompt = append(prompt, 32+rng.IntN(200))
 			}
-			g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 20, Seed: uint64(10*a + c)})
+			g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: temp, TopP: 1, MaxNewTokens: 20, Seed: uint64(10*a + c)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids := append(append([]int(nil), prompt...), g.OutputIDs...)
-			tr := schemas.TokenRow{Run: run, TaskID: "task", Attempt: int32(a), Chunk: int32(c), LossMask: make([]bool, len(ids)), LogProbs: make([]float32, len(ids))}
+			tr := schemas.TokenRow{Run: run, TaskID: "task", Attempt: int32(a), Chunk: int32(c), LossMask: make([]bool, len(ids)), LogProbs: make([]float32, len(ids)),
+				Temperature: float32(recorded), TopP: 1}
 			for _, id := range ids {
 				tr.TokenIDs = append(tr.TokenIDs, int32(id))
 			}
@@ -158,6 +166,41 @@ func TestLoadBatch(t *testing.T) {
 	bad.TokenFiles[0].SHA256 = strings.Repeat("0", 64)
 	if _, err := LoadBatch(ctx, st, &bad); !IsBad(err) || !strings.Contains(err.Error(), man.TokenFiles[0].Key) {
 		t.Fatalf("wrong hash: %v", err)
+	}
+}
+
+// Tokens sampled at a temperature train at it: at equal precision with
+// replay on, the trainer's log-probs are the sampler's exactly; read as
+// untempered they are those of another distribution.
+func TestTrainerUsesTheSamplingTemperature(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		recorded float64
+		exact    bool
+	}{{"recorded", 0.6, true}, {"ignored", 0, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := testinfra.Store(t)
+			m := policy(t, st)
+			man, vals := sampledAt(t, st, m, moe.F32, 0.6, c.recorded)
+			man, _, _, err := WithValues(ctx, st, man, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := NewReference(st, Options{Epochs: 1, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true})
+			res, err := tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gap := res.Metrics.LogProbGap
+			t.Logf("log-prob gap %.3g (largest %.3g)", gap, res.Metrics.LogProbGapMax)
+			if c.exact && res.Metrics.LogProbGapMax != 0 {
+				t.Fatalf("tempered tokens trained at their temperature: gap %g, largest %g, want 0", gap, res.Metrics.LogProbGapMax)
+			}
+			if !c.exact && gap < 0.05 {
+				t.Fatalf("tempered tokens read as untempered: gap %g, want a visible one", gap)
+			}
+		})
 	}
 }
 

@@ -116,6 +116,9 @@ type Result struct {
 	Sampled     int
 	// RoutingUnavailable says why the backend returned no routing.
 	RoutingUnavailable string
+	// Sampling is what the replies were sampled with; the log-probs are
+	// relative to its temperature and top-p.
+	Sampling inference.SamplingParams
 }
 
 // Run plays one episode: the policy replies, the shell runs its commands,
@@ -127,7 +130,7 @@ func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, inst
 	cfg = cfg.withDefaults()
 	start := time.Now()
 	asm := NewAssembler(tp, []Message{{System, SystemPrompt}, {User, instruction}})
-	res := &Result{}
+	res := &Result{Sampling: cfg.Sampling}
 	var routing []*moe.Routing
 	end := ""
 	for turn := 0; end == ""; turn++ {

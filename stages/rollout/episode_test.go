@@ -136,7 +136,7 @@ func TestATIFFromRows(t *testing.T) {
 	tp := template(t)
 	sh := shell(t)
 	pol := NewScripted(tp, []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
-	res, err := Run(context.Background(), pol, tp, sh, "Say one and two.", Config{}, nil)
+	res, err := Run(context.Background(), pol, tp, sh, "Say one and two.", Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,11 @@ func TestATIFFromRows(t *testing.T) {
 	}
 	if rows.Tokens[0].StrictPrefix != 1 {
 		t.Fatalf("token row repair counts: %+v", rows.Tokens[0])
+	}
+	// The log-probs are relative to the sampling settings, recorded beside
+	// them.
+	if tr := rows.Tokens[0]; tr.Temperature != 0.8 || tr.TopP != 0.9 {
+		t.Fatalf("token row sampling settings: temperature %v, top_p %v", tr.Temperature, tr.TopP)
 	}
 	if a.FinalMetrics.TotalCompletionTokens != res.Sampled {
 		t.Fatalf("final metrics %+v, sampled %d", a.FinalMetrics, res.Sampled)

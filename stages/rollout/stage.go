@@ -229,6 +229,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 			DriftRepair:  ch.Opened,
 			StrictPrefix: int32(ch.Repairs[schemas.RepairStrictPrefix]), ClippedNorm: int32(ch.Repairs[schemas.RepairClippedNorm]),
 			TextRetokened: int32(ch.Repairs[schemas.RepairTextRetokened]),
+			Temperature:   float32(res.Sampling.Temperature), TopP: float32(res.Sampling.TopP),
 		}
 		if row.DriftRepair == "" {
 			row.DriftRepair = schemas.RepairNone
