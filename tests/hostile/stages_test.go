@@ -53,6 +53,9 @@ type stageInput struct {
 	payload []byte
 	// bare publishes the payload without the event envelope headers.
 	bare bool
+	// completed, when set, is published as a rollout.completed for the
+	// reward stage instead of a request.
+	completed *schemas.RolloutCompletedPayload
 	// want is scored, fallback, or a substring of the failure reason.
 	want string
 }
@@ -121,7 +124,15 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 			"#!/bin/bash\nhead -c 50000000 /dev/zero | tr '\\0' 'y'\necho hello > /app/out.txt\n"), want: fallback},
 		{name: "verifier-hangs", task: withFile(t, verifierTask("sleep 300\n"), "task.toml",
 			"version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\ncategory = \"file-operations\"\n\n[verifier]\ntimeout_sec = 2.0\n"), want: unsolved},
+		{name: "snapshot-missing", task: corpus("good"), want: "not found", completed: &schemas.RolloutCompletedPayload{
+			TaskID: "h-snapshot-missing", Attempt: 90, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: "runs/" + run + "/snapshots/absent.tar"}}},
+		{name: "snapshot-tampered", task: corpus("good"), want: "sha256", completed: &schemas.RolloutCompletedPayload{
+			TaskID: "h-snapshot-tampered", Attempt: 91, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: "runs/" + run + "/snapshots/tampered.tar",
+				Bytes: int64(len(goodBundle)), SHA256: strings.Repeat("0", 64)}}},
 		{name: "good-2", task: corpus("good"), want: fallback},
+	}
+	if _, err := st.Put(ctx, "runs/"+run+"/snapshots/tampered.tar", bytes.NewReader(goodBundle), int64(len(goodBundle)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	tok, err := moe.DefaultTokenizer()
@@ -173,6 +184,9 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, in.name, schemas.RolloutRequestedPayload{
 			TaskID: in.taskID(), Attempt: i, Purpose: "sft", Seed: uint64(i),
 		})
+		if in.completed != nil {
+			ev, err = engine.NewRootEvent(run, schemas.RolloutCompleted, in.name, in.completed)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,8 +260,12 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 				continue
 			}
 			t.Logf("%s: %s failed in %s: %s", in.name, f.Type, f.Stage, f.Reason)
-			if f.Type != schemas.RolloutRequested || !strings.Contains(f.Reason, in.want) || strings.Contains(f.Reason, "\n") {
-				t.Errorf("%s: failure %+v, want a one-line rollout.requested failure mentioning %q", in.name, f, in.want)
+			typ := schemas.RolloutRequested
+			if in.completed != nil {
+				typ = schemas.RolloutCompleted
+			}
+			if f.Type != typ || !strings.Contains(f.Reason, in.want) || strings.Contains(f.Reason, "\n") {
+				t.Errorf("%s: failure %+v, want a one-line %s failure mentioning %q", in.name, f, typ, in.want)
 			}
 		}
 	}
@@ -277,9 +295,15 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 	if err := json.Unmarshal(out, &status); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(status.Failed) != 1 || status.Failed[0].Run != run || status.Failed[0].Type != schemas.RolloutRequested ||
-		status.Failed[0].Count != wantFailed || len(status.DeadLetters) != 0 {
-		t.Fatalf("t1 status: failed %+v (want %d %s), dead letters %s", status.Failed, wantFailed, schemas.RolloutRequested, status.DeadLetters)
+	got := map[string]int{}
+	for _, f := range status.Failed {
+		if f.Run == run {
+			got[f.Type] += f.Count
+		}
+	}
+	if got[schemas.RolloutCompleted] != 2 || got[schemas.RolloutRequested] != wantFailed-2 || len(got) != 2 || len(status.DeadLetters) != 0 {
+		t.Fatalf("t1 status: failed %+v (want %d %s, 2 %s), dead letters %s", status.Failed, wantFailed-2, schemas.RolloutRequested,
+			schemas.RolloutCompleted, status.DeadLetters)
 	}
 }
 
