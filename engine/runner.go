@@ -229,9 +229,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	b.MaxInterval = 5 * time.Second
 	b.MaxElapsedTime = 0
 	for {
-		err := r.consume(ctx, cons, work)
+		fed, err := r.consume(ctx, cons, work)
 		if ctx.Err() != nil {
 			return nil
+		}
+		// A consumer that fed nothing before it was lost again does not
+		// reset the back-off, so a persistent failure is not retried in a
+		// tight loop.
+		if fed > 0 {
+			b.Reset()
 		}
 		if r.log.nc.IsClosed() {
 			return fmt.Errorf("engine: stage %s: NATS connection closed", r.stage.Name())
@@ -254,17 +260,17 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			r.cfg.Logger.Debug("re-create consumer", "stage", r.stage.Name(), "err", err)
 		}
-		b.Reset()
 		r.cfg.Logger.Info("consumer re-created", "stage", r.stage.Name())
 	}
 }
 
 // consume feeds work from one message iterator until ctx ends or the
-// iterator stops for good; it returns why it stopped.
-func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) error {
+// iterator stops for good; it returns how many messages it fed and why it
+// stopped.
+func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) (fed int, _ error) {
 	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Concurrency))
 	if err != nil {
-		return fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
+		return 0, fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -273,7 +279,7 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 		msg, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return err
+				return fed, err
 			}
 			// A terminal status (consumer deleted, bad request) stops the
 			// iterator; the next call reports it closed.
@@ -282,9 +288,10 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 		}
 		select {
 		case work <- msg:
+			fed++
 		case <-ctx.Done():
 			_ = msg.Nak()
-			return ctx.Err()
+			return fed, ctx.Err()
 		}
 	}
 }
