@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,65 +180,78 @@ func TestNATSRestartWholePipeline(t *testing.T) {
 	checkSameEvents(t, faulted.wait(t), clean)
 }
 
+// outageAt lists the events after which TestS3OutagesWholePipeline takes
+// the store away for s3Outage, each once: the outages then meet synthesis
+// and audit, SFT saving its checkpoint, the critic reading the batch, PPO,
+// and the final evaluation.
+var outageAt = []string{schemas.TaskSynthesized, schemas.SFTRequested, schemas.BatchReady, schemas.CriticUpdated, schemas.PolicyUpdated}
+
 // `t1 run` of the whole pipeline with its object store (store.mode
-// external) behind the fault proxy, which, once the run has stored its
-// first bundle, is down for s3Outage, up for 5 s, down again, until the
-// run ends: every stage meets the outage somewhere (synthesis, audit,
-// rollouts, rewards, the batch manifest, checkpoints) and the run
-// completes with the same events as a run without it. T1_FAULT_PIPELINE=1
+// external) behind the fault proxy and its bus on a server in the test
+// (bus.mode external), so the test can follow the run: after each event
+// of outageAt the store is unreachable for s3Outage. The run completes
+// with the same events as a run without the outages. T1_FAULT_PIPELINE=1
 // runs it.
-func TestS3FlappingWholePipeline(t *testing.T) {
+func TestS3OutagesWholePipeline(t *testing.T) {
 	sc := testinfra.StoreConfig(t)
 	px := startProxy(t, sc.Endpoint)
 	t.Setenv("AWS_ACCESS_KEY_ID", sc.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", sc.SecretKey)
-	storeCfg := fmt.Sprintf("store:\n  mode: external\n  bucket: %s\n  external:\n    endpoint: %s\n    region: %s\n    secure: false\n    prefix: %s\n",
-		sc.Bucket, px.addr, sc.Region, sc.Prefix)
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	nc, err := bus.Connect(ctx, bus.ConnectOptions{URLs: []string{srv.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l, err := engine.OpenLog(ctx, nc, engine.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := fmt.Sprintf("bus:\n  mode: external\n  external:\n    urls: [%s]\n"+
+		"store:\n  mode: external\n  bucket: %s\n  external:\n    endpoint: %s\n    region: %s\n    secure: false\n    prefix: %s\n",
+		srv.ClientURL(), sc.Bucket, px.addr, sc.Region, sc.Prefix)
 	data := t.TempDir()
-	clean := startRun(t, data, "clean", storeCfg).wait(t)
-	st := testinfra.Store(t)
-	faulted := startRun(t, data, "flapping", storeCfg)
-	testinfra.CheckFor(t, 3*time.Minute, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, err := range st.List(ctx, "runs/flapping/bundles/") {
-			return err
-		}
-		return fmt.Errorf("no bundle stored yet")
-	})
+	clean := startRun(t, data, "clean", extra).wait(t)
+	faulted := startRun(t, data, "outages", extra)
 	exited := make(chan struct{})
-	outages := 0
+	var waitErr error
 	go func() {
 		defer close(exited)
-		_ = faulted.cmd.Wait()
+		waitErr = faulted.cmd.Wait()
 	}()
-	deadline := time.After(8 * time.Minute)
-	for done := false; !done; {
-		select {
-		case <-deadline:
-			_ = faulted.cmd.Process.Kill()
-			<-exited
-			t.Fatalf("t1 run did not finish under a flapping store\n%s", faulted.stderr.String())
-		default:
+	var hit []string
+	for _, typ := range outageAt {
+		seen := false
+		for !seen {
+			select {
+			case <-exited:
+				t.Fatalf("t1 run ended before %s (exit: %v)\n%s", typ, waitErr, faulted.stderr.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+			seen = count(l, "t1.outages."+typ) > 0
 		}
 		px.down()
-		outages++
-		select {
-		case <-exited:
-			done = true
-		case <-time.After(s3Outage):
-		}
+		time.Sleep(s3Outage)
 		px.up(t)
-		select {
-		case <-exited:
-			done = true
-		case <-time.After(5 * time.Second):
-		}
+		hit = append(hit, typ)
 	}
-	t.Logf("%d outages of %s", outages, s3Outage)
+	select {
+	case <-exited:
+	case <-time.After(6 * time.Minute):
+		_ = faulted.cmd.Process.Kill()
+		<-exited
+		t.Fatalf("t1 run did not finish after outages at %v\n%s", hit, faulted.stderr.String())
+	}
+	t.Logf("outages of %s after %v; %d handler failures retried", s3Outage, hit, strings.Count(faulted.stderr.String(), "will retry"))
 	var s runSummary
 	if err := json.Unmarshal(faulted.stdout.Bytes(), &s); err != nil || s.Status != "completed" {
-		t.Fatalf("t1 run ended %+v (%v)\n%s", s, err, faulted.stderr.String())
+		t.Fatalf("t1 run ended %+v (%v, exit: %v)\n%s", s, err, waitErr, faulted.stderr.String())
 	}
 	checkSameEvents(t, s, clean)
 }
