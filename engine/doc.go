@@ -37,7 +37,9 @@
 //	      │ last delivery fails, or the server gives up (MAX_DELIVERIES advisory)
 //	      ▼
 //	copied to the dead-letter stream (default T1_DLQ, subjects t1dlq.<run>.<type>)
-//	with headers T1-Dead-Reason, -Consumer, -Stream-Seq, -Deliveries, -Subject
+//	with headers T1-Dead-Reason, -Consumer, -Stream-Seq, -Deliveries, -Subject,
+//	and <type>.failed published ("gave up after N deliveries: …"), so
+//	whatever waits on the input's outcome is told
 //
 // A Permanent error skips all of that: the runner publishes
 // <type>.failed (payload Failure) and terminates the message. An output

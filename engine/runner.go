@@ -396,8 +396,10 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 		r.lastErr.Store(seq, err.Error())
 		if int(meta.NumDelivered) >= r.cfg.MaxDeliver {
 			outcome = "dead"
+			// The dead letter keeps the input for a replay; the failed
+			// event tells the stages that wait on its outcome.
 			r.deadLetter(ctx, seq, meta.NumDelivered, err.Error())
-			r.term(msg, "dead-lettered: "+err.Error())
+			r.fail(ctx, msg, meta, ev, fmt.Errorf("gave up after %d deliveries: %w", meta.NumDelivered, err))
 			return
 		}
 		r.retried.Add(1)
@@ -472,33 +474,8 @@ func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 	r.failed.Add(1)
 	reason := cause.Error()
 	r.cfg.Logger.Warn("event failed", "stage", r.stage.Name(), "subject", msg.Subject(), "event", ev.ID, "reason", reason)
-	run, typ, ok := splitSubject(msg.Subject())
-	causeID := ev.ID
-	if causeID == "" {
-		causeID = "seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
-	}
-	if ok && ValidRun(run) == nil && ValidType(typ) == nil {
-		payload, _ := json.Marshal(Failure{
-			Stage: r.stage.Name(), EventID: causeID, Type: typ, Reason: reason, Attempts: int(meta.NumDelivered),
-		})
-		corr := ev.CorrelationID
-		if corr == "" {
-			corr = causeID
-		}
-		failed := Event{
-			ID:            DeriveID(run, FailedType(typ), causeID, r.cfg.ConfigHash, r.stage.Name()),
-			Type:          FailedType(typ),
-			Run:           run,
-			CausationID:   causeID,
-			CorrelationID: corr,
-			SchemaVersion: 1,
-			Payload:       payload,
-		}
-		out, err := r.log.unpublished(ctx, meta.Timestamp, []Event{failed})
-		if err == nil {
-			err = r.log.publishAll(ctx, out)
-		}
-		if err != nil {
+	if failed, ok := r.failure(msg.Subject(), ev, meta.Sequence.Stream, meta.NumDelivered, reason); ok {
+		if err := r.publishFailure(ctx, failed, meta.Timestamp); err != nil {
 			// Without the failed event the input must come back, or it is lost.
 			r.cfg.Logger.Error("publish failed event", "stage", r.stage.Name(), "err", err)
 			_ = msg.NakWithDelay(r.delay(int(meta.NumDelivered)))
@@ -508,6 +485,47 @@ func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 		r.deadLetter(ctx, meta.Sequence.Stream, meta.NumDelivered, reason)
 	}
 	r.term(msg, reason)
+}
+
+// failure is the <type>.failed event of the input at seq, derived from
+// it so that every process and every path that gives up on the input
+// builds the same one; ok is false when the subject names no valid run
+// and type to publish it under.
+func (r *Runner) failure(subject string, ev Event, seq, deliveries uint64, reason string) (Event, bool) {
+	run, typ, ok := splitSubject(subject)
+	if !ok || ValidRun(run) != nil || ValidType(typ) != nil {
+		return Event{}, false
+	}
+	causeID := ev.ID
+	if causeID == "" {
+		causeID = "seq-" + strconv.FormatUint(seq, 10)
+	}
+	payload, _ := json.Marshal(Failure{
+		Stage: r.stage.Name(), EventID: causeID, Type: typ, Reason: reason, Attempts: int(deliveries),
+	})
+	corr := ev.CorrelationID
+	if corr == "" {
+		corr = causeID
+	}
+	return Event{
+		ID:            DeriveID(run, FailedType(typ), causeID, r.cfg.ConfigHash, r.stage.Name()),
+		Type:          FailedType(typ),
+		Run:           run,
+		CausationID:   causeID,
+		CorrelationID: corr,
+		SchemaVersion: 1,
+		Payload:       payload,
+	}, true
+}
+
+// publishFailure publishes failed unless the log already has it; input is
+// when the failed input was stored.
+func (r *Runner) publishFailure(ctx context.Context, failed Event, input time.Time) error {
+	out, err := r.log.unpublished(ctx, input, []Event{failed})
+	if err == nil {
+		err = r.log.publishAll(ctx, out)
+	}
+	return err
 }
 
 // term terminates msg with reason. Servers before 2.10.4 ignore a
@@ -563,6 +581,22 @@ func (r *Runner) onMaxDeliveries(ctx context.Context, data []byte) {
 		reason = v.(string)
 	}
 	r.deadLetter(ctx, a.StreamSeq, a.Deliveries, reason)
+	// No handler will answer for this input again: say so in the log, as
+	// the in-process path does, or whatever waits on its outcome waits
+	// forever.
+	raw, err := r.log.stream.GetMsg(ctx, a.StreamSeq)
+	if err != nil {
+		r.cfg.Logger.Error("failed event: read original", "seq", a.StreamSeq, "err", err)
+		return
+	}
+	ev, _ := ParseMessage(raw.Subject, raw.Header, raw.Data, a.StreamSeq)
+	failed, ok := r.failure(raw.Subject, ev, a.StreamSeq, a.Deliveries, "gave up after "+strconv.FormatUint(a.Deliveries, 10)+" deliveries: "+reason)
+	if !ok {
+		return
+	}
+	if err := r.publishFailure(ctx, failed, raw.Time); err != nil {
+		r.cfg.Logger.Error("publish failed event", "stage", r.stage.Name(), "seq", a.StreamSeq, "err", err)
+	}
 }
 
 // deadLetter copies the stream message at seq to the dead-letter stream.

@@ -275,6 +275,15 @@ func TestDeadLetterAfterMaxDeliver(t *testing.T) {
 	if got := len(events(t, l, "t1.r1.demo.out")); got != 0 {
 		t.Fatalf("failed handler left %d outputs", got)
 	}
+	// Whatever waits on the input's outcome learns that the stage gave up.
+	checkFor(t, 10*time.Second, 20*time.Millisecond, countEvents(t, l, "t1.r1.demo.in.failed", 1))
+	var f Failure
+	if err := events(t, l, "t1.r1.demo.in.failed")[0].Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	if f.EventID != in.ID || f.Attempts != 3 || !strings.Contains(f.Reason, "gave up after 3 deliveries: verifier host unreachable") {
+		t.Fatalf("failure %+v", f)
+	}
 }
 
 // A handler that hangs past every ack wait never answers; the server's
@@ -292,7 +301,7 @@ func TestDeadLetterFromAdvisory(t *testing.T) {
 		return ctx.Err()
 	}), cfg)
 	runStage(t, r)
-	publishRoot(t, l, "r1", "demo.in", "a", item{1})
+	in := publishRoot(t, l, "r1", "demo.in", "a", item{1})
 	checkFor(t, 15*time.Second, 50*time.Millisecond, func() error {
 		if n := len(deadLetters(t, l)); n != 1 {
 			return fmt.Errorf("%d dead letters", n)
@@ -301,6 +310,14 @@ func TestDeadLetterFromAdvisory(t *testing.T) {
 	})
 	if reason := deadLetters(t, l)[0].Header.Get(HeaderDeadReason); !strings.Contains(reason, "without an acknowledgement") {
 		t.Fatalf("reason %q", reason)
+	}
+	checkFor(t, 10*time.Second, 20*time.Millisecond, countEvents(t, l, "t1.r1.demo.in.failed", 1))
+	var f Failure
+	if err := events(t, l, "t1.r1.demo.in.failed")[0].Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	if f.EventID != in.ID || !strings.Contains(f.Reason, "gave up after 2 deliveries") || !strings.Contains(f.Reason, "without an acknowledgement") {
+		t.Fatalf("failure %+v", f)
 	}
 }
 
