@@ -165,6 +165,25 @@ func baselineDigest(t *testing.T) *digest.Digest {
 	return baseline.d
 }
 
+// killable gives cmd a temporary directory of its own, removed when the
+// test ends: a process killed with SIGKILL leaves its sandboxes'
+// directories behind. Removal is best effort, since a sandbox process may
+// still be dying. Sandboxes run as uids of their own, so the directory
+// must be open to them.
+func killable(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "t1-killed-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	return cmd
+}
+
 // background starts cmd and stops it with SIGINT when the test ends; its
 // standard error is returned for diagnostics.
 func background(t *testing.T, cmd *exec.Cmd) *bytes.Buffer {
@@ -336,7 +355,7 @@ func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
 			t.Fatal("no kill landed in the middle of an episode in 5 tries")
 		}
 		// No lease: the killed worker's would hold the stage until it expired.
-		worker := command(t, data, cfg, "worker", "--stage", "rollout", "--no-lease")
+		worker := killable(t, command(t, data, cfg, "worker", "--stage", "rollout", "--no-lease"))
 		if err := worker.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +468,7 @@ func TestCrashRestartEquivalence(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t0 := time.Now()
 			data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
-			first := command(t, data, cfg, "run", "--log-level", "warn")
+			first := killable(t, command(t, data, cfg, "run", "--log-level", "warn"))
 			var stderr bytes.Buffer
 			first.Stderr = &stderr
 			if err := first.Start(); err != nil {
