@@ -113,7 +113,7 @@
 //	run.started        producer: t1 run (operator)  consumers: control
 //	                   seed, config_hash, model{vocab, layers, top_k, experts},
 //	                   iterations, reward_scale, eval_suites, parent
-//	iteration.started  producer: control  consumers: control, rollout, metrics readers
+//	iteration.started  producer: control  consumers: reports and dashboards (no stage)
 //	                   iteration, policy_version, pool_version
 //	synth.requested    producer: control  consumers: synth, control
 //	                   round, seed_ids, per_seed, seeds (round 0), seed

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +52,9 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	}
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(cfg, []byte(tinyPipeline), 0o644); err != nil {
+	// Two iterations, so the second starts from a policy PPO wrote.
+	twoIterations := strings.Replace(tinyPipeline, "    iterations: 1\n", "    iterations: 2\n", 1)
+	if err := os.WriteFile(cfg, []byte(twoIterations), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	type summary struct {
@@ -80,17 +83,51 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if s.Status != "completed" {
 		t.Fatalf("status %s (%s): %+v", s.Status, s.Reason, s.Events)
 	}
-	for _, typ := range []string{"run.started", "synth.requested", "pool.sealed", "sft.requested", "sft.completed", "batch.ready", "critic.updated", "policy.updated", "run.completed"} {
-		if s.Events[typ] != 1 {
-			t.Errorf("%d %s events, want 1", s.Events[typ], typ)
+	for typ, want := range map[string]uint64{"run.started": 1, "synth.requested": 1, "pool.sealed": 1, "sft.requested": 1, "sft.completed": 1,
+		"iteration.started": 2, "batch.ready": 2, "critic.updated": 2, "policy.updated": 2, "eval.requested": 2, "eval.completed": 2, "run.completed": 1} {
+		if s.Events[typ] != want {
+			t.Errorf("%d %s events, want %d", s.Events[typ], typ, want)
 		}
 	}
-	if s.Events["task.audited"] == 0 || s.Events["reward.scored"] == 0 || s.Events["rollout.completed"] != s.Events["reward.scored"] {
+	if s.Events["synth.candidate"] == 0 || s.Events["task.synthesized"] == 0 || s.Events["task.audited"] == 0 || s.Events["rollout.requested"] == 0 ||
+		s.Events["reward.scored"] == 0 || s.Events["rollout.completed"] != s.Events["reward.scored"] || s.Events["rollout.requested"] != s.Events["rollout.completed"] {
 		t.Errorf("events %+v", s.Events)
 	}
-	// v0 is the base policy, v1 its fine-tuned successor, v2 after PPO.
-	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 2 || s.Dead != 0 {
+	for typ := range s.Events {
+		if strings.HasSuffix(typ, ".failed") || typ == "run.failed" {
+			t.Errorf("%d %s events", s.Events[typ], typ)
+		}
+	}
+	// v0 is the base policy, v1 its fine-tuned successor, v2 and v3 after
+	// the two PPO updates.
+	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 3 || s.Dead != 0 {
 		t.Errorf("evals %+v, dead letters %d", s.Evals, s.Dead)
+	}
+	// Every table has rows, read through the run's claim checks.
+	out, err := command(t, data, cfg, "digest", "--run", "tiny", "--json").Output()
+	if err != nil {
+		t.Fatalf("digest: %v\n%s", err, out)
+	}
+	var dg struct {
+		Tables []struct {
+			Name string `json:"table"`
+			Rows int64  `json:"rows"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(out, &dg); err != nil {
+		t.Fatalf("digest: %v\n%s", err, out)
+	}
+	rows := map[string]int64{}
+	for _, tb := range dg.Tables {
+		rows[tb.Name] = tb.Rows
+	}
+	for _, tb := range []string{"tasks", "audits", "trajectories", "turns", "tokens", "routing", "rewards", "values", "metrics", "eval_results"} {
+		if rows[tb] == 0 {
+			t.Errorf("table %s has no rows (%v)", tb, rows)
+		}
+	}
+	if rows["metrics"] != 2 {
+		t.Errorf("%d metrics rows for two iterations", rows["metrics"])
 	}
 	for _, f := range []string{s.Report, s.HTML} {
 		if _, err := os.Stat(f); err != nil {
@@ -103,7 +140,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		}
 	}
 	// Re-score the run's attempts into a branch: rewards only.
-	out, err := command(t, data, cfg, "replay", "--stage", "reward", "--run", "tiny", "--into", "tiny-rescored", "--json").Output()
+	out, err = command(t, data, cfg, "replay", "--stage", "reward", "--run", "tiny", "--into", "tiny-rescored", "--json").Output()
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}

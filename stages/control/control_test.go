@@ -99,14 +99,18 @@ func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
 	st.apply(event(t, "aud", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
 	st.apply(event(t, "seal", schemas.PoolSealed, schemas.PoolSealedPayload{TaskIDs: []string{"t1"}}))
 	got := decide(t, s, st)
-	if len(got) != 2 || got[0].Type != schemas.RolloutRequested {
-		t.Fatalf("iteration 0 requests: %v", got)
+	if len(got) != 3 || got[0].Type != schemas.IterationStarted || got[1].Type != schemas.RolloutRequested {
+		t.Fatalf("iteration 0 start and requests: %v", got)
+	}
+	var started schemas.IterationStartedPayload
+	if err := got[0].Decode(&started); err != nil || started.Iteration != 0 || started.PolicyVersion != 0 || started.PoolVersion != 1 {
+		t.Fatalf("iteration.started %+v (%v)", started, err)
 	}
 	for _, ev := range got {
 		st.apply(ev)
 	}
 	st.apply(event(t, "sc", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t1", Attempt: 0, Purpose: "train"}))
-	st.apply(event(t, "fail", engine.FailedType(schemas.RolloutRequested), engine.Failure{EventID: got[1].ID}))
+	st.apply(event(t, "fail", engine.FailedType(schemas.RolloutRequested), engine.Failure{EventID: got[2].ID}))
 	got = decide(t, s, st)
 	var p schemas.RunCompletedPayload
 	if len(got) != 1 || got[0].Type != schemas.RunFailed || got[0].Decode(&p) != nil || p.Reason == "" {

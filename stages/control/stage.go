@@ -377,6 +377,10 @@ func (s *stage) tasksFor(st *runState, i int) []string {
 
 func (s *stage) startIteration(st *runState, i int, version int64, out engine.Emitter) error {
 	c := s.cfg.Config
+	// One pool per run so far: sealing happens once, as version 1.
+	if err := emit(out, schemas.IterationStarted, fmt.Sprintf("iter-%d", i), schemas.IterationStartedPayload{Iteration: i, PolicyVersion: version, PoolVersion: 1}); err != nil {
+		return err
+	}
 	for _, task := range s.tasksFor(st, i) {
 		for a := range c.Attempts {
 			p := schemas.RolloutRequestedPayload{
