@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 // tinyAblation is the tiny pipeline without SFT and one variant: the actor
@@ -40,17 +40,9 @@ variants:
 // `t1 ablate` runs the base run and its variant one after the other on one
 // seed, each with its own settings, and writes one report comparing them.
 func TestAblateRunsVariantsSideBySide(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
-			t.Fatal("bubblewrap is required here")
-		}
-		t.Skip("bubblewrap unavailable (make setup installs it)")
-	}
+	testinfra.Bubblewrap(t)
 	data := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(cfg, []byte(tinyAblation), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, tinyAblation)
 	var stderr bytes.Buffer
 	cmd := command(t, data, cfg, "ablate", "--json", "--log-level", "warn")
 	cmd.Stderr = &stderr

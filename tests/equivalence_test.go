@@ -19,6 +19,8 @@ import (
 
 	"github.com/t1pipe/t1/digest"
 	"github.com/t1pipe/t1/engine"
+
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 // equalPipeline is tinyPipeline with a short ack wait, so that work a
@@ -31,16 +33,6 @@ const equalPipeline = tinyPipeline + `engine:
 
 // pipelineStages are the stages of the tiny pipeline, one `t1 worker` each.
 var pipelineStages = []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo", "sft", "eval"}
-
-func needBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
-			t.Fatal("bubblewrap is required here")
-		}
-		t.Skip("bubblewrap unavailable (make setup installs it)")
-	}
-}
 
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()
@@ -303,7 +295,7 @@ func (w *eventWatch) await(t *testing.T, limit time.Duration, what string, f fun
 // a `t1 infra up` process, with `t1 run --no-stages` starting and following
 // the run, stores exactly what the single-process run stores.
 func TestWorkersMatchOneProcess(t *testing.T) {
-	needBwrap(t)
+	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
 	infraUp(t, data, cfg)
@@ -318,7 +310,7 @@ func TestWorkersMatchOneProcess(t *testing.T) {
 // attempt to a restarted worker, which plays it once: one trajectory for
 // the attempt and a run equal to the uninterrupted one.
 func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
-	needBwrap(t)
+	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
 	infraUp(t, data, cfg)
@@ -456,7 +448,7 @@ var crashPoints = []struct {
 // ends the run with the digest of an uninterrupted run: no trajectory,
 // reward, policy version or event stored twice, nothing lost.
 func TestCrashRestartEquivalence(t *testing.T) {
-	needBwrap(t)
+	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	all := os.Getenv("T1_CRASH_POINTS") == "all"
 	var results []string

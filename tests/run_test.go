@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 // tinyPipeline is the whole pipeline at its smallest: two seed tasks, one
@@ -44,12 +45,7 @@ training:
 // second `t1 run` finds the run complete without redoing anything; the
 // attempts export as ATIF.
 func TestRunPipelineEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
-			t.Fatal("bubblewrap is required here")
-		}
-		t.Skip("bubblewrap unavailable (make setup installs it)")
-	}
+	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
 	// Two iterations, so the second starts from a policy PPO wrote.
@@ -252,12 +248,7 @@ func checkReport(t *testing.T, data, cfg string) {
 // `t1 run` interrupted mid-iteration stops cleanly and, run again, ends
 // the run with every decision taken once and no attempt played twice.
 func TestRunPipelineInterruptResume(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
-			t.Fatal("bubblewrap is required here")
-		}
-		t.Skip("bubblewrap unavailable (make setup installs it)")
-	}
+	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
 	if err := os.WriteFile(cfg, []byte(tinyPipeline), 0o644); err != nil {
