@@ -203,10 +203,31 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	ref := schemas.ObjectRef{Key: "runs/" + run + "/snapshots/" + attemptName(p) + ".tar", Bytes: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:])}
-	if _, err := s.cfg.Store.Put(ctx, ref.Key, &buf, ref.Bytes, store.PutOptions{ContentType: "application/x-tar", Metadata: map[string]string{"sha256": ref.SHA256}}); err != nil {
+	_, err := s.cfg.Store.PutIfAbsent(ctx, ref.Key, &buf, ref.Bytes, store.PutOptions{ContentType: "application/x-tar", Metadata: map[string]string{"sha256": ref.SHA256}})
+	if errors.Is(err, store.ErrExists) {
+		// Another delivery of this attempt stored its snapshot first. An
+		// overwrite would change the bytes under the hash that delivery may
+		// already have announced, so the stored one is this attempt's.
+		return storedSnapshot(ctx, s.cfg.Store, ref.Key)
+	}
+	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("store snapshot: %w", err)
 	}
 	return ref, nil
+}
+
+// storedSnapshot is the claim check of the snapshot stored at key, from
+// the size and the SHA-256 it was stored with.
+func storedSnapshot(ctx context.Context, st store.ObjectStore, key string) (schemas.ObjectRef, error) {
+	info, err := st.Stat(ctx, key)
+	if err != nil {
+		return schemas.ObjectRef{}, fmt.Errorf("stored snapshot %s: %w", key, err)
+	}
+	sum := info.Metadata["sha256"]
+	if len(sum) != 64 {
+		return schemas.ObjectRef{}, fmt.Errorf("stored snapshot %s carries no sha256 metadata", key)
+	}
+	return schemas.ObjectRef{Key: key, Bytes: info.Size, SHA256: sum}, nil
 }
 
 // Rows are the table rows of one attempt.

@@ -183,6 +183,45 @@ func TestRolloutAndReward(t *testing.T) {
 			t.Fatalf("attempt %d: %d turn rows for %d turns (%v)", p.Attempt, len(turns), p.Turns, err)
 		}
 	}
+
+	// A second delivery of an attempt whose first one stored its snapshot
+	// but no marker (it crashed, or still runs) plays again and takes the
+	// stored snapshot: the bytes under a hash once announced never change.
+	var first schemas.RolloutCompletedPayload
+	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.RolloutCompleted) {
+		if err := ev.Decode(&first); err != nil {
+			t.Fatal(err)
+		}
+		if first.Attempt == 0 {
+			break
+		}
+	}
+	req := schemas.RolloutRequestedPayload{TaskID: tk.Name, Attempt: 0, Purpose: "train", PolicyVersion: 0, Seed: 11}
+	if err := st.Delete(ctx, rollout.MarkerKey(run, req)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := engine.NewRootEvent(run, schemas.RolloutRequested, "again", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, 2*time.Minute, func() error {
+		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.RewardScored); n != 3 {
+			return fmt.Errorf("%d of 3 attempts scored (failed: %d)", n, testinfra.Count(t, l, "t1."+run+".*.failed"))
+		}
+		return nil
+	})
+	for _, ev := range testinfra.Events(t, l, "t1."+run+"."+schemas.RolloutCompleted) {
+		var p schemas.RolloutCompletedPayload
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Attempt == 0 && p.Snapshot != first.Snapshot {
+			t.Fatalf("the second delivery announced snapshot %+v, the first stored %+v", p.Snapshot, first.Snapshot)
+		}
+	}
 }
 
 // Floods, commands that never end, invalid UTF-8 and unusable replies all
