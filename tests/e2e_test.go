@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/t1pipe/t1/internal/testinfra"
 )
 
 var t1Bin string
@@ -21,11 +23,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	t1Bin = filepath.Join(dir, "t1")
-	build := exec.Command("go", "build", "-o", t1Bin, "../runners/t1")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build t1:", err)
+	if t1Bin, err = testinfra.BuildT1(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,23 @@ var (
 // package directory): the embedded gateway moves the process elsewhere
 // while it runs, so testdata paths are resolved against this.
 func WorkDir() string { return workDir }
+
+// BuildT1 builds the t1 command into dir and returns its path, for tests
+// that drive the real command. It finds the module from this file, not
+// from the working directory, which the embedded gateway moves.
+func BuildT1(dir string) (string, error) {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("build t1: cannot locate the module")
+	}
+	bin := filepath.Join(dir, "t1")
+	build := exec.Command("go", "build", "-o", bin, "./runners/t1")
+	build.Dir = filepath.Join(filepath.Dir(self), "..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build t1: %v\n%s", err, out)
+	}
+	return bin, nil
+}
 
 // Main runs the tests of a package that uses Store; call it from TestMain:
 //

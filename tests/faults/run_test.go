@@ -64,13 +64,7 @@ var t1Binary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	binDir = dir
-	bin := filepath.Join(dir, "t1")
-	build := exec.Command("go", "build", "-o", bin, "./runners/t1")
-	build.Dir = filepath.Join(testinfra.WorkDir(), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build t1: %v\n%s", err, out)
-	}
-	return bin, nil
+	return testinfra.BuildT1(dir)
 })
 
 // pipelineRun is one `t1 run --json` of tinyRun with extra configuration.

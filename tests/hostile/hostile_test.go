@@ -32,12 +32,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Built before the embedded gateway moves the working directory.
-	t1Bin = filepath.Join(dir, "t1")
-	build := exec.Command("go", "build", "-o", t1Bin, "../../runners/t1")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build t1:", err)
+	if t1Bin, err = testinfra.BuildT1(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := testinfra.Main(m)

@@ -72,11 +72,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	t1Bin = filepath.Join(tmp, "t1")
-	build := exec.Command("go", "build", "-o", t1Bin, "../../runners/t1")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build t1:", err)
+	if t1Bin, err = testinfra.BuildT1(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	s3Root = filepath.Join(tmp, "s3")
