@@ -12,27 +12,7 @@ import (
 
 // tinyAblation is the tiny pipeline without SFT and one variant: the actor
 // update without routing replay.
-const tinyAblation = `run:
-  id: abl
-stages:
-  control:
-    pool_target: 2
-    rounds: 1
-    seeds: 2
-    iterations: 1
-    attempts: 1
-    max_turns: 2
-  eval:
-    tasks: 1
-    rounds: 0
-    attempts: 1
-  rollout:
-    max_new_tokens: 24
-    context: 512
-training:
-  warmup:
-    steps: 1
-variants:
+var tinyAblation = strings.NewReplacer("  id: tiny\n", "  id: abl\n", "    sft_steps: 2\n", "").Replace(tinyPipeline) + `variants:
   - name: replay-off
     set: {training.replay: false}
 `
