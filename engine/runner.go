@@ -580,15 +580,15 @@ func (r *Runner) onMaxDeliveries(ctx context.Context, data []byte) {
 	if v, ok := r.lastErr.Load(a.StreamSeq); ok {
 		reason = v.(string)
 	}
-	r.deadLetter(ctx, a.StreamSeq, a.Deliveries, reason)
+	raw, err := r.log.stream.GetMsg(ctx, a.StreamSeq)
+	if err != nil {
+		r.cfg.Logger.Error("dead-letter: read original", "seq", a.StreamSeq, "err", err)
+		return
+	}
+	r.deadLetterMsg(ctx, raw, a.Deliveries, reason)
 	// No handler will answer for this input again: say so in the log, as
 	// the in-process path does, or whatever waits on its outcome waits
 	// forever.
-	raw, err := r.log.stream.GetMsg(ctx, a.StreamSeq)
-	if err != nil {
-		r.cfg.Logger.Error("failed event: read original", "seq", a.StreamSeq, "err", err)
-		return
-	}
 	ev, _ := ParseMessage(raw.Subject, raw.Header, raw.Data, a.StreamSeq)
 	failed, ok := r.failure(raw.Subject, ev, a.StreamSeq, a.Deliveries, "gave up after "+strconv.FormatUint(a.Deliveries, 10)+" deliveries: "+reason)
 	if !ok {
@@ -608,6 +608,12 @@ func (r *Runner) deadLetter(ctx context.Context, seq, deliveries uint64, reason 
 		r.cfg.Logger.Error("dead-letter: read original", "seq", seq, "err", err)
 		return
 	}
+	r.deadLetterMsg(ctx, raw, deliveries, reason)
+}
+
+// deadLetterMsg is deadLetter of a stream message already read.
+func (r *Runner) deadLetterMsg(ctx context.Context, raw *jetstream.RawStreamMsg, deliveries uint64, reason string) {
+	seq := raw.Sequence
 	msg := nats.NewMsg(dlqPrefix(r.log.cfg) + "." + strings.TrimPrefix(raw.Subject, "t1."))
 	msg.Data = raw.Data
 	for k, v := range raw.Header {
