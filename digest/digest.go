@@ -48,8 +48,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // Chunk is one training sequence of an attempt as GAE sees it: the loss

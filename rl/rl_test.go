@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // Two chunks, three actions: values 0.5, 0.2 (chunk 0), 0.4 (chunk 1),

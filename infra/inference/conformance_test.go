@@ -9,7 +9,7 @@ import (
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/inference/inferencetest"
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 func conformanceModel(t *testing.T) (*moe.Model, *moe.Tokenizer, inferencetest.Model) {

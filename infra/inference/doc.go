@@ -1,7 +1,7 @@
 // Package inference is t1's token-in, token-out generation API, shaped like
 // SGLang's native /generate, with three backends:
 //
-//   - Reference: the in-process reference MoE (infra/moe) at bf16 or f32
+//   - Reference: the in-process reference MoE (moe) at bf16 or f32
 //     serving precision, with SetPolicy to swap in new weights and a
 //     weight version;
 //   - SGLang: a client of an SGLang server's POST /generate (start it with

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // SamplingParams are SGLang's sampling_params (the subset t1 uses).

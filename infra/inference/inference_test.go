@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 func testReference(t testing.TB) (*Reference, *moe.Tokenizer) {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/chat"
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // Server exposes an Engine over HTTP in SGLang's native format:

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // SGLang's native /generate wire format (a single, non-streaming request).

@@ -22,11 +22,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/infra/telemetry"
-	"github.com/t1pipe/t1/runners/config"
 )
 
 // Endpoints is the content of <data>/endpoints.json.

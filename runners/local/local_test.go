@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/config"
 )
 
 // A long-lived process that starts while a short-lived command owns the

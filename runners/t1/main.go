@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
-	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
 )

@@ -11,8 +11,8 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/trial"
 )

@@ -17,17 +17,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/report"
-	"github.com/t1pipe/t1/runners/config"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -39,6 +38,7 @@ import (
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/runners/config"
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/stages/synth"
 	"github.com/t1pipe/t1/trial"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/runners/config"
 )
 
 // sandboxExit ends the process with a sandboxed command's exit code; tests

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/runners/local"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 )
 
 // lockedBuffer is written by the serving command while the test reads it.

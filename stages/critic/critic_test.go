@@ -7,12 +7,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/trainer"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }

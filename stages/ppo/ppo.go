@@ -13,10 +13,10 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trainer"
 )
 
 // Config wires the stage.

@@ -20,15 +20,15 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/trainer"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/critic"
 	"github.com/t1pipe/t1/stages/ppo"
 	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/trainer"
 )
 
 // echoShell answers every command with its script, for machines without
@@ -371,7 +371,7 @@ func TestExecTrainerStage(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, "exec")
 	bin := filepath.Join(t.TempDir(), "exectrainer")
-	build := exec.Command("go", "build", "-o", bin, "../../infra/trainer/testdata/exectrainer")
+	build := exec.Command("go", "build", "-o", bin, "../../trainer/testdata/exectrainer")
 	build.Dir = pkgDir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

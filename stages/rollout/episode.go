@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/moe"
 )
 
 // Termination reasons of an episode.

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 

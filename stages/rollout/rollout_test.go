@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/infra/moe"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 

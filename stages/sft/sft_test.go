@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/trainer"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }

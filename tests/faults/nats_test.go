@@ -17,10 +17,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/runners/config"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
 )

@@ -6,7 +6,7 @@
 //
 //	Trainer.Train(ctx, Job{Manifest, Policy, Out, Version}) → Result{Checkpoint, Metrics}
 //
-//	Reference  the in-process reference MoE (infra/moe): loads the policy,
+//	Reference  the in-process reference MoE (moe): loads the policy,
 //	           runs Epochs Adam steps (constant learning rate) of token-level
 //	           PPO over the whole batch with routing replay on or off and
 //	           gradient-norm clipping, and saves the new checkpoint, with its

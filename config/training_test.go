@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func TestTrainingOverlay(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/rl"
 	"github.com/t1pipe/t1/schemas"
 )

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/trainer"
+	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/trainer"
 )
 
 // Training configures the critic and PPO stages (DESIGN.md §1.5–§1.6).
@@ -53,7 +53,7 @@ type TrainerBackend struct {
 	Backend string `yaml:"backend"`
 	// Command is the exec backend's argv; arguments may contain
 	// {manifest}, {out}, {policy}, {checkpoint} and {version} (see
-	// infra/trainer.Exec). {out} must appear: it is where the command
+	// trainer.Exec). {out} must appear: it is where the command
 	// reports the new checkpoint.
 	Command []string `yaml:"command"`
 	// Dir is the command's working directory ("" = t1's).
@@ -69,7 +69,7 @@ func defaultTraining() Training {
 }
 
 // Adam returns the actor's optimiser settings (Adam's betas and ε are
-// fixed at infra/moe's defaults).
+// fixed at moe's defaults).
 func (t Training) Adam() moe.AdamConfig {
 	a := moe.DefaultAdam()
 	a.LR = t.LR

@@ -10,8 +10,8 @@ import (
 	"path"
 	"slices"
 
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/moe"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
 )

@@ -27,7 +27,7 @@ type Inference struct {
 	Sampling Sampling       `yaml:"sampling"`
 }
 
-// InferenceModel is the reference MoE's shape (infra/moe.Config).
+// InferenceModel is the reference MoE's shape (moe.Config).
 type InferenceModel struct {
 	Vocab   int    `yaml:"vocab"`
 	Layers  int    `yaml:"layers"`
