@@ -12,7 +12,7 @@ import (
 )
 
 func TestPipelineYAMLIsDefault(t *testing.T) {
-	got, err := Load("../../pipeline.yaml")
+	got, err := Load("../pipeline.yaml")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -295,7 +295,7 @@ func TestSuggest(t *testing.T) {
 // FuzzParse checks that no input panics and that every error line names
 // the file.
 func FuzzParse(f *testing.F) {
-	if data, err := os.ReadFile("../../pipeline.yaml"); err == nil {
+	if data, err := os.ReadFile("../pipeline.yaml"); err == nil {
 		f.Add(data)
 	}
 	for _, s := range []string{
