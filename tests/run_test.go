@@ -125,6 +125,19 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if rows["metrics"] != 2 {
 		t.Errorf("%d metrics rows for two iterations", rows["metrics"])
 	}
+	// The sealed pool reads back through its claim checks.
+	out, err = command(t, data, cfg, "pool", "show", "--run", "tiny", "--json").Output()
+	if err != nil {
+		t.Fatalf("pool show: %v\n%s", err, out)
+	}
+	var pool struct {
+		Tasks   int               `json:"tasks"`
+		List    []json.RawMessage `json:"task_list"`
+		Missing []string          `json:"missing_rows"`
+	}
+	if err := json.Unmarshal(out, &pool); err != nil || pool.Tasks == 0 || len(pool.List) != pool.Tasks || len(pool.Missing) > 0 {
+		t.Errorf("pool show: %v\n%s", err, out)
+	}
 	for _, f := range []string{s.Report, s.HTML} {
 		if _, err := os.Stat(f); err != nil {
 			t.Error(err)

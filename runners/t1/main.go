@@ -73,6 +73,7 @@ func newRoot() *cobra.Command {
 		rolloutCmd(g),
 		exportCmd(g),
 		digestCmd(g),
+		poolCmd(g),
 	)
 	return root
 }
