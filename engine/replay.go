@@ -42,10 +42,11 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 // when types is empty) from the beginning of the log. The server filters
 // them, so what it reads is the run's own events: a stage that folds one
 // run at a time calls it the first time it meets the run, at a cost that
-// does not grow with the other runs in the log.
+// does not grow with the other runs in the log. An invalid run id is a
+// Permanent error: no retry can make it one.
 func (l *Log) ReplayRun(ctx context.Context, run string, types []string, fn func(Event) error) error {
 	if err := ValidRun(run); err != nil {
-		return fmt.Errorf("engine: replay: %w", err)
+		return Permanent(fmt.Errorf("engine: replay: %w", err))
 	}
 	if len(types) == 0 {
 		return l.Replay(ctx, []string{Subject(run, ">")}, ReplayFrom{}, fn)
