@@ -1,5 +1,6 @@
 // Package engine is t1's event machinery: the event envelope, the event log
-// on JetStream, the stage runner, dead letters, projections and replay.
+// on JetStream, the stage runner, dead letters, queries of the log, replay
+// and the trace context that follows events.
 //
 // # Events
 //
@@ -54,10 +55,26 @@
 // back-off. A stage filtering one event type uses the single filter
 // subject and runs on nats-server 2.9; several types need 2.10.
 //
-// # Projections and replay
+// # Queries and replay
 //
-// A Projection folds events into state kept in the KV bucket t1_projections
-// as {seq, state}; updates use revision compare-and-set. Rebuild folds the
-// log from the start and must equal the stored state. Log.Replay reads a
-// subject filter from a sequence or a time with an ordered consumer.
+// What is known about the log comes from the Log, never from callers
+// rebuilding subjects: EventCounts and DeadLetterCounts count one run's (or
+// every run's) events and dead letters by type from the streams'
+// per-subject totals, one request however long the log; Runs lists the
+// runs with events; HasEvent looks one subject up.
+//
+// Log.Replay reads subject filters from a sequence or a time with an
+// ordered consumer, leaving no state on the server; Follow keeps reading.
+// ReplayRun reads one run's events of some types, filtered by the server,
+// which is how the stages that fold the log (control, eval) rebuild a run
+// the first time they meet it: the cost is that run's, however many others
+// the log holds. WithReadHook observes what a handle's replays read.
+//
+// # Tracing
+//
+// Publish injects the caller's trace context (W3C traceparent, tracestate,
+// baggage) into the event's headers through HeaderCarrier and the global
+// otel propagator; the runner extracts it and starts the handler's span as
+// its child, so one trace follows an event through every stage. Until the
+// propagator is set up (infra/telemetry) both do nothing.
 package engine

@@ -148,3 +148,5 @@ func pendingOf(t testing.TB, l *Log, durable string) (pending uint64, ackPending
 	}
 	return info.NumPending, info.NumAckPending
 }
+
+func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

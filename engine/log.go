@@ -10,8 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/t1pipe/t1/infra/telemetry"
 )
 
 // Header names carried on every event message.
@@ -71,6 +69,8 @@ type Log struct {
 	stream jetstream.Stream
 	dlq    jetstream.Stream
 	cfg    LogConfig
+	// readHook, when set, sees every event the log's replays read.
+	readHook func(Event)
 }
 
 // OpenLog creates or updates the event and dead-letter streams and returns
@@ -156,7 +156,7 @@ func (l *Log) message(ctx context.Context, ev *Event) (*nats.Msg, error) {
 	if ev.CorrelationID != "" {
 		msg.Header.Set(HeaderCorrelation, ev.CorrelationID)
 	}
-	telemetry.Inject(ctx, msg.Header)
+	injectTrace(ctx, msg.Header)
 	return msg, nil
 }
 
@@ -260,7 +260,13 @@ func ParseMessage(subject string, h nats.Header, data []byte, seq uint64) (Event
 
 // splitSubject recovers run and type from t1.<run>.<type>.
 func splitSubject(subject string) (run, typ string, ok bool) {
-	rest, found := strings.CutPrefix(subject, "t1.")
+	return cutSubject("t1", subject)
+}
+
+// cutSubject recovers run and type from <prefix>.<run>.<type>, the shape
+// of event subjects (prefix t1) and dead-letter subjects.
+func cutSubject(prefix, subject string) (run, typ string, ok bool) {
+	rest, found := strings.CutPrefix(subject, prefix+".")
 	if !found {
 		return "", "", false
 	}

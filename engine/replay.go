@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,38 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 		return nil
 	}
 	return l.read(ctx, cons, true, fn)
+}
+
+// ReplayRun is Replay of run's events of the given types (of every type
+// when types is empty) from the beginning of the log. The server filters
+// them, so what it reads is the run's own events: a stage that folds one
+// run at a time calls it the first time it meets the run, at a cost that
+// does not grow with the other runs in the log. An invalid run id is a
+// Permanent error: no retry can make it one.
+func (l *Log) ReplayRun(ctx context.Context, run string, types []string, fn func(Event) error) error {
+	if err := ValidRun(run); err != nil {
+		return Permanent(fmt.Errorf("engine: replay: %w", err))
+	}
+	if len(types) == 0 {
+		return l.Replay(ctx, []string{Subject(run, ">")}, ReplayFrom{}, fn)
+	}
+	// The server refuses overlapping filters, so each type once.
+	types = slices.Compact(slices.Sorted(slices.Values(types)))
+	filters := make([]string, len(types))
+	for i, t := range types {
+		filters[i] = Subject(run, t)
+	}
+	return l.Replay(ctx, filters, ReplayFrom{}, fn)
+}
+
+// WithReadHook returns a handle on the same log whose Replay, ReplayRun
+// and Follow call hook with every event they read, before handing it on;
+// l itself is unchanged. It measures what a reader of the log reads, for
+// example that a stage folding one run reads no other run's events.
+func (l *Log) WithReadHook(hook func(Event)) *Log {
+	c := *l
+	c.readHook = hook
+	return &c
 }
 
 // Follow is Replay without an end: after the events already in the log it
@@ -92,6 +125,9 @@ func (l *Log) read(ctx context.Context, cons jetstream.Consumer, stopAtEnd bool,
 		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
 		if err != nil {
 			return fmt.Errorf("engine: read log at seq %d: %w", meta.Sequence.Stream, err)
+		}
+		if l.readHook != nil {
+			l.readHook(ev)
 		}
 		if err := fn(ev); err != nil {
 			return err

@@ -20,8 +20,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/t1pipe/t1/infra/telemetry"
 )
 
 // RunnerConfig tunes how a stage consumes its events. Zero values take the
@@ -342,7 +340,7 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 		r.fail(ctx, msg, meta, ev, Permanent(err))
 		return
 	}
-	hctx := telemetry.Extract(ctx, msg.Headers())
+	hctx := extractTrace(ctx, msg.Headers())
 	hctx, span := r.tracer.Start(hctx, r.stage.Name()+" "+ev.Type,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -64,5 +66,21 @@ func TestTraceContextCrossesStages(t *testing.T) {
 	}
 	if s1.Parent().SpanID() != root.SpanContext().SpanID() || s2.Parent().SpanID() != s1.SpanContext().SpanID() {
 		t.Fatal("spans are not chained publish -> first -> second")
+	}
+}
+
+func TestHeaderCarrierIgnoresCaseOnlyAsFallback(t *testing.T) {
+	c := HeaderCarrier(nats.Header{"Traceparent": {"canonical"}})
+	if got := c.Get("traceparent"); got != "canonical" {
+		t.Errorf("Get(traceparent) = %q, want the case-insensitive match", got)
+	}
+	c.Set("traceparent", "exact")
+	if got := c.Get("traceparent"); got != "exact" {
+		t.Errorf("Get(traceparent) = %q, want the exact match", got)
+	}
+	keys := c.Keys()
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"Traceparent", "traceparent"}) {
+		t.Errorf("Keys() = %v", keys)
 	}
 }

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
@@ -222,10 +220,11 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 	if r.Events[schemas.RunStarted] == 0 && r.Status == StatusRunning {
 		r.Status = StatusUnstarted
 	}
-	var err error
-	if r.DeadLetters, err = deadLetters(ctx, log, run); err != nil {
-		return nil, err
+	dead, err := log.DeadLetterCounts(ctx, run)
+	if err != nil {
+		return nil, fmt.Errorf("report: run %s: %w", run, err)
 	}
+	r.DeadLetters = dead.Total()
 	if err := r.loadMetrics(ctx, st); err != nil {
 		return nil, err
 	}
@@ -320,37 +319,14 @@ func decode(ev engine.Event, v any) error {
 // unknownRun explains a run without events, naming the runs that have
 // some.
 func unknownRun(ctx context.Context, log *engine.Log, run string) error {
-	info, err := log.Stream().Info(ctx, jetstream.WithSubjectFilter(engine.Subject("*", ">")))
+	runs, err := log.Runs(ctx)
 	if err != nil {
 		return fmt.Errorf("report: unknown run %q (no events); listing runs: %w", run, err)
 	}
-	seen := map[string]bool{}
-	var runs []string
-	for subj := range info.State.Subjects {
-		_, rest, _ := strings.Cut(subj, ".") // t1.<run>.<type>
-		if id, _, ok := strings.Cut(rest, "."); ok && !seen[id] {
-			seen[id] = true
-			runs = append(runs, id)
-		}
-	}
-	sort.Strings(runs)
 	if len(runs) == 0 {
 		return fmt.Errorf("report: unknown run %q: the log holds no events", run)
 	}
 	return fmt.Errorf("report: unknown run %q (no events); runs in the log: %s", run, strings.Join(runs, ", "))
-}
-
-func deadLetters(ctx context.Context, log *engine.Log, run string) (uint64, error) {
-	filter := strings.ToLower(log.Config().Stream) + "dlq." + run + ".>"
-	info, err := log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, fmt.Errorf("report: run %s: dead letters: %w", run, err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n, nil
 }
 
 // objects lists the Parquet objects of one of the run's tables, sorted.

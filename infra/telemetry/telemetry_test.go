@@ -10,15 +10,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -113,7 +112,10 @@ func TestFileExporterWritesSpansAndMetrics(t *testing.T) {
 	}
 }
 
-func TestInjectExtractRoundTrip(t *testing.T) {
+// Setup installs the W3C trace context and baggage propagator: what one
+// process injects into a carrier (the engine's event headers), another
+// extracts as the parent of its spans.
+func TestPropagatorRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "traces.jsonl")
 	p := setup(t, Config{Traces: File, File: path})
 	tracer := otel.Tracer("test")
@@ -127,14 +129,14 @@ func TestInjectExtractRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, pub := tracer.Start(baggage.ContextWithBaggage(context.Background(), bag), "publish")
-	h := nats.Header{}
-	Inject(ctx, h)
+	h := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, h)
 	if h.Get("traceparent") == "" {
-		t.Fatalf("no traceparent header after Inject: %v", h)
+		t.Fatalf("no traceparent after Inject: %v", h)
 	}
 
 	// The consumer side starts from a fresh context, as a handler would.
-	got := Extract(context.Background(), h)
+	got := otel.GetTextMapPropagator().Extract(context.Background(), h)
 	remote := trace.SpanContextFromContext(got)
 	want := pub.SpanContext()
 	if remote.TraceID() != want.TraceID() || remote.SpanID() != want.SpanID() {
@@ -160,38 +162,22 @@ func TestInjectExtractRoundTrip(t *testing.T) {
 	}
 }
 
-func TestHeaderCarrierIgnoresCaseOnlyAsFallback(t *testing.T) {
-	c := HeaderCarrier(nats.Header{"Traceparent": {"canonical"}})
-	if got := c.Get("traceparent"); got != "canonical" {
-		t.Errorf("Get(traceparent) = %q, want the case-insensitive match", got)
-	}
-	c.Set("traceparent", "exact")
-	if got := c.Get("traceparent"); got != "exact" {
-		t.Errorf("Get(traceparent) = %q, want the exact match", got)
-	}
-	keys := c.Keys()
-	slices.Sort(keys)
-	if !slices.Equal(keys, []string{"Traceparent", "traceparent"}) {
-		t.Errorf("Keys() = %v", keys)
-	}
-}
-
 func TestOffWritesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "telemetry.jsonl")
 	stdout := captureStdout(t)
 	p := setup(t, Config{File: path})
 
 	// Trace context arriving from upstream still passes through.
-	in := nats.Header{"traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
-	ctx, span := otel.Tracer("test").Start(Extract(context.Background(), in), "handle")
+	in := propagation.MapCarrier{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	ctx, span := otel.Tracer("test").Start(otel.GetTextMapPropagator().Extract(context.Background(), in), "handle")
 	span.End()
 	counter, err := otel.Meter("test").Int64Counter("events.handled")
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter.Add(ctx, 1)
-	out := nats.Header{}
-	Inject(ctx, out)
+	out := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, out)
 	shutdown(t, p)
 
 	if got := out.Get("traceparent"); got != in.Get("traceparent") {

@@ -82,7 +82,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	if err != nil {
 		return err
 	}
-	exists, err := hasEvent(ctx, in.Log, engine.Subject(run, demo.Started))
+	exists, err := in.Log.HasEvent(ctx, run, demo.Started)
 	if err != nil {
 		return err
 	}
@@ -99,11 +99,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var err error
-		counts, err = runCounts(ctx, in.Log, run)
+		all, err := in.Log.EventCounts(ctx, run)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
+		counts = all[run]
 		sum = runSummary{
 			Run: run, Requested: dc.Count,
 			Produced: counts[demo.Item], Verified: counts[demo.Verified],
@@ -127,7 +127,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	progress.finish()
 	sum.Elapsed = time.Since(begin)
 	sum.Bytes = int64(sum.Verified) * int64(dc.PayloadBytes)
-	sum.Dead = deadLetters(ctx, in, run)
+	dead, err := in.Log.DeadLetterCounts(ctx, run)
+	if err != nil {
+		return err
+	}
+	sum.Dead = dead.Total()
 	if sum.Report, sum.ReportKey, err = writeRunFile(ctx, in, run, "", "report.md", "text/markdown", []byte(renderReport(sum))); err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/config"
@@ -292,7 +290,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 			}
 		}()
 	}
-	exists, err := hasEvent(ctx, in.Log, engine.Subject(run, schemas.RunStarted))
+	exists, err := in.Log.HasEvent(ctx, run, schemas.RunStarted)
 	if err != nil {
 		return nil, err
 	}
@@ -312,10 +310,11 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		counts, err := runCounts(ctx, in.Log, run)
+		all, err := in.Log.EventCounts(ctx, run)
 		if err != nil && ctx.Err() == nil {
 			return nil, err
 		}
+		counts := all[run]
 		sum.Events = counts
 		prog.update(counts, time.Since(begin))
 		if counts[schemas.RunCompleted] > 0 {
@@ -350,18 +349,6 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 		return nil, err
 	}
 	return &sum, nil
-}
-
-// deadLetters counts the run's dead letters.
-func deadLetters(ctx context.Context, in *local.Infra, run string) uint64 {
-	var n uint64
-	dead, err := in.Log.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(strings.ToLower(in.Config.Bus.Stream.Name)+"dlq."+run+".>"))
-	if err == nil {
-		for _, c := range dead.State.Subjects {
-			n += c
-		}
-	}
-	return n
 }
 
 // stage returns the pipeline's stage called name.
@@ -466,30 +453,4 @@ func configHash(v any) string {
 	data, _ := json.Marshal(v)
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:8])
-}
-
-func hasEvent(ctx context.Context, l *engine.Log, subject string) (bool, error) {
-	_, err := l.Stream().GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("look up %s: %w", subject, err)
-	}
-	return true, nil
-}
-
-// runCounts counts the run's events by type from the stream's per-subject
-// totals, so progress costs one request however long the run.
-func runCounts(ctx context.Context, l *engine.Log, run string) (map[string]uint64, error) {
-	info, err := l.Stream().Info(ctx, jetstream.WithSubjectFilter(engine.Subject(run, ">")))
-	if err != nil {
-		return nil, err
-	}
-	prefix := engine.Subject(run, "")
-	out := map[string]uint64{}
-	for subj, n := range info.State.Subjects {
-		out[strings.TrimPrefix(subj, prefix)] += n
-	}
-	return out, nil
 }

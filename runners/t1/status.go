@@ -79,7 +79,7 @@ func statusCmd(g *globals) *cobra.Command {
 func collectStatus(ctx context.Context, l *engine.Log) (statusReport, error) {
 	var rep statusReport
 	for _, s := range []jetstream.Stream{l.Stream(), l.DeadLetters()} {
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+		info, err := s.Info(ctx)
 		if err != nil {
 			return rep, fmt.Errorf("stream info: %w", err)
 		}
@@ -87,14 +87,18 @@ func collectStatus(ctx context.Context, l *engine.Log) (statusReport, error) {
 			Name: info.Config.Name, Messages: info.State.Msgs, Bytes: info.State.Bytes,
 			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq,
 		})
-		counts := countsBySubject(info.State.Subjects)
-		if s == l.Stream() {
-			rep.Events = counts
-			rep.Failed = failedCounts(counts)
-		} else {
-			rep.DeadLetters = counts
-		}
 	}
+	events, err := l.EventCounts(ctx, "")
+	if err != nil {
+		return rep, err
+	}
+	dead, err := l.DeadLetterCounts(ctx, "")
+	if err != nil {
+		return rep, err
+	}
+	rep.Events = countRows(events)
+	rep.Failed = failedCounts(rep.Events)
+	rep.DeadLetters = countRows(dead)
 	lister := l.Stream().ListConsumers(ctx)
 	for info := range lister.Info() {
 		rep.Consumers = append(rep.Consumers, consumerStatus{
@@ -109,13 +113,13 @@ func collectStatus(ctx context.Context, l *engine.Log) (statusReport, error) {
 	return rep, nil
 }
 
-// countsBySubject turns <prefix>.<run>.<type> subject counts into rows.
-func countsBySubject(subjects map[string]uint64) []eventCount {
+// countRows turns counts into rows sorted by run and type.
+func countRows(c engine.Counts) []eventCount {
 	var out []eventCount
-	for subj, n := range subjects {
-		_, rest, _ := strings.Cut(subj, ".")
-		run, typ, _ := strings.Cut(rest, ".")
-		out = append(out, eventCount{Run: run, Type: typ, Count: n})
+	for run, types := range c {
+		for typ, n := range types {
+			out = append(out, eventCount{Run: run, Type: typ, Count: n})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Run != out[j].Run {

@@ -3,15 +3,14 @@ package main
 import (
 	"reflect"
 	"testing"
+
+	"github.com/t1pipe/t1/engine"
 )
 
 func TestFailedCountsByRunAndType(t *testing.T) {
-	counts := countsBySubject(map[string]uint64{
-		"t1.r1.rollout.requested":        4,
-		"t1.r1.rollout.requested.failed": 2,
-		"t1.r1.rollout.completed.failed": 1,
-		"t1.r2.task.synthesized.failed":  3,
-		"t1.r2.task.audited":             5,
+	counts := countRows(engine.Counts{
+		"r1": {"rollout.requested": 4, "rollout.requested.failed": 2, "rollout.completed.failed": 1},
+		"r2": {"task.synthesized.failed": 3, "task.audited": 5},
 	})
 	want := []eventCount{
 		{Run: "r1", Type: "rollout.completed", Count: 1},

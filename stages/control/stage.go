@@ -72,7 +72,7 @@ type StageConfig struct {
 // NewStage returns the control stage. It must run with concurrency 1: it
 // decides from a fold that one handler at a time updates.
 func NewStage(cfg StageConfig) engine.Stage {
-	s := &stage{cfg: cfg, runs: map[string]*runState{}, seen: map[string]bool{}}
+	s := &stage{cfg: cfg, runs: map[string]*runState{}, loaded: map[string]bool{}, seen: map[string]bool{}}
 	return engine.NewStage("control", Consumes(), s.handle)
 }
 
@@ -94,8 +94,8 @@ func Consumes() []string {
 type stage struct {
 	cfg    StageConfig
 	mu     sync.Mutex
-	loaded bool
 	runs   map[string]*runState
+	loaded map[string]bool // runs folded from the log
 	seen   map[string]bool
 }
 
@@ -106,34 +106,32 @@ func (s *stage) run(id string) *runState {
 	return s.runs[id]
 }
 
-// load folds the log as it stands, once: the state a restarted control
-// continues from.
-func (s *stage) load(ctx context.Context) error {
-	if s.loaded {
+// load folds run's events as the log holds them, the first time the run
+// is met: the state a restarted control continues from. It reads the
+// run's own events of the types control consumes and no other run's.
+func (s *stage) load(ctx context.Context, run string) error {
+	if s.loaded[run] {
 		return nil
 	}
-	consumed := map[string]bool{}
-	for _, t := range Consumes() {
-		consumed[t] = true
-	}
-	err := s.cfg.Log.Replay(ctx, []string{"t1.>"}, engine.ReplayFrom{}, func(ev engine.Event) error {
-		if consumed[ev.Type] && !s.seen[ev.ID] {
+	st := s.run(run)
+	err := s.cfg.Log.ReplayRun(ctx, run, Consumes(), func(ev engine.Event) error {
+		if !s.seen[ev.ID] {
 			s.seen[ev.ID] = true
-			s.run(ev.Run).apply(ev)
+			st.apply(ev)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("control: fold the log: %w", err)
+		return fmt.Errorf("control: fold run %s: %w", run, err)
 	}
-	s.loaded = true
+	s.loaded[run] = true
 	return nil
 }
 
 func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.load(ctx); err != nil {
+	if err := s.load(ctx, ev.Run); err != nil {
 		return err
 	}
 	if !s.seen[ev.ID] {

@@ -60,11 +60,18 @@ type StageConfig struct {
 // NewStage returns the eval stage; it folds attempts, so it runs with
 // concurrency 1.
 func NewStage(cfg StageConfig) engine.Stage {
-	s := &stage{cfg: cfg, suites: map[string][]Task{}, folds: map[key]*fold{}, seen: map[string]bool{}, reqs: map[string]key{}}
-	types := []string{schemas.EvalRequested, schemas.RolloutRequested, schemas.RolloutCompleted, schemas.RewardScored,
-		engine.FailedType(schemas.RolloutRequested), engine.FailedType(schemas.RolloutCompleted), schemas.EvalCompleted}
-	return engine.NewStage("eval", types, s.handle)
+	return engine.NewStage("eval", append([]string{schemas.EvalRequested}, folded...), newStage(cfg).handle)
 }
+
+func newStage(cfg StageConfig) *stage {
+	return &stage{cfg: cfg, suites: map[string][]Task{}, folds: map[key]*fold{}, loaded: map[string]bool{},
+		seen: map[string]bool{}, reqs: map[string]key{}}
+}
+
+// folded are the types eval folds; it also consumes eval.requested, which
+// it acts on without folding.
+var folded = []string{schemas.RolloutRequested, schemas.RolloutCompleted, schemas.RewardScored,
+	engine.FailedType(schemas.RolloutRequested), engine.FailedType(schemas.RolloutCompleted), schemas.EvalCompleted}
 
 type key struct {
 	run, suite string
@@ -88,7 +95,7 @@ type fold struct {
 type stage struct {
 	cfg    StageConfig
 	mu     sync.Mutex
-	loaded bool
+	loaded map[string]bool   // runs folded from the log
 	suites map[string][]Task // run/suite → tasks
 	folds  map[key]*fold
 	seen   map[string]bool
@@ -107,17 +114,17 @@ func attemptID(task string, n int) string { return fmt.Sprintf("%s#%d", task, n)
 func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.loaded {
-		err := s.cfg.Log.Replay(ctx, []string{"t1.>"}, engine.ReplayFrom{}, func(e engine.Event) error {
-			if e.Type != schemas.EvalRequested {
-				s.apply(e)
-			}
+	// The first event of a run folds what the log holds of it (the state a
+	// restarted eval continues from), reading no other run's events.
+	if !s.loaded[ev.Run] {
+		err := s.cfg.Log.ReplayRun(ctx, ev.Run, folded, func(e engine.Event) error {
+			s.apply(e)
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("eval: fold the log: %w", err)
+			return fmt.Errorf("eval: fold run %s: %w", ev.Run, err)
 		}
-		s.loaded = true
+		s.loaded[ev.Run] = true
 	}
 	if ev.Type == schemas.EvalRequested {
 		return s.request(ctx, ev, out)

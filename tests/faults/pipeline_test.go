@@ -179,15 +179,11 @@ func outcomeOf(t *testing.T, l *engine.Log, run string) outcome {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := l.DeadLetters().Info(ctx, jetstream.WithSubjectFilter(">"))
+	dead, err := l.DeadLetterCounts(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for subj, n := range info.State.Subjects {
-		if strings.Contains(subj, "."+run+".") {
-			o.dead += int(n)
-		}
-	}
+	o.dead = int(dead.Total())
 	return o
 }
 

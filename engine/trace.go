@@ -1,4 +1,4 @@
-package telemetry
+package engine
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // HeaderCarrier adapts NATS message headers to a propagation.TextMapCarrier,
 // so W3C trace context ("traceparent", "tracestate") and baggage travel with
-// each message and one trace follows an event through every stage.
+// each event and one trace follows it through every stage.
 type HeaderCarrier nats.Header
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)
@@ -45,17 +45,16 @@ func (c HeaderCarrier) Keys() []string {
 	return keys
 }
 
-// Inject writes the trace context and baggage of ctx into h with the global
-// propagator, replacing any that h already carries. h must not be nil: a
-// nats.Msg starts with a nil Header, so callers set it first.
-func Inject(ctx context.Context, h nats.Header) {
+// injectTrace writes the trace context and baggage of ctx into h with the
+// global propagator (a no-op until telemetry is set up), replacing any h
+// already carries. h must not be nil.
+func injectTrace(ctx context.Context, h nats.Header) {
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
 }
 
-// Extract returns ctx extended with the remote trace context and baggage
-// found in h, using the global propagator. Spans started from the result are
-// children of the span that published the message. A nil or empty h returns
-// ctx unchanged.
-func Extract(ctx context.Context, h nats.Header) context.Context {
+// extractTrace returns ctx extended with the remote trace context and
+// baggage found in h, so spans started from it are children of the span
+// that published the message.
+func extractTrace(ctx context.Context, h nats.Header) context.Context {
 	return otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(h))
 }

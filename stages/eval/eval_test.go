@@ -1,0 +1,106 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/schemas"
+)
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+
+// recorder is an engine.Emitter that keeps what was emitted.
+type recorder struct{ evs []engine.Event }
+
+func (r *recorder) Emit(typ string, payload any, _ ...engine.EmitOption) (engine.Event, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return engine.Event{}, err
+	}
+	ev := engine.Event{Type: typ, Payload: b}
+	r.evs = append(r.evs, ev)
+	return ev, nil
+}
+
+func publish(t *testing.T, l *engine.Log, run, typ, key string, payload any) engine.Event {
+	t.Helper()
+	ev, err := engine.NewRootEvent(run, typ, key, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err = l.Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// evaluation publishes an evaluation of run with attempts attempts, the
+// first scored (solved in 3 turns), the others still out, and returns
+// the attempts' requests and the events eval folds.
+func evaluation(t *testing.T, l *engine.Log, run string, attempts int) (requests, folded []engine.Event) {
+	t.Helper()
+	publish(t, l, run, schemas.EvalRequested, "eval", schemas.EvalRequestedPayload{Suite: "s", Attempts: attempts})
+	for a := range attempts {
+		rr := publish(t, l, run, schemas.RolloutRequested, fmt.Sprint(a), schemas.RolloutRequestedPayload{TaskID: "t", Attempt: a, Purpose: "eval", Suite: "s"})
+		requests = append(requests, rr)
+		folded = append(folded, rr)
+		// Not folded by eval: must not be read.
+		publish(t, l, run, schemas.TaskAudited, fmt.Sprint(a), schemas.TaskAuditedPayload{TaskID: "t"})
+	}
+	folded = append(folded,
+		publish(t, l, run, schemas.RolloutCompleted, "0", schemas.RolloutCompletedPayload{TaskID: "t", Attempt: 0, Purpose: "eval", Suite: "s", Turns: 3}),
+		publish(t, l, run, schemas.RewardScored, "0", schemas.RewardScoredPayload{TaskID: "t", Attempt: 0, Purpose: "eval", Suite: "s", Passed: 2, Total: 2, Reward: 2}))
+	return requests, folded
+}
+
+// With other runs in the log, eval folds a run from that run's own events
+// alone, once, and completes its evaluation from them.
+func TestFoldReadsOnlyTheRun(t *testing.T) {
+	ctx := context.Background()
+	l := testinfra.Log(t)
+	_, others := evaluation(t, l, "other", 20)
+	reqs, mine := evaluation(t, l, "mine", 2)
+	evaluation(t, l, "third", 20)
+
+	byRun := map[string]int{}
+	task := filepath.Join(testinfra.WorkDir(), "..", "..", "harbor", "testdata", "tasks", "word-freq")
+	s := newStage(StageConfig{Log: l.WithReadHook(func(ev engine.Event) { byRun[ev.Run]++ }), Store: testinfra.Store(t),
+		Suites: map[string]Suite{"s": {Dirs: []string{task}}}, TempDir: t.TempDir()})
+
+	var rec recorder
+	if err := s.handle(ctx, mine[len(mine)-1], &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byRun, map[string]int{"mine": len(mine)}) || len(rec.evs) != 0 {
+		t.Fatalf("read %v, want only the run's %d folded events; emitted %v", byRun, len(mine), rec.evs)
+	}
+	// The last attempt's outcome, folded as it comes, completes the
+	// evaluation from this run's attempts alone.
+	failed := publish(t, l, "mine", engine.FailedType(schemas.RolloutRequested), "1", engine.Failure{EventID: reqs[1].ID})
+	if err := s.handle(ctx, failed, &rec); err != nil {
+		t.Fatal(err)
+	}
+	var p schemas.EvalCompletedPayload
+	if len(rec.evs) != 1 || rec.evs[0].Type != schemas.EvalCompleted || rec.evs[0].Decode(&p) != nil {
+		t.Fatalf("emitted %v, want eval.completed", rec.evs)
+	}
+	if p.Suite != "s" || p.Tasks != 1 || p.Attempts != 1 || p.ResolveRate != 1 || p.MeanReward != 1 || p.MeanTurns != 3 || len(p.Results) != 1 {
+		t.Fatalf("eval.completed %+v", p)
+	}
+	if !reflect.DeepEqual(byRun, map[string]int{"mine": len(mine)}) {
+		t.Fatalf("the run was read again: %v", byRun)
+	}
+	if err := s.handle(ctx, others[0], &recorder{}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byRun, map[string]int{"mine": len(mine), "other": len(others)}) {
+		t.Fatalf("read %v after the other run's first event", byRun)
+	}
+}
