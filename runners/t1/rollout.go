@@ -58,14 +58,14 @@ solution one command per turn through the same harness.`,
 			}
 			ctx := cmd.Context()
 			var pol inference.Engine
-			var tok agent.Tokenizer
+			var tok *moe.Tokenizer
 			switch policy {
 			case "oracle":
 				mt, err := moe.DefaultTokenizer()
 				if err != nil {
 					return err
 				}
-				tp, err := agent.NewTemplate(mt)
+				tp, err := moe.NewChat(mt)
 				if err != nil {
 					return err
 				}
@@ -84,7 +84,7 @@ solution one command per turn through the same harness.`,
 			default:
 				return fmt.Errorf("--policy %q: want config or oracle", policy)
 			}
-			tp, err := agent.NewTemplate(tok)
+			tp, err := moe.NewChat(tok)
 			if err != nil {
 				return err
 			}

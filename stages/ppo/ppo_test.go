@@ -101,7 +101,7 @@ var (
 
 func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
 	const run, iteration = "played", 0
-	tp, err := agent.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // Policy is one policy version as the harness uses it.
 type Policy struct {
 	Engine    inference.Engine
-	Tokenizer agent.Tokenizer
+	Tokenizer *moe.Tokenizer
 	// Experts is the model's expert count, which the routing codec needs.
 	Experts int
 }
@@ -140,7 +140,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if err != nil {
 		return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
 	}
-	tp, err := agent.NewTemplate(pol.Tokenizer)
+	tp, err := moe.NewChat(pol.Tokenizer)
 	if err != nil {
 		return nil, engine.Permanent(err)
 	}

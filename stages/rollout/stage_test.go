@@ -21,7 +21,7 @@ func TestAttemptRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := agent.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}

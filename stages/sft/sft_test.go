@@ -57,7 +57,7 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := agent.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}

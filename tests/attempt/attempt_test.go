@@ -53,7 +53,7 @@ func TestRolloutAndReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := agent.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestHostileEpisode(t *testing.T) {
 	}
 	defer sh.Close()
 	tok, _ := moe.DefaultTokenizer()
-	tp, _ := agent.NewTemplate(tok)
+	tp, _ := moe.NewChat(tok)
 	pol := agent.NewScripted(tp, []string{
 		"<command>yes flood | head -c 50000000</command>",
 		"<command timeout=\"1\">sleep 1000</command>",
