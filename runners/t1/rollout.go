@@ -61,15 +61,9 @@ solution one command per turn through the same harness.`,
 			var tok *moe.Tokenizer
 			switch policy {
 			case "oracle":
-				mt, err := moe.DefaultTokenizer()
-				if err != nil {
+				if tok, err = moe.DefaultTokenizer(); err != nil {
 					return err
 				}
-				tp, err := moe.NewChat(mt)
-				if err != nil {
-					return err
-				}
-				pol, tok = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)), mt
 			case "config":
 				ref, err := inference.Open(ctx, inferenceOptions(cfg.Inference), nil)
 				if err != nil {
@@ -87,6 +81,9 @@ solution one command per turn through the same harness.`,
 			tp, err := moe.NewChat(tok)
 			if err != nil {
 				return err
+			}
+			if policy == "oracle" {
+				pol = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
 			}
 			sb, err := be.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: cfg.Sandbox.SandboxLimits()})
 			if err != nil {
