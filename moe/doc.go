@@ -53,7 +53,8 @@
 // order. Encode splits text at special tokens, pre-tokenises by byte class
 // (a leading space joins the following word) and applies merges by rank.
 // Decode(Encode(s)) == s for any bytes; any id sequence decodes, so
-// sampled non-canonical tokenisations are representable. EncodeChat renders
+// sampled non-canonical tokenisations are representable. Chat, the one chat
+// template (the agent harness and /v1/chat/completions use it), renders
 // <|role|>content<|end|> turns (content via EncodeOrdinary, so text can
 // never forge a special token) ending in <|assistant|>; <|end|> is the stop
 // token, and appending a turn only appends tokens.

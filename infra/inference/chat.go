@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/t1pipe/t1/infra/chat"
+	"github.com/t1pipe/t1/moe"
 )
 
-// chatTurn renders one message for the reference model, which has no chat
-// template of its own: a role line, then the content.
-func chatTurn(m chat.Message) string { return "<|" + m.Role + "|>\n" + m.Content + "\n" }
-
 // chatCompletion answers POST /v1/chat/completions (OpenAI's format, not
-// streamed) from a Reference engine: the messages rendered by chatTurn
-// and an opening assistant turn, of which only the last tokens that leave
-// room for max_tokens are kept; the completion is the decoded text.
+// streamed) from a Reference engine: the messages rendered by the
+// reference model's chat template (moe.Chat, the harness's own: content is
+// ordinary text, so a message cannot forge a turn) and an opening assistant
+// turn, of which only the last tokens that leave room for max_tokens are
+// kept. Sampling stops at the turn's end token; the completion is the
+// decoded text before it.
 func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
 	tok := s.tokenizer()
 	ref, ok := s.eng.(*Reference)
@@ -48,23 +47,31 @@ func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "temperature and max_tokens must not be negative")
 		return
 	}
-	var text strings.Builder
-	for _, m := range req.Messages {
-		text.WriteString(chatTurn(m))
+	tmpl, err := moe.NewChat(tok)
+	if err != nil {
+		httpError(w, http.StatusNotImplemented, err.Error())
+		return
 	}
-	text.WriteString("<|assistant|>\n")
+	msgs := make([]moe.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = moe.Message{Role: m.Role, Content: m.Content}
+	}
+	ids, err := tmpl.Render(msgs)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "messages: "+err.Error())
+		return
+	}
 	ctxLen := ref.Config().Context
 	maxNew := req.MaxTokens
 	if maxNew == 0 {
 		maxNew = DefaultSampling().MaxNewTokens
 	}
 	maxNew = min(maxNew, ctxLen/2)
-	ids := tok.Encode(text.String())
 	if keep := ctxLen - maxNew; len(ids) > keep {
 		ids = ids[len(ids)-keep:]
 	}
 	resp, err := s.eng.Generate(r.Context(), GenerateRequest{InputIDs: ids,
-		SamplingParams: SamplingParams{Temperature: req.Temperature, TopP: 1, MaxNewTokens: maxNew, Seed: uint64(req.Seed)}})
+		SamplingParams: SamplingParams{Temperature: req.Temperature, TopP: 1, MaxNewTokens: maxNew, StopTokenIDs: []int{tmpl.End()}, Seed: uint64(req.Seed)}})
 	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, ErrBadRequest) {
@@ -73,7 +80,7 @@ func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
 		httpError(w, code, err.Error())
 		return
 	}
-	out, _ := tok.Decode(resp.OutputIDs)
+	out, _ := tok.Decode(tmpl.Reply(resp.OutputIDs))
 	model := req.Model
 	if model == "" {
 		model = *s.modelPath.Load()

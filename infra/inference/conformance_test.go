@@ -24,7 +24,14 @@ func conformanceModel(t *testing.T) (*moe.Model, *moe.Tokenizer, inferencetest.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt, _ := tok.EncodeChat([]moe.Message{{Role: "user", Content: "List the files in /tmp."}}, true)
+	c, err := moe.NewChat(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := c.Render([]moe.Message{{Role: moe.RoleUser, Content: "List the files in /tmp."}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m, tok, inferencetest.Model{Vocab: cfg.Vocab, Layers: cfg.Layers, TopK: cfg.TopK, Experts: cfg.Experts,
 		Prompt: prompt, Deterministic: true, Routing: true}
 }

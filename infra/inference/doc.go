@@ -18,6 +18,10 @@
 // mirrors SGLang's wire format so that the SGLang client can be tested end
 // to end against it over a real connection, and so that rollout code can
 // switch between the embedded engine and a GPU SGLang server by URL alone.
+// For the reference engine it also answers POST /v1/chat/completions
+// (OpenAI's chat format, not streamed): the messages are rendered by the
+// model's chat template, moe.Chat, in which content is always ordinary
+// text, and sampling stops at the turn's <|end|>.
 //
 // inferencetest holds the conformance suite every backend passes (shapes,
 // optional outputs, greedy and stop tokens, seeded determinism, bad

@@ -9,18 +9,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor/atif"
 	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/trial"
 )
 
 func exportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "export", Short: "Write a run's data in other formats"}
 	var run, out, purpose string
-	atif := &cobra.Command{
+	atifCmd := &cobra.Command{
 		Use:   "atif --run R --out DIR",
-		Short: "Write every attempt of a run as Harbor ATIF trajectory JSON (" + rollout.ATIFVersion + ")",
+		Short: "Write every attempt of a run as Harbor ATIF trajectory JSON (" + atif.Version + ")",
 		Long: `Follows the run's rollout.completed events to their trajectory, turns and tokens
 objects and writes one ATIF file per attempt: DIR/<task>-a<attempt>-i<iteration>-v<policy>-<purpose>.json.
 Agent steps carry the commands as bash tool calls, the observation, and the turn's
@@ -88,7 +88,7 @@ prompt length, completion token ids and sampler log-probs.`,
 					instr = t.Instruction
 					instructions[p.TaskID] = instr
 				}
-				a, err := rollout.ToATIF(traj[0], instr, turns, tokens)
+				a, err := atif.FromRows(traj[0], instr, turns, tokens)
 				if err != nil {
 					return err
 				}
@@ -110,9 +110,9 @@ prompt length, completion token ids and sampler log-probs.`,
 			return nil
 		},
 	}
-	atif.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")
-	atif.Flags().StringVar(&out, "out", "", "directory for the JSON files")
-	atif.Flags().StringVar(&purpose, "purpose", "", "only train or only eval attempts")
-	cmd.AddCommand(atif)
+	atifCmd.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")
+	atifCmd.Flags().StringVar(&out, "out", "", "directory for the JSON files")
+	atifCmd.Flags().StringVar(&purpose, "purpose", "", "only train or only eval attempts")
+	cmd.AddCommand(atifCmd)
 	return cmd
 }

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -58,18 +58,12 @@ solution one command per turn through the same harness.`,
 			}
 			ctx := cmd.Context()
 			var pol inference.Engine
-			var tok rollout.Tokenizer
+			var tok *moe.Tokenizer
 			switch policy {
 			case "oracle":
-				mt, err := moe.DefaultTokenizer()
-				if err != nil {
+				if tok, err = moe.DefaultTokenizer(); err != nil {
 					return err
 				}
-				tp, err := rollout.NewTemplate(mt)
-				if err != nil {
-					return err
-				}
-				pol, tok = rollout.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)), mt
 			case "config":
 				ref, err := inference.Open(ctx, inferenceOptions(cfg.Inference), nil)
 				if err != nil {
@@ -84,9 +78,12 @@ solution one command per turn through the same harness.`,
 			default:
 				return fmt.Errorf("--policy %q: want config or oracle", policy)
 			}
-			tp, err := rollout.NewTemplate(tok)
+			tp, err := moe.NewChat(tok)
 			if err != nil {
 				return err
+			}
+			if policy == "oracle" {
+				pol = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
 			}
 			sb, err := be.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: cfg.Sandbox.SandboxLimits()})
 			if err != nil {
@@ -103,10 +100,10 @@ solution one command per turn through the same harness.`,
 				fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
 			}
 			fmt.Fprintf(out, "=== task %s\n%s\n", t.Name, strings.TrimSpace(t.Instruction))
-			ec := rollout.DefaultConfig()
+			ec := agent.DefaultConfig()
 			ec.MaxTurns = maxTurns
 			ec.Sampling.Seed = seed
-			res, err := rollout.Run(ctx, pol, tp, sh, t.Instruction, ec, func(tr rollout.Turn) { printTurn(out, tr) })
+			res, err := agent.Run(ctx, pol, tp, sh, t.Instruction, ec, func(tr agent.Turn) { printTurn(out, tr) })
 			if err != nil {
 				return err
 			}
@@ -133,7 +130,7 @@ solution one command per turn through the same harness.`,
 	return cmd
 }
 
-func printTurn(w io.Writer, tr rollout.Turn) {
+func printTurn(w io.Writer, tr agent.Turn) {
 	fmt.Fprintf(w, "--- turn %d (chunk %d, %d tokens)\n", tr.Index, tr.Chunk, tr.Sampled)
 	fmt.Fprintf(w, "assistant: %s\n", strings.TrimSpace(tr.Reply))
 	if tr.Observation != "" {

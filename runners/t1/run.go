@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
@@ -133,7 +134,7 @@ func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := rollout.Config{
+	ec := agent.Config{
 		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
 		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -40,7 +41,7 @@ func (echoShell) Run(_ context.Context, script string, _ sandbox.RunOptions) (sa
 	return sandbox.Result{Stdout: script + "\n"}, nil
 }
 
-func shell(t *testing.T) rollout.Shell {
+func shell(t *testing.T) agent.Shell {
 	t.Helper()
 	bw := &sandbox.Bubblewrap{}
 	if err := bw.Available(); err != nil {
@@ -100,17 +101,17 @@ var (
 
 func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
 	const run, iteration = "played", 0
-	tp, err := rollout.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng := inference.NewReference(m, tok, moe.BF16, "v0")
-	ec := rollout.Config{MaxTurns: 1, MaxNewTokens: 24, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1}}
+	ec := agent.Config{MaxTurns: 1, MaxNewTokens: 24, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1}}
 	var rows trainer.Rows
 	for a := range 3 {
 		ec.Sampling.Seed = uint64(100 + a)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := rollout.Run(ctx, eng, tp, shell(t), "List the files in /app.", ec, nil)
+		res, err := agent.Run(ctx, eng, tp, shell(t), "List the files in /app.", ec, nil)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

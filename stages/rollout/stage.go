@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/inference"
@@ -28,7 +29,7 @@ import (
 // Policy is one policy version as the harness uses it.
 type Policy struct {
 	Engine    inference.Engine
-	Tokenizer Tokenizer
+	Tokenizer *moe.Tokenizer
 	// Experts is the model's expert count, which the routing codec needs.
 	Experts int
 }
@@ -41,7 +42,7 @@ type Policies func(ctx context.Context, run string, version int64) (Policy, erro
 type StageConfig struct {
 	Store    store.ObjectStore
 	Trial    trial.Options
-	Episode  Config
+	Episode  agent.Config
 	Policies Policies
 	TempDir  string
 }
@@ -139,7 +140,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if err != nil {
 		return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
 	}
-	tp, err := NewTemplate(pol.Tokenizer)
+	tp, err := moe.NewChat(pol.Tokenizer)
 	if err != nil {
 		return nil, engine.Permanent(err)
 	}
@@ -169,9 +170,9 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if p.Purpose == "sft" {
 		// A demonstration: the reference solution through the same harness,
 		// its tokens the supervised data.
-		policy = FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
+		policy = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
 	}
-	res, err := Run(ctx, policy, tp, sh, t.Instruction, ec, nil)
+	res, err := agent.Run(ctx, policy, tp, sh, t.Instruction, ec, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +241,7 @@ type Rows struct {
 
 // AttemptRows turns a finished episode into its table rows. experts is the
 // model's expert count (for the routing codec).
-func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, experts int, snapshotKey string, took time.Duration) (*Rows, error) {
+func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *agent.Result, experts int, snapshotKey string, took time.Duration) (*Rows, error) {
 	rows := &Rows{}
 	att := int32(p.Attempt)
 	for i, ch := range res.Chunks {
@@ -296,7 +297,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 }
 
 // write stores the attempt's four tables and fills their references.
-func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
+func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *agent.Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
 	rows, err := AttemptRows(run, p, res, pol.Experts, c.Snapshot.Key, took)
 	if err != nil {
 		return engine.Permanent(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -26,7 +27,7 @@ func (echoShell) Run(_ context.Context, script string, _ sandbox.RunOptions) (sa
 	return sandbox.Result{Stdout: script + "\n"}, nil
 }
 
-func shell(t *testing.T) rollout.Shell {
+func shell(t *testing.T) agent.Shell {
 	t.Helper()
 	bw := &sandbox.Bubblewrap{}
 	if err := bw.Available(); err != nil {
@@ -56,13 +57,13 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := rollout.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rows []schemas.TokenRow
 	for a, script := range []string{"mkdir -p /app/out\necho hello > /app/out/greeting.txt\ncat /app/out/greeting.txt\n", "ls /app\nwc -c /app/out/greeting.txt\n"} {
-		res, err := rollout.Run(ctx, rollout.FromSolution(tp, script), tp, shell(t), "Write hello to /app/out/greeting.txt.", rollout.Config{}, nil)
+		res, err := agent.Run(ctx, agent.FromSolution(tp, script), tp, shell(t), "Write hello to /app/out/greeting.txt.", agent.Config{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

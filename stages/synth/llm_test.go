@@ -35,7 +35,7 @@ const (
 // endpoint is a scripted chat-completions server: it speaks the OpenAI
 // wire format over real HTTP and answers the n-th request with the n-th
 // step of its script (the last one repeating). It stands in for a model
-// the way the scripted policy does in stages/rollout: the subject under
+// the way the scripted policy does in package agent: the subject under
 // test is t1's client, reply parsing and execution checks, not a model.
 type endpoint struct {
 	mu     sync.Mutex

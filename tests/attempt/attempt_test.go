@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
@@ -52,7 +53,7 @@ func TestRolloutAndReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := rollout.NewTemplate(tok)
+	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +66,13 @@ func TestRolloutAndReward(t *testing.T) {
 	// Version 0 replays the reference solution; version 1 is the model.
 	policies := func(_ context.Context, _ string, v int64) (rollout.Policy, error) {
 		if v == 0 {
-			return rollout.Policy{Engine: rollout.FromSolution(tp, sp.SolveScript()), Tokenizer: tok, Experts: mcfg.Experts}, nil
+			return rollout.Policy{Engine: agent.FromSolution(tp, sp.SolveScript()), Tokenizer: tok, Experts: mcfg.Experts}, nil
 		}
 		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
 	}
 	opt := trial.Options{Backend: bw}
 	rc := testinfra.Runner(2)
-	ec := rollout.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
+	ec := agent.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
 	// The stage's default scale is 1; the run freezes 0.5.
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
@@ -242,8 +243,8 @@ func TestHostileEpisode(t *testing.T) {
 	}
 	defer sh.Close()
 	tok, _ := moe.DefaultTokenizer()
-	tp, _ := rollout.NewTemplate(tok)
-	pol := rollout.NewScripted(tp, []string{
+	tp, _ := moe.NewChat(tok)
+	pol := agent.NewScripted(tp, []string{
 		"<command>yes flood | head -c 50000000</command>",
 		"<command timeout=\"1\">sleep 1000</command>",
 		"<command>printf 'bad \\xff\\xfe bytes \\xc3\\n'</command>",
@@ -251,12 +252,12 @@ func TestHostileEpisode(t *testing.T) {
 		"<command",
 		"<command>echo still alive</command><task_complete/>",
 	})
-	ec := rollout.Config{MaxObservation: 4096}
-	res, err := rollout.Run(ctx, pol, tp, sh, "Survive.", ec, nil)
+	ec := agent.Config{MaxObservation: 4096}
+	res, err := agent.Run(ctx, pol, tp, sh, "Survive.", ec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Termination != rollout.EndComplete || len(res.Turns) != 6 {
+	if res.Termination != agent.EndComplete || len(res.Turns) != 6 {
 		t.Fatalf("%s after %d turns", res.Termination, len(res.Turns))
 	}
 	for _, tr := range res.Turns {

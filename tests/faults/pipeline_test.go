@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
@@ -72,7 +73,7 @@ func startAttemptStages(t *testing.T, l *engine.Log, st store.ObjectStore) {
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	rc := runnerConfig()
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: rollout.Config{MaxTurns: 12, MaxNewTokens: 32, Context: 1024}}), rc)
+		Episode: agent.Config{MaxTurns: 12, MaxNewTokens: 32, Context: 1024}}), rc)
 	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
@@ -152,7 +153,7 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	rc := testinfra.Runner(2)
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: rollout.Config{MaxTurns: 8, MaxNewTokens: 32, Context: 1024}}), rc)
+		Episode: agent.Config{MaxTurns: 8, MaxNewTokens: 32, Context: 1024}}), rc)
 	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
 
 	// An event over the server's payload limit is refused at publish with

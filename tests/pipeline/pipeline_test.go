@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/inference"
@@ -62,7 +63,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
 	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
 	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: rollout.Config{MaxNewTokens: 32, Context: 1024}}), rc)
+		Episode: agent.Config{MaxNewTokens: 32, Context: 1024}}), rc)
 	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
 	suites := map[string]eval.Suite{cc.EvalSuite: {Builtin: true, Tasks: 2, Seed: 99}}
 	testinfra.RunStage(t, l, eval.NewStage(eval.StageConfig{Log: l, Store: st, Trial: opt, Suites: suites, MaxTurns: 3}), one)

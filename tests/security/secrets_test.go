@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
@@ -238,7 +239,7 @@ func playAttempt(t *testing.T, ctx context.Context, in *local.Infra, taskDir str
 	rc := testinfra.Runner(1)
 	rc.Logger = slog.Default()
 	testinfra.RunStage(t, in.Log, rollout.NewStage(rollout.StageConfig{Store: in.Store, Trial: opt, Policies: policies,
-		Episode: rollout.Config{MaxTurns: 4, MaxNewTokens: 32, Context: 1024}}), rc)
+		Episode: agent.Config{MaxTurns: 4, MaxNewTokens: 32, Context: 1024}}), rc)
 	testinfra.RunStage(t, in.Log, reward.New(reward.Config{Store: in.Store, Trial: opt, Reward: rf, Log: in.Log}), rc)
 	ev, err := engine.NewRootEvent("sec", schemas.RolloutRequested, "a0", schemas.RolloutRequestedPayload{
 		TaskID: tk.Name, Attempt: 0, Purpose: "sft", Seed: 1,

@@ -1,4 +1,4 @@
-package rollout
+package agent
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/moe"
 )
 
 // Scripted is a policy that replays fixed replies, one per turn, then
@@ -16,21 +17,21 @@ import (
 //
 // One Scripted serves one episode: it counts the turns it has answered.
 type Scripted struct {
-	tp      *Template
+	tp      *moe.Chat
 	replies []string
 	mu      sync.Mutex
 	turn    int
 }
 
 // NewScripted replays replies in order.
-func NewScripted(tp *Template, replies []string) *Scripted {
+func NewScripted(tp *moe.Chat, replies []string) *Scripted {
 	return &Scripted{tp: tp, replies: replies}
 }
 
 // FromSolution makes one reply per non-empty, non-comment line of a
 // solution script (a line ending in a backslash continues), then a final
 // <task_complete/>. Heredocs are sent whole with the line that opens them.
-func FromSolution(tp *Template, script string) *Scripted {
+func FromSolution(tp *moe.Chat, script string) *Scripted {
 	var replies []string
 	var cur strings.Builder
 	heredoc := ""

@@ -1,8 +1,9 @@
-package rollout
+package agent
 
 import (
 	"slices"
 
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -36,8 +37,8 @@ type segment struct {
 // held ids and a fresh rendering of the conversation repaired and counted
 // at every turn boundary.
 type Assembler struct {
-	tp     *Template
-	msgs   []Message
+	tp     *moe.Chat
+	msgs   []moe.Message
 	chunks []*Chunk
 	// Counts tallies the repair kind of every turn boundary.
 	Counts map[string]int
@@ -47,13 +48,15 @@ type Assembler struct {
 }
 
 // NewAssembler opens the first chunk on msgs (system prompt, instruction).
-func NewAssembler(tp *Template, msgs []Message) *Assembler {
+// The harness's messages are system, user and assistant turns, which every
+// chat template renders.
+func NewAssembler(tp *moe.Chat, msgs []moe.Message) *Assembler {
 	a := &Assembler{tp: tp, Counts: map[string]int{}}
 	a.open(msgs, "")
 	return a
 }
 
-func (a *Assembler) open(msgs []Message, why string) {
+func (a *Assembler) open(msgs []moe.Message, why string) {
 	if len(a.chunks) > 0 {
 		if !slices.Contains(a.cur().Loss, true) {
 			// Never sampled from: replaced, not kept as an empty sequence.
@@ -65,7 +68,7 @@ func (a *Assembler) open(msgs []Message, why string) {
 	a.msgs = slices.Clone(msgs)
 	c := &Chunk{Opened: why}
 	for i, m := range a.msgs {
-		c.add(a.tp.Message(m), nil, i, false)
+		c.add(render(a.tp, m), nil, i, false)
 	}
 	c.add(a.tp.Header(), nil, -1, false)
 	a.chunks = append(a.chunks, c)
@@ -124,7 +127,7 @@ func (a *Assembler) Prompt() []int { return a.cur().IDs }
 func (a *Assembler) Chunks() []*Chunk { return a.chunks }
 
 // Messages is the conversation as text.
-func (a *Assembler) Messages() []Message { return a.msgs }
+func (a *Assembler) Messages() []moe.Message { return a.msgs }
 
 // Sampled appends a sampled turn (ids and their log-probs, the stop token
 // included when it was sampled) and returns its text, which joins the
@@ -132,21 +135,17 @@ func (a *Assembler) Messages() []Message { return a.msgs }
 func (a *Assembler) Sampled(ids []int, logprobs []float32) string {
 	c := a.cur()
 	c.Turns = append(c.Turns, len(c.IDs))
-	content := ids
-	if n := len(ids); n > 0 && ids[n-1] == a.tp.End() {
-		content = ids[:n-1]
-	}
 	// The header was added with the previous context; the assistant's
 	// segment starts there so that it renders as one message.
 	hdr := len(c.IDs) - len(a.tp.Header())
 	c.add(ids, logprobs, -1, true)
 	c.sampled = append(c.sampled, ids...)
 	c.segs = append(c.segs, segment{msg: len(a.msgs), start: hdr, end: len(c.IDs), loss: true})
-	text, err := a.tp.tok.Decode(content)
+	text, err := a.tp.Tokenizer().Decode(a.tp.Reply(ids))
 	if err != nil {
 		text = "" // ids outside the vocabulary cannot come from the sampler
 	}
-	a.msgs = append(a.msgs, Message{Role: Assistant, Content: text})
+	a.msgs = append(a.msgs, moe.Message{Role: moe.RoleAssistant, Content: text})
 	return text
 }
 
@@ -161,14 +160,14 @@ func (a *Assembler) Sampled(ids []int, logprobs []float32) string {
 //	                sampled): close the chunk, open one on the rendering
 //
 // It returns the repair applied.
-func (a *Assembler) Next(msgs ...Message) string {
+func (a *Assembler) Next(msgs ...moe.Message) string {
 	a.msgs = append(a.msgs, msgs...)
 	c := a.cur()
 	kind := schemas.RepairStrictPrefix
 	var fixes []func()
 	for _, s := range c.segs {
 		held := c.IDs[s.start:s.end]
-		want := a.tp.Message(a.msgs[s.msg])
+		want := render(a.tp, a.msgs[s.msg])
 		if slices.Equal(held, want) {
 			continue
 		}
@@ -205,7 +204,7 @@ func (a *Assembler) Next(msgs ...Message) string {
 		fixes[i]()
 	}
 	for i := len(a.msgs) - len(msgs); i < len(a.msgs); i++ {
-		c.add(a.tp.Message(a.msgs[i]), nil, i, false)
+		c.add(render(a.tp, a.msgs[i]), nil, i, false)
 	}
 	c.add(a.tp.Header(), nil, -1, false)
 	a.check(c)
@@ -255,7 +254,22 @@ func (a *Assembler) check(c *Chunk) {
 
 // Compact replaces the conversation (a summary and the latest turns) and
 // opens a new chunk on it: the context was about to outgrow the model.
-func (a *Assembler) Compact(msgs []Message) {
+func (a *Assembler) Compact(msgs []moe.Message) {
 	a.Counts["compaction"]++
 	a.open(msgs, "compaction")
+}
+
+// render is the chat rendering of the harness's own messages. They are
+// system, user and assistant turns only, which moe.NewChat has checked the
+// tokenizer for, so a failure is a bug of the harness.
+func render(tp *moe.Chat, msgs ...moe.Message) []int {
+	var out []int
+	for _, m := range msgs {
+		ids, err := tp.Message(m)
+		if err != nil {
+			panic("agent: " + err.Error())
+		}
+		out = append(out, ids...)
+	}
+	return out
 }

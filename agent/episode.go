@@ -1,4 +1,4 @@
-package rollout
+package agent
 
 import (
 	"context"
@@ -126,10 +126,10 @@ type Result struct {
 // bound is reached. Progress, when set, is called after every turn (the
 // stage heartbeats from it). An error means the episode could not go on
 // (the policy went away, the sandbox broke); the caller retries the attempt.
-func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
+func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
 	cfg = cfg.withDefaults()
 	start := time.Now()
-	asm := NewAssembler(tp, []Message{{System, SystemPrompt}, {User, instruction}})
+	asm := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: SystemPrompt}, {Role: moe.RoleUser, Content: instruction}})
 	res := &Result{Sampling: cfg.Sampling}
 	var routing []*moe.Routing
 	end := ""
@@ -143,7 +143,7 @@ func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, inst
 			fits := false
 			for keep := cfg.KeepTurns; keep >= 0 && !fits; keep-- {
 				msgs := compact(asm.Messages(), res.Turns, keep)
-				fits = len(tp.Render(msgs))+cfg.MaxNewTokens <= int(float64(cfg.Context)*cfg.CompactAt)
+				fits = len(render(tp, msgs...))+len(tp.Header())+cfg.MaxNewTokens <= int(float64(cfg.Context)*cfg.CompactAt)
 				if fits || keep == 0 {
 					asm.Compact(msgs)
 				}
@@ -215,7 +215,7 @@ func Run(ctx context.Context, pol inference.Engine, tp *Template, sh Shell, inst
 		case time.Since(start) > cfg.WallClock:
 			end = EndWallClock
 		default:
-			asm.Next(Message{User, tr.Observation})
+			asm.Next(moe.Message{Role: moe.RoleUser, Content: tr.Observation})
 		}
 	}
 	res.Termination = end
@@ -272,7 +272,7 @@ func bound(s string, n int) string {
 
 // compact keeps the system prompt and instruction, a summary of the
 // earlier turns, and the last keep turns verbatim.
-func compact(msgs []Message, turns []Turn, keep int) []Message {
+func compact(msgs []moe.Message, turns []Turn, keep int) []moe.Message {
 	head := msgs[:2]
 	// The tail is the last keep assistant/user pairs.
 	tail := msgs[2:]
@@ -295,7 +295,7 @@ func compact(msgs []Message, turns []Turn, keep int) []Message {
 			fmt.Fprintf(&sum, "- %s%s\n", bound(line, 120), status)
 		}
 	}
-	out := append([]Message{}, head...)
-	out = append(out, Message{User, bound(sum.String(), 1500)})
+	out := append([]moe.Message{}, head...)
+	out = append(out, moe.Message{Role: moe.RoleUser, Content: bound(sum.String(), 1500)})
 	return append(out, tail...)
 }

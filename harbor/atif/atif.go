@@ -1,105 +1,111 @@
-package rollout
+// Package atif exports rollouts in Harbor's Agent Trajectory Interchange
+// Format (ATIF): one JSON trajectory per attempt, built from the attempt's
+// stored trajectory, turn and token rows. It lives apart from package
+// harbor, which reads task directories with no dependency on the pipeline's
+// tables or its agent harness.
+package atif
 
 import (
 	"fmt"
 	"sort"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/schemas"
 )
 
-// ATIFVersion is the Agent Trajectory Interchange Format version written.
-const ATIFVersion = "ATIF-v1.4"
+// Version is the Agent Trajectory Interchange Format version written.
+const Version = "ATIF-v1.4"
 
-// ATIF is a trajectory in Harbor's Agent Trajectory Interchange Format:
+// Trajectory is a trajectory in Harbor's Agent Trajectory Interchange Format:
 // a system step, the instruction as a user step, then one agent step per
 // turn with its commands as tool calls, the observation, and the exact
 // prompt length, completion token ids and log-probs of the turn.
-type ATIF struct {
-	SchemaVersion string           `json:"schema_version"`
-	SessionID     string           `json:"session_id"`
-	Agent         ATIFAgent        `json:"agent"`
-	Steps         []ATIFStep       `json:"steps"`
-	Notes         string           `json:"notes,omitempty"`
-	FinalMetrics  ATIFFinalMetrics `json:"final_metrics"`
-	Extra         map[string]any   `json:"extra,omitempty"`
+type Trajectory struct {
+	SchemaVersion string         `json:"schema_version"`
+	SessionID     string         `json:"session_id"`
+	Agent         Agent          `json:"agent"`
+	Steps         []Step         `json:"steps"`
+	Notes         string         `json:"notes,omitempty"`
+	FinalMetrics  FinalMetrics   `json:"final_metrics"`
+	Extra         map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFAgent names the agent.
-type ATIFAgent struct {
+// Agent names the agent.
+type Agent struct {
 	Name      string `json:"name"`
 	Version   string `json:"version"`
 	ModelName string `json:"model_name,omitempty"`
 }
 
-// ATIFStep is one step.
-type ATIFStep struct {
-	StepID      int              `json:"step_id"`
-	Source      string           `json:"source"` // system | user | agent
-	Message     string           `json:"message"`
-	ToolCalls   []ATIFToolCall   `json:"tool_calls,omitempty"`
-	Observation *ATIFObservation `json:"observation,omitempty"`
-	Metrics     *ATIFMetrics     `json:"metrics,omitempty"`
-	Extra       map[string]any   `json:"extra,omitempty"`
+// Step is one step.
+type Step struct {
+	StepID      int            `json:"step_id"`
+	Source      string         `json:"source"` // system | user | agent
+	Message     string         `json:"message"`
+	ToolCalls   []ToolCall     `json:"tool_calls,omitempty"`
+	Observation *Observation   `json:"observation,omitempty"`
+	Metrics     *Metrics       `json:"metrics,omitempty"`
+	Extra       map[string]any `json:"extra,omitempty"`
 }
 
-// ATIFToolCall is one command.
-type ATIFToolCall struct {
+// ToolCall is one command.
+type ToolCall struct {
 	ToolCallID   string         `json:"tool_call_id"`
 	FunctionName string         `json:"function_name"`
 	Arguments    map[string]any `json:"arguments"`
 }
 
-// ATIFObservation holds what the commands printed.
-type ATIFObservation struct {
-	Results []ATIFResult `json:"results"`
+// Observation holds what the commands printed.
+type Observation struct {
+	Results []Result `json:"results"`
 }
 
-// ATIFResult is one observation.
-type ATIFResult struct {
+// Result is one observation.
+type Result struct {
 	SourceCallID string `json:"source_call_id,omitempty"`
 	Content      string `json:"content"`
 }
 
-// ATIFMetrics are a turn's token figures.
-type ATIFMetrics struct {
+// Metrics are a turn's token figures.
+type Metrics struct {
 	PromptTokens       int       `json:"prompt_tokens"`
 	CompletionTokens   int       `json:"completion_tokens"`
 	CompletionTokenIDs []int32   `json:"completion_token_ids,omitempty"`
 	LogProbs           []float32 `json:"logprobs,omitempty"`
 }
 
-// ATIFFinalMetrics sum the turns.
-type ATIFFinalMetrics struct {
+// FinalMetrics sum the turns.
+type FinalMetrics struct {
 	TotalPromptTokens     int `json:"total_prompt_tokens"`
 	TotalCompletionTokens int `json:"total_completion_tokens"`
 	TotalSteps            int `json:"total_steps"`
 }
 
-// ToATIF builds the ATIF trajectory of one attempt from its stored rows.
+// FromRows builds the ATIF trajectory of one attempt from its stored rows.
 // Commands are re-read from each turn's reply, as the harness parsed them.
-func ToATIF(traj schemas.TrajectoryRow, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*ATIF, error) {
+func FromRows(traj schemas.TrajectoryRow, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*Trajectory, error) {
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
 	chunks := map[int32]schemas.TokenRow{}
 	for _, t := range tokens {
 		chunks[t.Chunk] = t
 	}
-	a := &ATIF{
-		SchemaVersion: ATIFVersion,
+	a := &Trajectory{
+		SchemaVersion: Version,
 		SessionID:     fmt.Sprintf("%s/%s/a%d/i%d", traj.Run, traj.TaskID, traj.Attempt, traj.Iteration),
-		Agent:         ATIFAgent{Name: "t1-terminus", Version: "1", ModelName: fmt.Sprintf("policy-v%d", traj.PolicyVersion)},
+		Agent:         Agent{Name: "t1-terminus", Version: "1", ModelName: fmt.Sprintf("policy-v%d", traj.PolicyVersion)},
 		Extra: map[string]any{"task_id": traj.TaskID, "attempt": traj.Attempt, "purpose": traj.Purpose,
 			"termination": traj.Termination, "chunks": traj.Chunks, "snapshot_key": traj.SnapshotKey},
-		Steps: []ATIFStep{
-			{StepID: 1, Source: "system", Message: SystemPrompt},
+		Steps: []Step{
+			{StepID: 1, Source: "system", Message: agent.SystemPrompt},
 			{StepID: 2, Source: "user", Message: instruction},
 		},
 	}
 	next := map[int32]int{} // turn index within each chunk
 	for _, t := range turns {
-		s := ATIFStep{StepID: len(a.Steps) + 1, Source: "agent", Message: t.Action}
-		r, perr := ParseReply(t.Action)
+		s := Step{StepID: len(a.Steps) + 1, Source: "agent", Message: t.Action}
+		r, perr := agent.ParseReply(t.Action)
 		for i, c := range r.Commands {
-			s.ToolCalls = append(s.ToolCalls, ATIFToolCall{
+			s.ToolCalls = append(s.ToolCalls, ToolCall{
 				ToolCallID: fmt.Sprintf("t%d-c%d", t.Turn, i), FunctionName: "bash",
 				Arguments: map[string]any{"command": c.Script, "timeout_sec": c.Timeout.Seconds()},
 			})
@@ -108,7 +114,7 @@ func ToATIF(traj schemas.TrajectoryRow, instruction string, turns []schemas.Turn
 			s.Extra = map[string]any{"parse_error": perr.Error()}
 		}
 		if t.Observation != "" {
-			s.Observation = &ATIFObservation{Results: []ATIFResult{{Content: t.Observation}}}
+			s.Observation = &Observation{Results: []Result{{Content: t.Observation}}}
 		}
 		if c, ok := chunks[t.Chunk]; ok {
 			k := next[t.Chunk]
@@ -128,8 +134,8 @@ func ToATIF(traj schemas.TrajectoryRow, instruction string, turns []schemas.Turn
 
 // turnMetrics reads the sampled ids of the turn starting at off: the run
 // of loss-region ids there.
-func turnMetrics(c schemas.TokenRow, off int) ATIFMetrics {
-	m := ATIFMetrics{PromptTokens: off}
+func turnMetrics(c schemas.TokenRow, off int) Metrics {
+	m := Metrics{PromptTokens: off}
 	for i := off; i < len(c.TokenIDs) && i < len(c.LossMask) && c.LossMask[i]; i++ {
 		m.CompletionTokenIDs = append(m.CompletionTokenIDs, c.TokenIDs[i])
 		m.LogProbs = append(m.LogProbs, c.LogProbs[i])

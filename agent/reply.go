@@ -1,4 +1,4 @@
-package rollout
+package agent
 
 import (
 	"errors"

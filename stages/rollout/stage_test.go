@@ -1,0 +1,61 @@
+package rollout
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/schemas"
+)
+
+// An episode's rows carry its token stream, its repairs, the sampling
+// settings the log-probs are relative to, and one turn row per turn.
+func TestAttemptRows(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := moe.NewChat(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := testinfra.Bubblewrap(t).Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	pol := agent.NewScripted(tp, []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
+	res, err := agent.Run(ctx, pol, tp, sh, "Say one and two.", agent.Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := schemas.RolloutRequestedPayload{TaskID: "t", Attempt: 2, Purpose: "train", PolicyVersion: 3}
+	rows, err := AttemptRows("r", p, res, 8, "snap", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows.Tokens) != 1 || len(rows.Turns) != 2 || rows.Turns[0].Action != res.Turns[0].Reply || rows.Trajectory.Turns != 2 || rows.Trajectory.SnapshotKey != "snap" {
+		t.Fatalf("rows %+v", rows)
+	}
+	tr := rows.Tokens[0]
+	if !slices.Equal(tr.TokenIDs, ints32(res.Chunks[0].IDs)) || tr.StrictPrefix != 1 || tr.DriftRepair != schemas.RepairNone {
+		t.Fatalf("token row %+v", tr)
+	}
+	// The log-probs are relative to the sampling settings, recorded beside
+	// them.
+	if tr.Temperature != 0.8 || tr.TopP != 0.9 {
+		t.Fatalf("token row sampling settings: temperature %v, top_p %v", tr.Temperature, tr.TopP)
+	}
+}
