@@ -57,14 +57,18 @@ type StageConfig struct {
 	TempDir  string
 }
 
-// NewStage returns the eval stage; it folds attempts, so it runs with
-// concurrency 1.
+// NewStage returns the eval stage; it folds attempts, so it is
+// engine.Serial: its runner handles one event at a time.
 func NewStage(cfg StageConfig) engine.Stage {
 	s := &stage{cfg: cfg, suites: map[string][]Task{}, folds: map[key]*fold{}, seen: map[string]bool{}, reqs: map[string]key{}}
 	types := []string{schemas.EvalRequested, schemas.RolloutRequested, schemas.RolloutCompleted, schemas.RewardScored,
 		engine.FailedType(schemas.RolloutRequested), engine.FailedType(schemas.RolloutCompleted), schemas.EvalCompleted}
-	return engine.NewStage("eval", types, s.handle)
+	return serial{engine.NewStage("eval", types, s.handle)}
 }
+
+type serial struct{ engine.Stage }
+
+func (serial) Serial() bool { return true }
 
 type key struct {
 	run, suite string
