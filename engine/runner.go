@@ -25,7 +25,8 @@ import (
 // RunnerConfig tunes how a stage consumes its events. Zero values take the
 // defaults in parentheses.
 type RunnerConfig struct {
-	// Concurrency is how many handlers run at once (4).
+	// Concurrency is how many handlers run at once (4; always 1 for a
+	// Serial stage).
 	Concurrency int
 	// AckWait is how long the server waits for an ack or heartbeat before
 	// redelivering (30s).
@@ -114,6 +115,9 @@ type Runner struct {
 
 // NewRunner prepares a runner; Run starts it.
 func NewRunner(l *Log, s Stage, cfg RunnerConfig) *Runner {
+	if se, ok := s.(Serial); ok && se.Serial() {
+		cfg.Concurrency = 1
+	}
 	cfg = cfg.withDefaults(s.Name())
 	meter := otel.Meter("github.com/t1pipe/t1/engine")
 	handled, _ := meter.Int64Counter("t1.engine.events",

@@ -65,6 +65,15 @@ type Stage interface {
 	Handle(ctx context.Context, ev Event, out Emitter) error
 }
 
+// Serial is implemented by a stage whose handler must never run beside
+// itself: one that folds the log into state each handler updates in turn
+// (control, eval). NewRunner runs a stage whose Serial returns true with
+// concurrency 1, whatever RunnerConfig.Concurrency says.
+type Serial interface {
+	Stage
+	Serial() bool
+}
+
 type funcStage struct {
 	name     string
 	consumes []string

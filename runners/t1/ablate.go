@@ -14,8 +14,8 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
-	"github.com/t1pipe/t1/runners/local"
 )
 
 type ablationSummary struct {

@@ -13,7 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/stages/demo"
 )
 
@@ -59,7 +60,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	run := cfg.Run.ID
 	dc := cfg.Stages.Demo
 	started := demo.StartedPayload{Count: dc.Count, PayloadBytes: dc.PayloadBytes, Seed: cfg.Run.Seed}
-	hash := configHash(started)
+	hash := pipeline.ConfigHash(started)
 
 	stageCtx, stopStages := context.WithCancel(ctx)
 	var wg sync.WaitGroup

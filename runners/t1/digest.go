@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/digest"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 )
 
 func digestCmd(g *globals) *cobra.Command {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/atif"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
 )

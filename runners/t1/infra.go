@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 )
 
 func infraCmd(g *globals) *cobra.Command {

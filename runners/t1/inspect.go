@@ -14,7 +14,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 )
 

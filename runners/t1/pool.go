@@ -13,7 +13,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 )
 

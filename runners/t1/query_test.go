@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/t1pipe/t1/config"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 )
 

@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
 )
 
 func replayCmd(g *globals) *cobra.Command {
@@ -56,15 +57,15 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 				return err
 			}
 			defer in.Close()
-			p, err := buildPipeline(ctx, in)
+			p, err := pipeline.Build(cfg, in.Log, in.Store)
 			if err != nil {
 				return err
 			}
-			st, err := p.stage(stage)
+			st, err := p.Stage(stage)
 			if err != nil {
 				return err
 			}
-			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+pipelineHash(cfg))
+			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+p.Hash())
 			if err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
-	"github.com/t1pipe/t1/runners/local"
 )
 
 // reportFiles are where a run's report was written and stored.

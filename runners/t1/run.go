@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,30 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/chat"
-	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
-	"github.com/t1pipe/t1/runners/local"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/audit"
-	"github.com/t1pipe/t1/stages/control"
-	"github.com/t1pipe/t1/stages/critic"
-	"github.com/t1pipe/t1/stages/eval"
-	"github.com/t1pipe/t1/stages/ppo"
-	"github.com/t1pipe/t1/stages/reward"
-	"github.com/t1pipe/t1/stages/rollout"
-	"github.com/t1pipe/t1/stages/sft"
-	"github.com/t1pipe/t1/stages/synth"
-	"github.com/t1pipe/t1/trainer"
-	"github.com/t1pipe/t1/trial"
 )
 
 func runCmd(g *globals) *cobra.Command {
@@ -70,151 +49,6 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 	}
 	cmd.Flags().BoolVar(&noStages, "no-stages", false, "start and follow the run only; t1 worker processes run its stages")
 	return cmd
-}
-
-// pipelineHash identifies the configuration that shapes a run's events.
-func pipelineHash(cfg config.Config) string {
-	return configHash(struct {
-		Stages   config.Stages
-		Training config.Training
-		Model    config.InferenceModel
-		Seed     uint64
-	}{cfg.Stages, cfg.Training, cfg.Inference.Model, cfg.Run.Seed})
-}
-
-// pipeline is every stage of a run, wired from the configuration.
-type pipeline struct {
-	stages  []engine.Stage
-	single  map[string]bool // stages that fold the log and run one handler at a time
-	started schemas.RunStartedPayload
-}
-
-func buildPipeline(ctx context.Context, in *local.Infra) (*pipeline, error) {
-	cfg := in.Config
-	st := in.Store
-	sc := cfg.Stages
-	be, err := sandbox.ByName(cfg.Sandbox.Backend)
-	if err != nil {
-		return nil, err
-	}
-	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits()}
-	mcfg := moeConfig(cfg.Inference.Model)
-	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
-	rf, err := verifier.NewRewardFunc(verifier.Mode(sc.Reward.Mode), sc.Reward.Scale)
-	if err != nil {
-		return nil, err
-	}
-	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
-		return inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, mcfg, st)
-	}
-	tr := cfg.Training.NewTrainer(st)
-
-	cc := control.Config{
-		PoolTarget: sc.Control.PoolTarget, Rounds: sc.Control.Rounds, Seeds: sc.Control.Seeds, PerSeed: sc.Control.PerSeed,
-		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
-		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
-		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
-		MaxSimilarity: sc.Audit.MaxSimilarity, SFTSteps: sc.Control.SFTSteps,
-	}
-	suites := map[string]eval.Suite{}
-	var refs []harbor.Reference
-	if sc.Eval.Suite != "" {
-		dirs, err := absAll(sc.Eval.Dirs)
-		if err != nil {
-			return nil, err
-		}
-		su := eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
-		suites[sc.Eval.Suite] = su
-		// Training tasks must stay apart from every task of the suite.
-		if refs, err = eval.References(su); err != nil {
-			return nil, fmt.Errorf("stages.eval: %w", err)
-		}
-	}
-	sy, err := synthConfig(sc.Synth, st, opt)
-	if err != nil {
-		return nil, err
-	}
-	ec := agent.Config{
-		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
-		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
-	}
-	p := &pipeline{
-		single: map[string]bool{"control": true, "eval": true},
-		started: schemas.RunStartedPayload{Seed: cfg.Run.Seed, Model: dims, Iterations: sc.Control.Iterations,
-			RewardScale: sc.Reward.Scale},
-	}
-	if sc.Eval.Suite != "" {
-		p.started.EvalSuites = []string{sc.Eval.Suite}
-	}
-	p.stages = []engine.Stage{
-		control.NewStage(control.StageConfig{Log: in.Log, Store: st, Config: cc}),
-		synth.New(sy),
-		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, References: refs, Rerun: sc.Audit.Rerun,
-			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
-		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: newPolicies(st, cfg.Inference, initial)}),
-		reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: in.Log}),
-		critic.New(critic.Config{Store: st, Model: mcfg, Adam: cfg.Training.CriticAdam(), Gamma: cfg.Training.Gamma,
-			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
-			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
-		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
-		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Batch: cfg.Training.SFTBatch, Initial: initial}),
-	}
-	if sc.Eval.Suite != "" {
-		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: in.Log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
-	}
-	return p, nil
-}
-
-// synthConfig wires the synth stage's generator. The llm generator's API
-// key is read from its environment variable here, once, and goes nowhere
-// but the request header.
-func synthConfig(c config.Synth, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
-	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
-	if c.Generator != synth.LLM {
-		return cfg, nil
-	}
-	l := c.LLM
-	var key string
-	if l.APIKeyEnv != "" {
-		if key = os.Getenv(l.APIKeyEnv); key == "" {
-			return cfg, fmt.Errorf("stages.synth.llm.api_key_env: $%s is empty or not set", l.APIKeyEnv)
-		}
-	}
-	cfg.LLM = &synth.LLMConfig{Client: &chat.Client{URL: l.URL, APIKey: key, Timeout: l.Timeout}, Model: l.Model,
-		Temperature: l.Temperature, MaxTokens: l.MaxTokens, Seed: l.Seed}
-	return cfg, nil
-}
-
-// newPolicies resolves a run's policy versions: version 0 is the
-// configured initial policy, stored once as the run's version 0; later
-// versions are the checkpoints PPO stored. Each is loaded once.
-func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error)) rollout.Policies {
-	var mu sync.Mutex
-	cache := map[string]rollout.Policy{}
-	return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
-		key := fmt.Sprintf("%s/%d", run, v)
-		mu.Lock()
-		defer mu.Unlock()
-		if p, ok := cache[key]; ok {
-			return p, nil
-		}
-		if v == 0 {
-			if err := trainer.EnsurePolicy(ctx, st, run, 0, initial); err != nil {
-				return rollout.Policy{}, err
-			}
-		}
-		ck, err := trainer.LoadCheckpoint(ctx, st, trainer.PolicyPrefix(run, v))
-		if err != nil {
-			return rollout.Policy{}, err
-		}
-		prec, err := moe.ParsePrecision(ic.Precision)
-		if err != nil {
-			return rollout.Policy{}, err
-		}
-		p := rollout.Policy{Engine: inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v)), Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
-		cache[key] = p
-		return p, nil
-	}
 }
 
 type pipelineSummary struct {
@@ -263,26 +97,21 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages bool) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
-	p, err := buildPipeline(ctx, in)
+	p, err := pipeline.Build(cfg, in.Log, in.Store)
 	if err != nil {
 		return nil, err
 	}
-	hash := pipelineHash(cfg)
 
 	stageCtx, stopStages := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopStages(); wg.Wait() }()
-	errs := make(chan error, len(p.stages))
-	mine := p.stages
+	errs := make(chan error, len(p.Stages()))
+	mine := p.Stages()
 	if !stages {
 		mine = nil
 	}
 	for _, s := range mine {
-		rc := local.RunnerConfig(cfg.Engine, hash)
-		if p.single[s.Name()] {
-			rc.Concurrency = 1
-		}
-		r := engine.NewRunner(in.Log, s, rc)
+		r := engine.NewRunner(in.Log, s, local.RunnerConfig(cfg.Engine, p.Hash()))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -296,7 +125,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 		return nil, err
 	}
 	if !exists {
-		root, err := engine.NewRootEvent(run, schemas.RunStarted, hash, p.started)
+		root, err := engine.NewRootEvent(run, schemas.RunStarted, p.Hash(), p.Started())
 		if err != nil {
 			return nil, err
 		}
@@ -350,18 +179,6 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 		return nil, err
 	}
 	return &sum, nil
-}
-
-// stage returns the pipeline's stage called name.
-func (p *pipeline) stage(name string) (engine.Stage, error) {
-	var names []string
-	for _, s := range p.stages {
-		if s.Name() == name {
-			return s, nil
-		}
-		names = append(names, s.Name())
-	}
-	return nil, fmt.Errorf("unknown stage %q (one of %v)", name, names)
 }
 
 // failedTotal counts the run's failed events of every type.
@@ -448,10 +265,4 @@ func printPipelineSummary(w io.Writer, s pipelineSummary) {
 	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)
 	fmt.Fprintf(tw, "report html\t%s (object %s)\n", s.HTML, s.HTMLKey)
 	tw.Flush()
-}
-
-func configHash(v any) string {
-	data, _ := json.Marshal(v)
-	h := sha256.Sum256(data)
-	return hex.EncodeToString(h[:8])
 }

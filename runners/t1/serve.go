@@ -11,20 +11,15 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/pipeline"
 )
-
-// moeConfig converts the configuration's model shape.
-func moeConfig(m config.InferenceModel) moe.Config {
-	return moe.Config{Vocab: m.Vocab, Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Experts: m.Experts,
-		TopK: m.TopK, DFF: m.DFF, Context: m.Context, Seed: m.Seed}
-}
 
 // inferenceOptions converts the inference section.
 func inferenceOptions(in config.Inference) inference.Options {
 	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
-		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: moeConfig(in.Model)}
+		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: pipeline.ModelConfig(in.Model)}
 }
 
 func servePolicyCmd(g *globals) *cobra.Command {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/runners/local"
 )
 
 func moeCmd(g *globals) *cobra.Command {

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 )
 
 type streamStatus struct {

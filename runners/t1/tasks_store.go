@@ -13,7 +13,7 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
 )

@@ -10,7 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
 )
 
 func workerCmd(g *globals) *cobra.Command {
@@ -41,11 +42,11 @@ same stage never overlap; a second one exits with the holder's name.`,
 				return err
 			}
 			defer in.Close()
-			p, err := buildPipeline(ctx, in)
+			p, err := pipeline.Build(cfg, in.Log, in.Store)
 			if err != nil {
 				return err
 			}
-			st, err := p.stage(stage)
+			st, err := p.Stage(stage)
 			if err != nil {
 				return err
 			}
@@ -63,12 +64,8 @@ same stage never overlap; a second one exits with the holder's name.`,
 					}
 				}()
 			}
-			rc := local.RunnerConfig(cfg.Engine, pipelineHash(cfg))
-			if p.single[stage] {
-				rc.Concurrency = 1
-			}
 			done := make(chan error, 1)
-			go func() { done <- engine.NewRunner(in.Log, st, rc).Run(ctx) }()
+			go func() { done <- engine.NewRunner(in.Log, st, local.RunnerConfig(cfg.Engine, p.Hash())).Run(ctx) }()
 			if !untilIdle {
 				return <-done
 			}

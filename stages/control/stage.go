@@ -69,12 +69,17 @@ type StageConfig struct {
 	Config Config
 }
 
-// NewStage returns the control stage. It must run with concurrency 1: it
-// decides from a fold that one handler at a time updates.
+// NewStage returns the control stage. It decides from a fold that one
+// handler at a time updates, so it is engine.Serial: its runner handles
+// one event at a time.
 func NewStage(cfg StageConfig) engine.Stage {
 	s := &stage{cfg: cfg, runs: map[string]*runState{}, loaded: map[string]bool{}, seen: map[string]bool{}}
-	return engine.NewStage("control", Consumes(), s.handle)
+	return serial{engine.NewStage("control", Consumes(), s.handle)}
 }
+
+type serial struct{ engine.Stage }
+
+func (serial) Serial() bool { return true }
 
 // Consumes lists what control folds.
 func Consumes() []string {

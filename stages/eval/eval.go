@@ -57,11 +57,15 @@ type StageConfig struct {
 	TempDir  string
 }
 
-// NewStage returns the eval stage; it folds attempts, so it runs with
-// concurrency 1.
+// NewStage returns the eval stage; it folds attempts, so it is
+// engine.Serial: its runner handles one event at a time.
 func NewStage(cfg StageConfig) engine.Stage {
-	return engine.NewStage("eval", append([]string{schemas.EvalRequested}, folded...), newStage(cfg).handle)
+	return serial{engine.NewStage("eval", append([]string{schemas.EvalRequested}, folded...), newStage(cfg).handle)}
 }
+
+type serial struct{ engine.Stage }
+
+func (serial) Serial() bool { return true }
 
 func newStage(cfg StageConfig) *stage {
 	return &stage{cfg: cfg, suites: map[string][]Task{}, folds: map[key]*fold{}, loaded: map[string]bool{},

@@ -14,13 +14,12 @@ import (
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/reward"
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
@@ -31,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 const run = "att"
 
 func TestRolloutAndReward(t *testing.T) {
-	bw := testinfra.Bubblewrap(t)
+	cfg := pipelinetest.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)
@@ -49,35 +48,26 @@ func TestRolloutAndReward(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := moe.NewChat(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg := moe.DefaultConfig()
-	model, err := moe.NewModel(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := inference.NewReference(model, tok, moe.BF16, "v1")
-	// Version 0 replays the reference solution; version 1 is the model.
-	policies := func(_ context.Context, _ string, v int64) (rollout.Policy, error) {
-		if v == 0 {
-			return rollout.Policy{Engine: agent.FromSolution(tp, sp.SolveScript()), Tokenizer: tok, Experts: mcfg.Experts}, nil
+	// Version 0 replays the reference solution; version 1 is the model
+	// (the run's initial policy: PPO stores no version 1 here).
+	solution := pipeline.WithPolicies(func(model rollout.Policies) rollout.Policies {
+		return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
+			pol, err := model(ctx, run, 0)
+			if err != nil || v > 0 {
+				return pol, err
+			}
+			tp, err := moe.NewChat(pol.Tokenizer)
+			pol.Engine = agent.FromSolution(tp, sp.SolveScript())
+			return pol, err
 		}
-		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
-	}
-	opt := trial.Options{Backend: bw}
-	rc := testinfra.Runner(2)
-	ec := agent.Config{MaxTurns: 12, MaxNewTokens: 48, Context: 1024}
-	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}), rc)
+	})
+	cfg.Stages.Rollout.MaxNewTokens = 48
 	// The stage's default scale is 1; the run freezes 0.5.
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	rewardStage := reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l})
-	testinfra.RunStage(t, l, rewardStage, rc)
+	p := pipelinetest.Run(t, cfg, l, st, testinfra.Runner(2), []string{"rollout", "reward"}, solution)
+	rewardStage, err := p.Stage("reward")
+	if err != nil {
+		t.Fatal(err)
+	}
 	started, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 1, RewardScale: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +78,7 @@ func TestRolloutAndReward(t *testing.T) {
 
 	for v := range int64(2) {
 		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, fmt.Sprint(v), schemas.RolloutRequestedPayload{
-			TaskID: tk.Name, Attempt: int(v), Purpose: "train", PolicyVersion: v, Seed: 11,
+			TaskID: tk.Name, Attempt: int(v), Purpose: "train", PolicyVersion: v, Seed: 11, MaxTurns: 12,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -197,7 +187,7 @@ func TestRolloutAndReward(t *testing.T) {
 			break
 		}
 	}
-	req := schemas.RolloutRequestedPayload{TaskID: tk.Name, Attempt: 0, Purpose: "train", PolicyVersion: 0, Seed: 11}
+	req := schemas.RolloutRequestedPayload{TaskID: tk.Name, Attempt: 0, Purpose: "train", PolicyVersion: 0, Seed: 11, MaxTurns: 12}
 	if err := st.Delete(ctx, rollout.MarkerKey(run, req)); err != nil {
 		t.Fatal(err)
 	}

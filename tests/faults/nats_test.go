@@ -21,7 +21,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 )
 

@@ -15,16 +15,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/reward"
-	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
@@ -55,26 +50,7 @@ func runnerConfig() engine.RunnerConfig {
 // full.
 func startAttemptStages(t *testing.T, l *engine.Log, st store.ObjectStore) {
 	t.Helper()
-	bw := testinfra.Bubblewrap(t)
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg := moe.DefaultConfig()
-	model, err := moe.NewModel(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := inference.NewReference(model, tok, moe.BF16, "v0")
-	policies := func(context.Context, string, int64) (rollout.Policy, error) {
-		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
-	}
-	opt := trial.Options{Backend: bw}
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	rc := runnerConfig()
-	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: agent.Config{MaxTurns: 12, MaxNewTokens: 32, Context: 1024}}), rc)
-	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
+	pipelinetest.Run(t, pipelinetest.Config(t), l, st, runnerConfig(), []string{"rollout", "reward"})
 }
 
 // requestAttempts stores two generated tasks for run and requests
@@ -111,7 +87,7 @@ func requestAttempts(t *testing.T, ctx context.Context, l *engine.Log, st store.
 		id := ids[a%len(ids)]
 		want += checks[id]
 		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, fmt.Sprint(a), schemas.RolloutRequestedPayload{
-			TaskID: id, Attempt: a, Purpose: "sft", Seed: uint64(11 + a),
+			TaskID: id, Attempt: a, Purpose: "sft", Seed: uint64(11 + a), MaxTurns: 12,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -19,17 +19,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/reward"
-	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -71,7 +66,7 @@ func (in stageInput) taskID() string { return "h-" + in.name }
 // problems logged; the good attempts are all scored; nothing is
 // dead-lettered; `t1 status` counts the failures.
 func TestHostileInputsThroughStages(t *testing.T) {
-	bw := testinfra.Bubblewrap(t)
+	conf := pipelinetest.Config(t)
 	logs := captureLogs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -136,25 +131,7 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 		t.Fatal(err)
 	}
 
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg := moe.DefaultConfig()
-	model, err := moe.NewModel(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := inference.NewReference(model, tok, moe.BF16, "v0")
-	policies := func(context.Context, string, int64) (rollout.Policy, error) {
-		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
-	}
-	opt := trial.Options{Backend: bw}
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	rc := testinfra.Runner(2)
-	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: agent.Config{MaxTurns: 8, MaxNewTokens: 32, Context: 1024}}), rc)
-	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: l}), rc)
+	pipelinetest.Run(t, conf, l, st, testinfra.Runner(2), []string{"rollout", "reward"})
 
 	// An event over the server's payload limit is refused at publish with
 	// both sizes, and nothing is stored.
@@ -183,7 +160,7 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 			}
 		}
 		ev, err := engine.NewRootEvent(run, schemas.RolloutRequested, in.name, schemas.RolloutRequestedPayload{
-			TaskID: in.taskID(), Attempt: i, Purpose: "sft", Seed: uint64(i),
+			TaskID: in.taskID(), Attempt: i, Purpose: "sft", Seed: uint64(i), MaxTurns: 8,
 		})
 		if in.completed != nil {
 			ev, err = engine.NewRootEvent(run, schemas.RolloutCompleted, in.name, in.completed)

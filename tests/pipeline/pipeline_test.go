@@ -9,20 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/audit"
-	"github.com/t1pipe/t1/stages/control"
-	"github.com/t1pipe/t1/stages/eval"
-	"github.com/t1pipe/t1/stages/reward"
-	"github.com/t1pipe/t1/stages/rollout"
-	"github.com/t1pipe/t1/stages/synth"
-	"github.com/t1pipe/t1/trial"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -32,41 +23,18 @@ const run = "tiny"
 // From run.started to the first batch: synthesis rounds, audit, the sealed
 // pool, rollouts and rewards of iteration 0, and its batch manifest.
 func TestControlDrivesToTheFirstBatch(t *testing.T) {
-	bw := testinfra.Bubblewrap(t)
+	cfg := pipelinetest.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)
 
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg := moe.DefaultConfig()
-	model, err := moe.NewModel(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := inference.NewReference(model, tok, moe.BF16, "0")
-	policies := func(context.Context, string, int64) (rollout.Policy, error) {
-		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
-	}
-	opt := trial.Options{Backend: bw}
-	rc := testinfra.Runner(2)
-	one := testinfra.Runner(1)
-	cc := control.DefaultConfig()
-	cc.Seeds, cc.Rounds, cc.PoolTarget, cc.Attempts, cc.MaxTurns, cc.EvalAttempts = 3, 2, 4, 1, 3, 2
-	cc.Model = schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
-	cc.MaxSimilarity = 0.8
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	testinfra.RunStage(t, l, control.NewStage(control.StageConfig{Log: l, Store: st, Config: cc}), one)
-	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
-	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
-	testinfra.RunStage(t, l, rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Policies: policies,
-		Episode: agent.Config{MaxNewTokens: 32, Context: 1024}}), rc)
-	testinfra.RunStage(t, l, reward.New(reward.Config{Store: st, Trial: opt, Reward: rf}), rc)
-	suites := map[string]eval.Suite{cc.EvalSuite: {Builtin: true, Tasks: 2, Seed: 99}}
-	testinfra.RunStage(t, l, eval.NewStage(eval.StageConfig{Log: l, Store: st, Trial: opt, Suites: suites, MaxTurns: 3}), one)
+	c := &cfg.Stages.Control
+	c.Seeds, c.Rounds, c.PoolTarget, c.Attempts, c.MaxTurns = 3, 2, 4, 1, 3
+	cfg.Stages.Eval = config.Eval{Suite: "builtin", Tasks: 2, Seed: 99, Attempts: 2}
+	// Control and eval are Serial: their runners handle one event at a
+	// time whatever the configured concurrency.
+	pipelinetest.Run(t, cfg, l, st, testinfra.Runner(2), []string{"control", "synth", "audit", "rollout", "reward", "eval"})
 
 	ev, err := engine.NewRootEvent(run, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 7, Iterations: 1})
 	if err != nil {

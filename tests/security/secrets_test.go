@@ -23,21 +23,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/runners/local"
+	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
+	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/reward"
-	"github.com/t1pipe/t1/stages/rollout"
-	"github.com/t1pipe/t1/trial"
 )
 
 // The secrets every test of this package plants and then looks for.
@@ -209,40 +202,19 @@ stages:
 	}
 }
 
-// playAttempt runs rollout and reward on in and plays one demonstration
-// of the imported task.
+// playAttempt runs rollout and reward, wired from in's configuration, on
+// in and plays one demonstration of the imported task.
 func playAttempt(t *testing.T, ctx context.Context, in *local.Infra, taskDir string) {
 	t.Helper()
 	tk, err := harbor.Load(taskDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := sandbox.ByName("auto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg := moe.DefaultConfig()
-	model, err := moe.NewModel(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := inference.NewReference(model, tok, moe.BF16, "v0")
-	policies := func(context.Context, string, int64) (rollout.Policy, error) {
-		return rollout.Policy{Engine: ref, Tokenizer: tok, Experts: mcfg.Experts}, nil
-	}
-	opt := trial.Options{Backend: be}
-	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	rc := testinfra.Runner(1)
 	rc.Logger = slog.Default()
-	testinfra.RunStage(t, in.Log, rollout.NewStage(rollout.StageConfig{Store: in.Store, Trial: opt, Policies: policies,
-		Episode: agent.Config{MaxTurns: 4, MaxNewTokens: 32, Context: 1024}}), rc)
-	testinfra.RunStage(t, in.Log, reward.New(reward.Config{Store: in.Store, Trial: opt, Reward: rf, Log: in.Log}), rc)
+	pipelinetest.Run(t, in.Config, in.Log, in.Store, rc, []string{"rollout", "reward"})
 	ev, err := engine.NewRootEvent("sec", schemas.RolloutRequested, "a0", schemas.RolloutRequestedPayload{
-		TaskID: tk.Name, Attempt: 0, Purpose: "sft", Seed: 1,
+		TaskID: tk.Name, Attempt: 0, Purpose: "sft", Seed: 1, MaxTurns: 4,
 	})
 	if err != nil {
 		t.Fatal(err)

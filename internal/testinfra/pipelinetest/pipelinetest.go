@@ -1,0 +1,47 @@
+// Package pipelinetest runs stages of the pipeline the t1 command runs,
+// wired by pipeline.Build, on a test's log and store, so integration tests
+// exercise the production wiring rather than a copy of it. It is apart
+// from testinfra because the stages' own tests use testinfra, and the
+// pipeline imports every stage.
+package pipelinetest
+
+import (
+	"testing"
+
+	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/pipeline"
+)
+
+// Config is the default configuration on the bubblewrap sandbox, with
+// replies of at most 32 tokens so the reference model's episodes stay
+// quick. It skips the test where bubblewrap cannot run, as
+// testinfra.Bubblewrap does.
+func Config(t testing.TB) config.Config {
+	t.Helper()
+	testinfra.Bubblewrap(t)
+	cfg := config.Default()
+	cfg.Sandbox.Backend = "bwrap"
+	cfg.Stages.Rollout.MaxNewTokens = 32
+	return cfg
+}
+
+// Run builds cfg's pipeline on l and st, runs the named stages, each with
+// rc, until the test ends, and returns the pipeline.
+func Run(t testing.TB, cfg config.Config, l *engine.Log, st store.ObjectStore, rc engine.RunnerConfig, stages []string, opts ...pipeline.Option) *pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.Build(cfg, l, st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range stages {
+		s, err := p.Stage(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testinfra.RunStage(t, l, s, rc)
+	}
+	return p
+}

@@ -1,0 +1,239 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/chat"
+	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/audit"
+	"github.com/t1pipe/t1/stages/control"
+	"github.com/t1pipe/t1/stages/critic"
+	"github.com/t1pipe/t1/stages/eval"
+	"github.com/t1pipe/t1/stages/ppo"
+	"github.com/t1pipe/t1/stages/reward"
+	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/stages/sft"
+	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/trial"
+)
+
+// Pipeline is every stage of a run, wired from its configuration.
+type Pipeline struct {
+	stages  []engine.Stage
+	started schemas.RunStartedPayload
+	hash    string
+}
+
+// Option adjusts Build.
+type Option func(*options)
+
+type options struct {
+	policies func(rollout.Policies) rollout.Policies
+}
+
+// WithPolicies has the rollout stage sample from what wrap makes of the
+// configured policies (the initial policy of cfg.Inference as version 0,
+// then the checkpoints PPO stores), for tests that script a policy.
+func WithPolicies(wrap func(configured rollout.Policies) rollout.Policies) Option {
+	return func(o *options) { o.policies = wrap }
+}
+
+// Build wires every stage of cfg's run on log and st. An error means the
+// configuration cannot run: an unavailable sandbox backend, an unknown
+// reward mode, an unreadable evaluation directory, a missing API key.
+func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Option) (*Pipeline, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	sc := cfg.Stages
+	be, err := sandbox.ByName(cfg.Sandbox.Backend)
+	if err != nil {
+		return nil, err
+	}
+	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits()}
+	mcfg := ModelConfig(cfg.Inference.Model)
+	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
+	rf, err := verifier.NewRewardFunc(verifier.Mode(sc.Reward.Mode), sc.Reward.Scale)
+	if err != nil {
+		return nil, err
+	}
+	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
+		return inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, mcfg, st)
+	}
+	tr := cfg.Training.NewTrainer(st)
+
+	cc := control.Config{
+		PoolTarget: sc.Control.PoolTarget, Rounds: sc.Control.Rounds, Seeds: sc.Control.Seeds, PerSeed: sc.Control.PerSeed,
+		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
+		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
+		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
+		MaxSimilarity: sc.Audit.MaxSimilarity, SFTSteps: sc.Control.SFTSteps,
+	}
+	suites := map[string]eval.Suite{}
+	var refs []harbor.Reference
+	if sc.Eval.Suite != "" {
+		dirs := make([]string, len(sc.Eval.Dirs))
+		for i, d := range sc.Eval.Dirs {
+			if dirs[i], err = filepath.Abs(d); err != nil {
+				return nil, err
+			}
+		}
+		su := eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
+		suites[sc.Eval.Suite] = su
+		// Training tasks must stay apart from every task of the suite.
+		if refs, err = eval.References(su); err != nil {
+			return nil, fmt.Errorf("stages.eval: %w", err)
+		}
+	}
+	sy, err := synthConfig(sc.Synth, st, opt)
+	if err != nil {
+		return nil, err
+	}
+	ec := agent.Config{
+		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
+		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
+	}
+	policies := newPolicies(st, cfg.Inference, initial)
+	if o.policies != nil {
+		policies = o.policies(policies)
+	}
+	p := &Pipeline{
+		started: schemas.RunStartedPayload{Seed: cfg.Run.Seed, Model: dims, Iterations: sc.Control.Iterations,
+			RewardScale: sc.Reward.Scale},
+		hash: ConfigHash(struct {
+			Stages   config.Stages
+			Training config.Training
+			Model    config.InferenceModel
+			Seed     uint64
+		}{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
+	}
+	if sc.Eval.Suite != "" {
+		p.started.EvalSuites = []string{sc.Eval.Suite}
+	}
+	p.stages = []engine.Stage{
+		control.NewStage(control.StageConfig{Log: log, Store: st, Config: cc}),
+		synth.New(sy),
+		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, References: refs, Rerun: sc.Audit.Rerun,
+			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
+		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}),
+		reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: log}),
+		critic.New(critic.Config{Store: st, Model: mcfg, Adam: cfg.Training.CriticAdam(), Gamma: cfg.Training.Gamma,
+			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
+			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
+		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
+		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Batch: cfg.Training.SFTBatch, Initial: initial}),
+	}
+	if sc.Eval.Suite != "" {
+		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
+	}
+	return p, nil
+}
+
+// Stages are every stage of the run: control, synth, audit, rollout,
+// reward, critic, ppo, sft, then eval when the run has a suite.
+func (p *Pipeline) Stages() []engine.Stage { return p.stages }
+
+// Stage returns the stage called name.
+func (p *Pipeline) Stage(name string) (engine.Stage, error) {
+	var names []string
+	for _, s := range p.stages {
+		if s.Name() == name {
+			return s, nil
+		}
+		names = append(names, s.Name())
+	}
+	return nil, fmt.Errorf("unknown stage %q (one of %v)", name, names)
+}
+
+// Started is the payload of the run.started event that opens the run.
+func (p *Pipeline) Started() schemas.RunStartedPayload { return p.started }
+
+// Hash identifies the part of the configuration that shapes the run's
+// events (the stages, training, the model's shape and the run seed):
+// runners take it as their ConfigHash, so a changed setting makes new
+// events rather than being deduplicated against the old ones.
+func (p *Pipeline) Hash() string { return p.hash }
+
+// ConfigHash is a stable short digest of v's JSON encoding: the first 8
+// bytes of its SHA-256, in hex.
+func ConfigHash(v any) string {
+	data, _ := json.Marshal(v)
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:8])
+}
+
+// ModelConfig converts the configuration's model shape.
+func ModelConfig(m config.InferenceModel) moe.Config {
+	return moe.Config{Vocab: m.Vocab, Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Experts: m.Experts,
+		TopK: m.TopK, DFF: m.DFF, Context: m.Context, Seed: m.Seed}
+}
+
+// synthConfig wires the synth stage's generator. The llm generator's API
+// key is read from its environment variable here, once, and goes nowhere
+// but the request header.
+func synthConfig(c config.Synth, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
+	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
+	if c.Generator != synth.LLM {
+		return cfg, nil
+	}
+	l := c.LLM
+	var key string
+	if l.APIKeyEnv != "" {
+		if key = os.Getenv(l.APIKeyEnv); key == "" {
+			return cfg, fmt.Errorf("stages.synth.llm.api_key_env: $%s is empty or not set", l.APIKeyEnv)
+		}
+	}
+	cfg.LLM = &synth.LLMConfig{Client: &chat.Client{URL: l.URL, APIKey: key, Timeout: l.Timeout}, Model: l.Model,
+		Temperature: l.Temperature, MaxTokens: l.MaxTokens, Seed: l.Seed}
+	return cfg, nil
+}
+
+// newPolicies resolves a run's policy versions: version 0 is the
+// configured initial policy, stored once as the run's version 0; later
+// versions are the checkpoints PPO stored. Each is loaded once.
+func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error)) rollout.Policies {
+	var mu sync.Mutex
+	cache := map[string]rollout.Policy{}
+	return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
+		key := fmt.Sprintf("%s/%d", run, v)
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := cache[key]; ok {
+			return p, nil
+		}
+		if v == 0 {
+			if err := trainer.EnsurePolicy(ctx, st, run, 0, initial); err != nil {
+				return rollout.Policy{}, err
+			}
+		}
+		ck, err := trainer.LoadCheckpoint(ctx, st, trainer.PolicyPrefix(run, v))
+		if err != nil {
+			return rollout.Policy{}, err
+		}
+		prec, err := moe.ParsePrecision(ic.Precision)
+		if err != nil {
+			return rollout.Policy{}, err
+		}
+		p := rollout.Policy{Engine: inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v)), Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
+		cache[key] = p
+		return p, nil
+	}
+}

@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/engine"
+)
+
+func build(t *testing.T, cfg config.Config) *Pipeline {
+	t.Helper()
+	cfg.Sandbox.Backend = "process" // constructing needs no sandbox that works here
+	p, err := Build(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func names(p *Pipeline) []string {
+	var out []string
+	for _, s := range p.Stages() {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+// Every stage of a run, in order, eval only with a suite; the stages that
+// fold the log are Serial, the others not.
+func TestBuildWiresEveryStage(t *testing.T) {
+	cfg := config.Default()
+	p := build(t, cfg)
+	if got, want := names(p), []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo", "sft", "eval"}; !slices.Equal(got, want) {
+		t.Fatalf("stages %v, want %v", got, want)
+	}
+	for _, s := range p.Stages() {
+		se, ok := s.(engine.Serial)
+		if serial := ok && se.Serial(); serial != (s.Name() == "control" || s.Name() == "eval") {
+			t.Errorf("stage %s: serial %t", s.Name(), serial)
+		}
+	}
+	if st := p.Started(); st.Seed != cfg.Run.Seed || st.Iterations != cfg.Stages.Control.Iterations ||
+		st.RewardScale != cfg.Stages.Reward.Scale || !slices.Equal(st.EvalSuites, []string{cfg.Stages.Eval.Suite}) {
+		t.Fatalf("run.started %+v", st)
+	}
+	if _, err := p.Stage("nope"); err == nil || !strings.Contains(err.Error(), "control") {
+		t.Fatalf("unknown stage: %v", err)
+	}
+	if s, err := p.Stage("reward"); err != nil || s.Name() != "reward" {
+		t.Fatalf("reward: %v, %v", s, err)
+	}
+
+	cfg.Stages.Eval.Suite = ""
+	p = build(t, cfg)
+	if n := names(p); slices.Contains(n, "eval") || len(p.Started().EvalSuites) != 0 {
+		t.Fatalf("without a suite: stages %v, run.started %+v", n, p.Started())
+	}
+}
+
+// The hash follows what shapes events and ignores where they go.
+func TestHashFollowsWhatShapesEvents(t *testing.T) {
+	base := config.Default()
+	h := build(t, base).Hash()
+	if len(h) != 16 {
+		t.Fatalf("hash %q", h)
+	}
+	where := base
+	where.Data, where.Bus.Mode, where.Engine.Concurrency = "/elsewhere", config.External, 1
+	if build(t, where).Hash() != h {
+		t.Fatal("the data directory, bus or concurrency changed the hash")
+	}
+	for name, change := range map[string]func(*config.Config){
+		"seed":     func(c *config.Config) { c.Run.Seed++ },
+		"stages":   func(c *config.Config) { c.Stages.Control.Attempts++ },
+		"training": func(c *config.Config) { c.Training.Gamma /= 2 },
+		"model":    func(c *config.Config) { c.Inference.Model.Layers++ },
+	} {
+		c := config.Default()
+		change(&c)
+		if build(t, c).Hash() == h {
+			t.Errorf("changing the %s kept the hash", name)
+		}
+	}
+}
