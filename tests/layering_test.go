@@ -1,0 +1,99 @@
+package tests
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/t1pipe/t1/"
+
+// listedPackage is what `go list -json` says of one package.
+type listedPackage struct {
+	ImportPath  string
+	Imports     []string
+	TestImports []string
+	Deps        []string
+}
+
+func listPackages(t *testing.T) map[string]listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,Deps", "../...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]listedPackage{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[strings.TrimPrefix(p.ImportPath, module)] = p
+	}
+	return pkgs
+}
+
+func internal(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, module) {
+			out = append(out, strings.TrimPrefix(p, module))
+		}
+	}
+	return out
+}
+
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// The layering of ARCHITECTURE.md §3: stages talk through events only, the
+// core packages import no adapter, and nothing imports a runner.
+func TestLayering(t *testing.T) {
+	pkgs := listPackages(t)
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages", len(pkgs))
+	}
+	for name, p := range pkgs {
+		direct := internal(append(append([]string{}, p.Imports...), p.TestImports...))
+		for _, imp := range direct {
+			if under(name, "stages") && under(imp, "stages") && stageOf(name) != stageOf(imp) {
+				t.Errorf("stage %s imports stage %s", name, imp)
+			}
+			if under(imp, "runners") && !under(name, "runners") {
+				t.Errorf("%s imports %s: nothing imports a runner", name, imp)
+			}
+			if (name == "report" || name == "digest") && under(imp, "stages") {
+				t.Errorf("%s imports stage %s", name, imp)
+			}
+		}
+		core := name == "schemas" || under(name, "schemas/") || name == "engine" || name == "rl" || name == "keys"
+		if !core {
+			continue
+		}
+		for _, dep := range internal(p.Deps) {
+			if under(dep, "infra") {
+				t.Errorf("%s depends on the adapter %s", name, dep)
+			}
+			if name == "rl" && dep != "rl" {
+				t.Errorf("rl depends on %s: it is arithmetic on plain numbers", dep)
+			}
+			if name != "engine" && dep == "engine" {
+				t.Errorf("%s depends on engine", name)
+			}
+		}
+	}
+}
+
+// stageOf names the stage a package under stages/ belongs to.
+func stageOf(pkg string) string {
+	parts := strings.SplitN(pkg, "/", 3)
+	if len(parts) < 2 {
+		return pkg
+	}
+	return parts[1]
+}
