@@ -20,7 +20,7 @@
 // # Files, in reading order
 //
 //	config.go      Config and its validation
-//	forward.go     the f32 training forward (Pass), over
+//	forward.go     the f32 training forward (Pass), built from the layers below
 //	attention.go   RoPE and causal attention, forward and backward
 //	moe.go         Routing, top-k routing and the expert layer, forward and backward
 //	norm.go        RMSNorm
@@ -66,9 +66,10 @@
 // target token and ∂L/∂value of each position from the caller (PPO builds
 // its loss from log-prob ratios, SFT uses −mask/N, the critic the value
 // loss) and accumulates into Model.G; Adam.Update then clips, steps and
-// clears it. Both paths call the same per-token kernels in the same order, so
-// with F32 serving the sampler reproduces the trainer bit for bit, and
-// replaying a forward's own live routing reproduces that forward exactly.
+// clears it. Both paths call the same per-token kernels in the same
+// order, so with F32 serving the sampler reproduces the trainer bit for
+// bit, and replaying a forward's own live routing reproduces that forward
+// exactly.
 // Training splits rows over Workers goroutines without changing any sum's
 // order, so results do not depend on the number of workers.
 //

@@ -296,8 +296,9 @@ func TestExecTrainer(t *testing.T) {
 	}
 	// An actor-only trainer handed a critic job answers with an actor
 	// result, which is refused.
-	_, err = e.TrainCritic(ctx, CriticJob{Manifest: man, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
-	if !IsBad(err) {
+	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
+	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
+	if !IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
 		t.Fatalf("actor result to a critic job: %v", err)
 	}
 }
@@ -355,6 +356,19 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("critic", want.Checkpoint, got.Checkpoint)
+	// The next iteration starts from the stored critic, without warm-up.
+	job = CriticJob{Manifest: man, Batch: b, Critic: want.Checkpoint, Out: CriticPrefix(run, 2), Version: 2, GAE: job.GAE}
+	if want, err = ref.TrainCritic(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Batch, job.Out = nil, CriticPrefix(run, 2)+"-exec"
+	if got, err = ex.TrainCritic(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metrics != want.Metrics || want.Metrics.Warmup || !reflect.DeepEqual(got.Values, want.Values) {
+		t.Fatalf("exec critic %+v, reference %+v", got.Metrics, want.Metrics)
+	}
+	same("second critic", want.Checkpoint, got.Checkpoint)
 
 	sj := SFTJob{Run: run, Data: man.TokenFiles, Steps: 2, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1}
 	wantS, err := ref.TrainSFT(ctx, sj)
