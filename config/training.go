@@ -4,12 +4,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/trainer"
 )
 
-// Training configures the critic and PPO stages (DESIGN.md §1.5–§1.6).
+// Training configures the trainer of the critic, PPO and SFT stages
+// (DESIGN.md §1.5–§1.6): settings only; the pipeline builds the trainer
+// from them (trainer.New).
 type Training struct {
 	// Gamma and Lambda are GAE's discount and trace decay, in [0, 1].
 	Gamma  float64 `yaml:"gamma"`
@@ -47,14 +47,15 @@ type CriticWarmup struct {
 	EV    float64 `yaml:"ev"`
 }
 
-// TrainerBackend selects who runs the actor update.
+// TrainerBackend selects who runs the actor, critic and SFT updates.
 type TrainerBackend struct {
 	// Backend is reference (the in-process MoE) or exec (Command).
 	Backend string `yaml:"backend"`
-	// Command is the exec backend's argv; arguments may contain
-	// {manifest}, {out}, {policy}, {checkpoint} and {version} (see
-	// trainer.Exec). {out} must appear: it is where the command
-	// reports the new checkpoint.
+	// Command is the exec backend's argv, run once per job of every
+	// kind; arguments may contain {job}, {kind}, {manifest}, {out},
+	// {policy}, {critic}, {checkpoint} and {version} (see trainer.Exec).
+	// {out} must appear: it is where the command reports the new
+	// checkpoint; so must {job} or {kind}, which tell it what to do.
 	Command []string `yaml:"command"`
 	// Dir is the command's working directory ("" = t1's).
 	Dir string `yaml:"dir"`
@@ -88,20 +89,6 @@ func (t Training) CriticAdam() moe.AdamConfig {
 	a := moe.DefaultAdam()
 	a.LR = t.CriticLR
 	return a
-}
-
-// TrainerOptions returns the reference trainer's options.
-func (t Training) TrainerOptions() trainer.Options {
-	return trainer.Options{Epochs: t.Epochs, Clip: t.Clip, Adam: t.Adam(), MaxGradNorm: t.MaxGradNorm, Replay: t.Replay}
-}
-
-// NewTrainer returns the configured actor-update backend: the reference
-// trainer on st, or the exec backend running Trainer.Command.
-func (t Training) NewTrainer(st store.ObjectStore) trainer.Trainer {
-	if t.Trainer.Backend == "exec" {
-		return &trainer.Exec{Argv: t.Trainer.Command, Dir: t.Trainer.Dir}
-	}
-	return trainer.NewReference(st, t.TrainerOptions())
 }
 
 func (t Training) check(bad func(path, format string, args ...any)) {
@@ -151,8 +138,18 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	case "exec":
 		if len(t.Trainer.Command) == 0 {
 			bad("training.trainer.command", "required when training.trainer.backend is exec")
-		} else if !slices.ContainsFunc(t.Trainer.Command, func(a string) bool { return strings.Contains(a, "{out}") }) {
-			bad("training.trainer.command", "must pass {out}, the file the command reports its checkpoint and metrics in")
+		} else {
+			passes := func(ph ...string) bool {
+				return slices.ContainsFunc(t.Trainer.Command, func(a string) bool {
+					return slices.ContainsFunc(ph, func(p string) bool { return strings.Contains(a, p) })
+				})
+			}
+			if !passes("{out}") {
+				bad("training.trainer.command", "must pass {out}, the file the command reports its checkpoint and metrics in")
+			}
+			if !passes("{job}", "{kind}") {
+				bad("training.trainer.command", "must pass {job} or {kind}: the command gets actor, critic and sft jobs")
+			}
 		}
 	default:
 		bad("training.trainer.backend", "unknown backend %q (want reference or exec)", t.Trainer.Backend)

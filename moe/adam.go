@@ -55,6 +55,16 @@ func (a *Adam) Step() {
 	}
 }
 
+// Update ends one optimiser step of every trainer: it clips m.G's global
+// norm to maxNorm (0: no clipping), applies Step and clears the
+// gradients. It returns the norm before clipping.
+func (a *Adam) Update(maxNorm float64) float64 {
+	n := a.m.ClipGradNorm(maxNorm)
+	a.Step()
+	a.m.ZeroGrad()
+	return n
+}
+
 // GradNorm is the global L2 norm of m.G, summed in float64.
 func (m *Model) GradNorm() float64 {
 	var s float64

@@ -68,9 +68,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				if err := m.Backward(p, d, nil); err != nil {
 					b.Fatal(err)
 				}
-				m.ClipGradNorm(1)
-				opt.Step()
-				m.ZeroGrad()
+				opt.Update(1)
 			}
 			b.ReportMetric(float64(b.N*len(seq))/b.Elapsed().Seconds(), "tok/s")
 		})
@@ -90,9 +88,7 @@ func BenchmarkGap(b *testing.B) {
 	opt := NewAdam(m, AdamConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
 	seqs := chatSeqs(b, 128, 8)
 	for i := 0; i < 20; i++ {
-		if _, err := SFTStep(m, opt, seqs, nil, 1); err != nil {
-			b.Fatal(err)
-		}
+		nllStep(b, m, opt, seqs)
 	}
 	tok, err := DefaultTokenizer()
 	if err != nil {

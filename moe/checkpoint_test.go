@@ -25,9 +25,7 @@ func trainedCheckpoint(t *testing.T) *Checkpoint {
 	}
 	opt := NewAdam(m, DefaultAdam())
 	for i := 0; i < 2; i++ {
-		if _, err := SFTStep(m, opt, chatSeqs(t, 32, 2), nil, 1); err != nil {
-			t.Fatal(err)
-		}
+		nllStep(t, m, opt, chatSeqs(t, 32, 2))
 	}
 	return &Checkpoint{Model: m, Tokenizer: tok, Meta: map[string]string{"policy_version": "2"}}
 }
@@ -180,9 +178,7 @@ func TestCheckpointResumesTraining(t *testing.T) {
 	opt := NewAdam(m, DefaultAdam())
 	seqs := chatSeqs(t, 32, 2)
 	step := func(m *Model, opt *Adam) {
-		if _, err := SFTStep(m, opt, seqs, nil, 1); err != nil {
-			t.Fatal(err)
-		}
+		nllStep(t, m, opt, seqs)
 	}
 	step(m, opt)
 	st := openStore(t)

@@ -2,11 +2,36 @@
 // Go: a byte-level BPE tokenizer, a decoder-only transformer whose
 // feed-forward layers are top-k routed experts, a KV-cached sampler (the
 // serving path), a float32 forward/backward with rollout routing replay
-// (the training path), Adam, a critic, and safetensors checkpoints. It is
-// small enough that rollouts, critic and PPO of the whole pipeline run on a
-// CPU, and it differs between serving and training the way real stacks do
+// (the training path), Adam, and safetensors checkpoints. It is small
+// enough that rollouts, critic and PPO of the whole pipeline run on a CPU,
+// and it differs between serving and training the way real stacks do
 // (bf16 serving, f32 training), so routing flips and log-prob gaps are
 // real and R³ and TITO have something to fix.
+//
+// It is the model only: the training procedures that drive it — the PPO
+// actor update, the critic's value regression and warm-up, supervised
+// fine-tuning — are package trainer's, built from Forward, Backward and
+// Adam.Update. Those three are here because they are model math: the
+// gradients follow the architecture, and the optimiser walks the
+// parameter tensors and its moments are part of the checkpoint format
+// (optimizer.safetensors). The critic is a Model too, read at its value
+// head.
+//
+// # Files, in reading order
+//
+//	config.go      Config and its validation
+//	forward.go     the f32 training forward (Pass), built from the layers below
+//	attention.go   RoPE and causal attention, forward and backward
+//	moe.go         Routing, top-k routing and the expert layer, forward and backward
+//	norm.go        RMSNorm
+//	kernels.go     precision rounding, matvec, softmax, parallel rows
+//	backward.go    the backward pass into Model.G
+//	adam.go        Adam, gradient-norm clipping, Adam.Update
+//	params.go      Tensor, Weights, Model and initialisation
+//	tokenizer.go   byte-level BPE (chat.go: chat rendering; default.go: the embedded corpus and tokenizer)
+//	sample.go      the KV-cached sampler (prefix_cache.go: reuse of a shared prompt prefix)
+//	gap.go         serving-vs-training mismatch measurement
+//	checkpoint.go  checkpoints in a directory or an object store (safetensors.go: the file format)
 //
 // # Model
 //
@@ -39,10 +64,12 @@
 // the live router probabilities at those experts renormalised over them, so
 // the router still receives gradients. Backward takes ∂L/∂log-prob of each
 // target token and ∂L/∂value of each position from the caller (PPO builds
-// its loss from log-prob ratios, SFT uses −mask/N) and accumulates into
-// Model.G. Both paths call the same per-token kernels in the same order, so
-// with F32 serving the sampler reproduces the trainer bit for bit, and
-// replaying a forward's own live routing reproduces that forward exactly.
+// its loss from log-prob ratios, SFT uses −mask/N, the critic the value
+// loss) and accumulates into Model.G; Adam.Update then clips, steps and
+// clears it. Both paths call the same per-token kernels in the same
+// order, so with F32 serving the sampler reproduces the trainer bit for
+// bit, and replaying a forward's own live routing reproduces that forward
+// exactly.
 // Training splits rows over Workers goroutines without changing any sum's
 // order, so results do not depend on the number of workers.
 //

@@ -78,7 +78,17 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
 		return inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, mcfg, st)
 	}
-	tr := cfg.Training.NewTrainer(st)
+	tc := cfg.Training
+	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: tc.Trainer.Dir},
+		Reference: trainer.ReferenceOptions{
+			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
+			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
+				MaxGradNorm: tc.MaxGradNorm, WarmupSteps: tc.Warmup.Steps, WarmupEV: tc.Warmup.EV},
+			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
+		}})
+	if err != nil {
+		return nil, err
+	}
 
 	cc := control.Config{
 		PoolTarget: sc.Control.PoolTarget, Rounds: sc.Control.Rounds, Seeds: sc.Control.Seeds, PerSeed: sc.Control.PerSeed,
@@ -135,11 +145,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}),
 		reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: log}),
-		critic.New(critic.Config{Store: st, Model: mcfg, Adam: cfg.Training.CriticAdam(), Gamma: cfg.Training.Gamma,
-			Lambda: cfg.Training.Lambda, ValueClip: cfg.Training.ValueClip, Epochs: cfg.Training.CriticEpochs,
-			MaxGradNorm: cfg.Training.MaxGradNorm, WarmupSteps: cfg.Training.Warmup.Steps, WarmupEV: cfg.Training.Warmup.EV}),
+		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda}}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
-		sft.New(sft.Config{Store: st, Adam: cfg.Training.SFTAdam(), MaxGradNorm: cfg.Training.MaxGradNorm, Batch: cfg.Training.SFTBatch, Initial: initial}),
+		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial}),
 	}
 	if sc.Eval.Suite != "" {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))

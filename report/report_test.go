@@ -17,7 +17,7 @@ import (
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/ppo"
+	"github.com/t1pipe/t1/trainer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -115,7 +115,7 @@ func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 			write(t, st, run, it, []metricsV11{{metricsV10: base, ApproxKL: 0.002, GradNorm: 1.5, RoutingMismatches: 3}})
 		}
 		rep, _ := json.Marshal(map[string]any{"metrics": map[string]any{"replay": f.replay, "logprob_gap": base.LogProbGap}})
-		if _, err := st.Put(ctx, ppo.TrainingKey(run, it, int64(it)), bytes.NewReader(rep), int64(len(rep)), store.PutOptions{}); err != nil {
+		if _, err := st.Put(ctx, trainer.TrainingKey(run, it, int64(it)), bytes.NewReader(rep), int64(len(rep)), store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var trajs []schemas.TrajectoryRow

@@ -21,7 +21,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/ppo"
+	"github.com/t1pipe/t1/trainer"
 )
 
 // Run statuses.
@@ -411,7 +411,7 @@ func (r *Run) loadMetrics(ctx context.Context, st store.ObjectStore) error {
 // trainingReplay reads whether the update that made policy version v
 // replayed routing, from the trainer's report; nil when there is none.
 func trainingReplay(ctx context.Context, st store.ObjectStore, run string, iteration int, v int64) (*bool, error) {
-	key := ppo.TrainingKey(run, iteration, v)
+	key := trainer.TrainingKey(run, iteration, v)
 	rc, _, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -420,7 +420,7 @@ func trainingReplay(ctx context.Context, st store.ObjectStore, run string, itera
 		return nil, fmt.Errorf("report: %s: %w", key, err)
 	}
 	defer rc.Close()
-	var rep ppo.Report
+	var rep trainer.TrainingReport
 	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&rep); err != nil {
 		return nil, fmt.Errorf("report: %s: %w", key, err)
 	}

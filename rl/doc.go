@@ -1,10 +1,13 @@
-// Package rl holds the arithmetic of t1's PPO update, shared by the critic
-// and PPO stages and by every trainer backend: generalised advantage
-// estimation over an attempt's sampled tokens, the token-level clipped
-// surrogate and its gradient, the clipped value loss and its gradient,
-// and the health figures of an update (explained variance, approximate
-// KL, clip fraction, the train-vs-sampling log-prob gap, routing
-// mismatches). It has no I/O; every function is deterministic.
+// Package rl holds the arithmetic of t1's PPO update, which the reference
+// trainer (package trainer) runs for the critic and the actor:
+// generalised advantage estimation over an attempt's sampled tokens, the
+// token-level clipped surrogate and its gradient, the clipped value loss
+// and its gradient, and the health figures of an update (explained
+// variance, approximate KL, clip fraction, the train-vs-sampling log-prob
+// gap, routing mismatch counts). It has no I/O and imports no model: it
+// takes and returns per-token slices, so the log-probs and values of any
+// model fit, and a model's gradients are the caller's to back-propagate.
+// Every function is deterministic.
 //
 // # Token alignment
 //

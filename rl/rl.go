@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/t1pipe/t1/moe"
 )
 
 // Chunk is one training sequence of an attempt as GAE sees it: the loss
@@ -273,11 +271,11 @@ type Mismatch struct {
 	Mismatches, Sets int
 }
 
-// Add compares the sets of the first tokens both records cover.
-func (m *Mismatch) Add(sampled, trained moe.Routing) {
-	mm, n := moe.CompareRouting(sampled, trained)
-	m.Mismatches += mm
-	m.Sets += n
+// Add records one chunk's comparison: mismatches of its sets differ (the
+// model's routing comparison counts them, e.g. moe.CompareRouting).
+func (m *Mismatch) Add(mismatches, sets int) {
+	m.Mismatches += mismatches
+	m.Sets += sets
 }
 
 // Rate is the fraction of sets that differ.

@@ -107,12 +107,12 @@ func BenchmarkReplayGap(b *testing.B) {
 			if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, PolicyPrefix(run, 0)); err != nil {
 				b.Fatal(err)
 			}
-			tr := NewReference(st, Options{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay})
+			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay}})
 			var gapSum float64
 			var actions, mism, sets int64
 			for it := range iterations {
 				man := sampleBatch(b, st, run, it, int64(it), m, prompts, newTokens)
-				res, err := tr.Train(context.Background(), Job{Manifest: man, Policy: PolicyPrefix(run, int64(it)), Out: PolicyPrefix(run, int64(it+1)), Version: int64(it + 1)})
+				res, err := tr.TrainActor(context.Background(), ActorJob{Manifest: man, Policy: PolicyPrefix(run, int64(it)), Out: PolicyPrefix(run, int64(it+1)), Version: int64(it + 1)})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,24 +11,28 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/t1pipe/t1/schemas"
 )
 
-// Exec runs an external trainer (e.g. torchrun over the batch's Parquet)
-// as a command. Each argument of Argv may contain placeholders:
+// Exec runs every job as an external command (e.g. torchrun over the
+// batch's Parquet), one process per job. Each argument of Argv may
+// contain placeholders:
 //
-//	{manifest}    a file holding the batch manifest JSON (schemas.BatchManifest)
-//	{out}         the file the command must write its result to (Result as JSON)
-//	{policy}      the object-store prefix of the current policy checkpoint
+//	{job}         a file holding the job (JobFile as JSON); its kind says what to do
+//	{kind}        the job's kind: actor, critic or sft
+//	{manifest}    a file holding the batch manifest (schemas.BatchManifest); "" for sft jobs
+//	{out}         the file the command must write its result to
+//	{policy}      the prefix of the policy the job starts from; "" for critic jobs
+//	{critic}      the prefix of the critic a critic job starts from; "" for a fresh critic and other jobs
 //	{checkpoint}  the object-store prefix the new checkpoint should go to
-//	{version}     the new policy version
+//	{version}     the new checkpoint's version
 //
-// The command succeeds by exiting 0 after writing {out}:
-//
-//	{"checkpoint": "<prefix or local directory>", "metrics": {"steps": 4, "policy_loss": …}}
-//
-// A non-zero exit, a missing or malformed result, or an empty checkpoint
-// is a BadInputError carrying the exit status and the tail of stderr; the
-// job's policy stays current.
+// The command succeeds by exiting 0 after writing {out} (see doc.go for
+// each kind's result). A non-zero exit, a missing or malformed result,
+// or a result of another kind is a BadInputError carrying the exit status
+// and the tail of the command's output; the job's starting checkpoint
+// stays current.
 type Exec struct {
 	Argv []string
 	// Dir is the working directory ("" = this process's).
@@ -39,8 +43,58 @@ type Exec struct {
 	TempDir string
 }
 
-// Train implements Trainer.
-func (e *Exec) Train(ctx context.Context, job Job) (*Result, error) {
+// JobFile is the job an external trainer finds at {job}. Fields a kind
+// does not use are absent.
+type JobFile struct {
+	Kind Kind   `json:"kind"`
+	Run  string `json:"run"`
+	// Policy is the policy checkpoint the job starts from (actor, sft).
+	Policy string `json:"policy,omitempty"`
+	// Critic is the critic checkpoint the job starts from; absent for a
+	// fresh critic, which the trainer initialises and warms up (critic).
+	Critic string `json:"critic,omitempty"`
+	// Checkpoint is the object-store prefix the new checkpoint should go
+	// to, Version its version.
+	Checkpoint string `json:"checkpoint"`
+	Version    int64  `json:"version"`
+	// Manifest is the batch (actor, critic).
+	Manifest *schemas.BatchManifest `json:"manifest,omitempty"`
+	// GAE is the advantage estimation the values must use (critic).
+	GAE *GAE `json:"gae,omitempty"`
+	// Data are the demonstrations' tokens-table objects and Steps the
+	// optimiser steps to take (sft).
+	Data  []schemas.FileRef `json:"data,omitempty"`
+	Steps int               `json:"steps,omitempty"`
+}
+
+// TrainActor implements Trainer.
+func (e *Exec) TrainActor(ctx context.Context, job ActorJob) (*ActorResult, error) {
+	if job.Manifest == nil {
+		return nil, errors.New("exec trainer: an actor job without a batch manifest")
+	}
+	return execJob(ctx, e, JobFile{Kind: KindActor, Run: job.Manifest.Run, Policy: job.Policy, Checkpoint: job.Out, Version: job.Version,
+		Manifest: job.Manifest}, ParseActorResult)
+}
+
+// TrainCritic implements Trainer. The values the result holds are checked
+// against the batch by the caller (ValueRows).
+func (e *Exec) TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, error) {
+	if job.Manifest == nil {
+		return nil, errors.New("exec trainer: a critic job without a batch manifest")
+	}
+	gae := job.GAE
+	return execJob(ctx, e, JobFile{Kind: KindCritic, Run: job.Manifest.Run, Critic: job.Critic, Checkpoint: job.Out, Version: job.Version,
+		Manifest: job.Manifest, GAE: &gae}, ParseCriticResult)
+}
+
+// TrainSFT implements Trainer.
+func (e *Exec) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error) {
+	return execJob(ctx, e, JobFile{Kind: KindSFT, Run: job.Run, Policy: job.Policy, Checkpoint: job.Out, Version: job.Version,
+		Data: job.Data, Steps: job.Steps}, ParseSFTResult)
+}
+
+// execJob writes the job's files, runs the command and parses its result.
+func execJob[R any](ctx context.Context, e *Exec, job JobFile, parse func([]byte) (*R, error)) (*R, error) {
 	if len(e.Argv) == 0 {
 		return nil, errors.New("exec trainer: no command configured")
 	}
@@ -49,16 +103,18 @@ func (e *Exec) Train(ctx context.Context, job Job) (*Result, error) {
 		return nil, fmt.Errorf("exec trainer: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	mb, err := json.MarshalIndent(job.Manifest, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("exec trainer: manifest: %w", err)
+	jobPath, manifest, out := filepath.Join(dir, "job.json"), "", filepath.Join(dir, "result.json")
+	if err := writeJSON(jobPath, job); err != nil {
+		return nil, err
 	}
-	manifest, out := filepath.Join(dir, "manifest.json"), filepath.Join(dir, "result.json")
-	if err := os.WriteFile(manifest, append(mb, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("exec trainer: %w", err)
+	if job.Manifest != nil {
+		manifest = filepath.Join(dir, "manifest.json")
+		if err := writeJSON(manifest, job.Manifest); err != nil {
+			return nil, err
+		}
 	}
-	rep := strings.NewReplacer("{manifest}", manifest, "{out}", out, "{policy}", job.Policy,
-		"{checkpoint}", job.Out, "{version}", strconv.FormatInt(job.Version, 10))
+	rep := strings.NewReplacer("{job}", jobPath, "{kind}", string(job.Kind), "{manifest}", manifest, "{out}", out,
+		"{policy}", job.Policy, "{critic}", job.Critic, "{checkpoint}", job.Checkpoint, "{version}", strconv.FormatInt(job.Version, 10))
 	argv := make([]string, len(e.Argv))
 	for i, a := range e.Argv {
 		argv[i] = rep.Replace(a)
@@ -66,16 +122,16 @@ func (e *Exec) Train(ctx context.Context, job Job) (*Result, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = e.Dir
 	cmd.Env = append(os.Environ(), e.Env...)
-	var stderr tail
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
+	var output tail
+	cmd.Stdout = &output
+	cmd.Stderr = &output
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("exec trainer %s: %w", argv[0], ctx.Err())
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return nil, Bad(fmt.Errorf("exec trainer %s exited with status %d: %s", argv[0], ee.ExitCode(), stderr.String()))
+			return nil, Bad(fmt.Errorf("exec trainer %s exited with status %d: %s", argv[0], ee.ExitCode(), output.String()))
 		}
 		return nil, Bad(fmt.Errorf("exec trainer %s: %w", argv[0], err))
 	}
@@ -83,35 +139,119 @@ func (e *Exec) Train(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, Bad(fmt.Errorf("exec trainer %s exited 0 but wrote no result file: %w", argv[0], err))
 	}
-	res, err := ParseResult(rb)
+	res, err := parse(rb)
 	if err != nil {
-		return nil, Bad(fmt.Errorf("exec trainer %s: %w", argv[0], err))
+		return nil, Bad(fmt.Errorf("exec trainer %s (%s job): %w", argv[0], job.Kind, err))
 	}
 	return res, nil
 }
 
-// ParseResult decodes an external trainer's result file strictly (unknown
-// fields are errors, so a misspelt metric is not silently dropped) and
-// checks that it names a checkpoint and that its counts are not negative.
-func ParseResult(b []byte) (*Result, error) {
-	var res Result
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&res); err != nil {
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("exec trainer: %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("exec trainer: %w", err)
+	}
+	return nil
+}
+
+// resultFile is an external trainer's result file, of any kind.
+type resultFile struct {
+	// Kind must be the job's; an actor result may leave it out, as
+	// results did before other kinds existed.
+	Kind       Kind            `json:"kind"`
+	Checkpoint string          `json:"checkpoint"`
+	Metrics    json.RawMessage `json:"metrics"`
+	Values     []ChunkValues   `json:"values"`
+}
+
+// parseResult decodes a result file of kind strictly (unknown fields, in
+// it or in its metrics, are errors, so a misspelt metric is not silently
+// dropped) into its checkpoint, metrics and values, and checks that it
+// answers kind and names a checkpoint.
+func parseResult(b []byte, kind Kind, metrics any) (*resultFile, error) {
+	var res resultFile
+	if err := strict(b, &res); err != nil {
 		return nil, fmt.Errorf("result file: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("result file: more than one JSON value")
+	if res.Kind != kind && !(res.Kind == "" && kind == KindActor) {
+		return nil, fmt.Errorf("result file answers a job of kind %q, not %q", res.Kind, kind)
 	}
 	if res.Checkpoint == "" {
 		return nil, errors.New("result file names no checkpoint")
 	}
-	m := res.Metrics
+	if res.Values != nil && kind != KindCritic {
+		return nil, fmt.Errorf("result file of a %s job holds values", kind)
+	}
+	if len(res.Metrics) > 0 {
+		if err := strict(res.Metrics, metrics); err != nil {
+			return nil, fmt.Errorf("result file: metrics: %w", err)
+		}
+	}
+	return &res, nil
+}
+
+// strict decodes exactly one JSON value with no unknown fields.
+func strict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// ParseActorResult decodes an actor job's result file and checks that its
+// counts are possible.
+func ParseActorResult(b []byte) (*ActorResult, error) {
+	var m ActorMetrics
+	res, err := parseResult(b, KindActor, &m)
+	if err != nil {
+		return nil, err
+	}
 	if m.Steps < 0 || m.Actions < 0 || m.RoutingMismatches < 0 || m.RoutingSets < 0 || m.LossDrift < 0 || m.RoutingMismatches > m.RoutingSets {
 		return nil, fmt.Errorf("result file: impossible counts (steps %d, actions %d, routing mismatches %d of %d sets, loss drift %d)",
 			m.Steps, m.Actions, m.RoutingMismatches, m.RoutingSets, m.LossDrift)
 	}
-	return &res, nil
+	return &ActorResult{Checkpoint: res.Checkpoint, Metrics: m}, nil
+}
+
+// ParseCriticResult decodes a critic job's result file and checks that it
+// holds values and possible counts; whether the values fit the batch is
+// ValueRows' to check.
+func ParseCriticResult(b []byte) (*CriticResult, error) {
+	var m CriticMetrics
+	res, err := parseResult(b, KindCritic, &m)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Values) == 0 {
+		return nil, errors.New("result file of a critic job holds no values")
+	}
+	if m.Steps < 0 || m.WarmupSteps < 0 || m.ExplainedVariance > 1 || m.ValueLoss < 0 {
+		return nil, fmt.Errorf("result file: impossible metrics (steps %d, warm-up steps %d, explained variance %g, value loss %g)",
+			m.Steps, m.WarmupSteps, m.ExplainedVariance, m.ValueLoss)
+	}
+	return &CriticResult{Checkpoint: res.Checkpoint, Values: res.Values, Metrics: m}, nil
+}
+
+// ParseSFTResult decodes an SFT job's result file and checks that its
+// counts are possible.
+func ParseSFTResult(b []byte) (*SFTResult, error) {
+	var m SFTMetrics
+	res, err := parseResult(b, KindSFT, &m)
+	if err != nil {
+		return nil, err
+	}
+	if m.Steps < 0 || m.Sequences < 0 {
+		return nil, fmt.Errorf("result file: impossible counts (steps %d, sequences %d)", m.Steps, m.Sequences)
+	}
+	return &SFTResult{Checkpoint: res.Checkpoint, Metrics: m}, nil
 }
 
 // tail keeps the last 4 KiB written to it.

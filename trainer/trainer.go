@@ -2,26 +2,40 @@ package trainer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
+	"log/slog"
 
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
-	"github.com/t1pipe/t1/rl"
 	"github.com/t1pipe/t1/schemas"
 )
 
-// Trainer runs one PPO actor update over a batch whose value files are
-// present. On success the new policy's checkpoint exists at the location
-// the Result names; on failure the job's policy stays current (Train
-// never writes over Job.Policy).
+// Trainer runs the three updates of a run: the PPO actor update, the
+// critic's iteration (pre-update values, advantages and returns, then the
+// value update) and supervised fine-tuning. Every job names the
+// checkpoint it starts from and the prefix its new checkpoint should go
+// to; on success the new checkpoint exists where the result says, and on
+// failure the starting checkpoint is untouched (no job writes over it).
+// Errors caused by the input are BadInputErrors (IsBad).
 type Trainer interface {
-	Train(ctx context.Context, job Job) (*Result, error)
+	TrainActor(ctx context.Context, job ActorJob) (*ActorResult, error)
+	TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, error)
+	TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error)
 }
 
-// Job is one actor update.
-type Job struct {
+// Kind names a job's kind in the exec protocol's job and result files.
+type Kind string
+
+// The kinds of job.
+const (
+	KindActor  Kind = "actor"
+	KindCritic Kind = "critic"
+	KindSFT    Kind = "sft"
+)
+
+// ActorJob is one PPO actor update over a batch whose value files are
+// present.
+type ActorJob struct {
 	Manifest *schemas.BatchManifest
 	// Batch, when set, is the manifest already loaded (the reference
 	// backend then skips reading it again).
@@ -34,17 +48,17 @@ type Job struct {
 	Version int64
 }
 
-// Result is what an update produced.
-type Result struct {
+// ActorResult is what an actor update produced.
+type ActorResult struct {
 	// Checkpoint is where the new policy is: an object-store prefix, or,
 	// from an external trainer, a local directory.
-	Checkpoint string  `json:"checkpoint"`
-	Metrics    Metrics `json:"metrics"`
+	Checkpoint string       `json:"checkpoint"`
+	Metrics    ActorMetrics `json:"metrics"`
 }
 
-// Metrics describe one actor update. An external trainer reports the same
-// fields in its result file.
-type Metrics struct {
+// ActorMetrics describe one actor update. An external trainer reports the
+// same fields in its result file.
+type ActorMetrics struct {
 	// Steps is the number of optimiser steps, Actions the loss tokens.
 	Steps   int   `json:"steps"`
 	Actions int64 `json:"actions"`
@@ -72,8 +86,145 @@ type Metrics struct {
 	Replay    bool  `json:"replay"`
 }
 
-// Options configure the reference backend.
+// GAE is generalised advantage estimation's discount γ and trace decay
+// λ, both in [0, 1]. They belong to the job, not to a backend: the
+// advantages they define are what the actor update trains on.
+type GAE struct {
+	Gamma  float64 `json:"gamma"`
+	Lambda float64 `json:"lambda"`
+}
+
+// CriticJob is one critic iteration over a batch: the critic's values
+// before its update for every chunk, GAE advantages and returns over each
+// attempt's actions (package rl), then the value update on those returns.
+type CriticJob struct {
+	Manifest *schemas.BatchManifest
+	// Batch, when set, is the manifest already loaded.
+	Batch *Batch
+	// Critic is the object-store prefix of the current critic checkpoint;
+	// "" asks for a fresh critic, which is warmed up on the batch before
+	// its values are taken.
+	Critic string
+	// Out is the object-store prefix the new critic should go to, and
+	// Version its version (recorded in the checkpoint).
+	Out     string
+	Version int64
+	GAE     GAE
+}
+
+// CriticResult is what a critic iteration produced.
+type CriticResult struct {
+	// Checkpoint is where the new critic is (an object-store prefix or a
+	// local directory).
+	Checkpoint string `json:"checkpoint"`
+	// Values holds every chunk of the batch once: the values the actor's
+	// advantages were computed from, taken after any warm-up and before
+	// the update.
+	Values  []ChunkValues `json:"values"`
+	Metrics CriticMetrics `json:"metrics"`
+}
+
+// ChunkValues are the critic's figures for one chunk, one entry per
+// token, aligned as package rl describes (0 at every non-action token).
+type ChunkValues struct {
+	TaskID     string    `json:"task_id"`
+	Attempt    int32     `json:"attempt"`
+	Chunk      int32     `json:"chunk"`
+	Values     []float32 `json:"values"`
+	Advantages []float32 `json:"advantages"`
+	Returns    []float32 `json:"returns"`
+}
+
+// CriticMetrics describe one critic iteration.
+type CriticMetrics struct {
+	// Steps counts the value update's optimiser steps, WarmupSteps those
+	// of the warm-up before it; Warmup is whether the critic was fresh and
+	// warm-up was on.
+	Steps       int  `json:"steps"`
+	Warmup      bool `json:"warmup"`
+	WarmupSteps int  `json:"warmup_steps"`
+	// ExplainedVariance is that of the returned values against the
+	// returns; ValueLoss the value loss of the update's last step.
+	ExplainedVariance float64 `json:"explained_variance"`
+	ValueLoss         float64 `json:"value_loss"`
+}
+
+// SFTJob is supervised fine-tuning of a policy on token rows: the loss is
+// the mean negative log-likelihood of the loss-region tokens.
+type SFTJob struct {
+	Run string
+	// Data are tokens-table objects.
+	Data []schemas.FileRef
+	// Steps is the number of optimiser steps (at least 1).
+	Steps int
+	// Policy is the prefix of the policy to start from; Out the prefix the
+	// fine-tuned policy should go to, saved without optimiser state, and
+	// Version its version, one past Policy's.
+	Policy  string
+	Out     string
+	Version int64
+}
+
+// SFTResult is what a fine-tuning produced.
+type SFTResult struct {
+	Checkpoint string     `json:"checkpoint"`
+	Metrics    SFTMetrics `json:"metrics"`
+}
+
+// SFTMetrics describe one fine-tuning.
+type SFTMetrics struct {
+	Steps     int `json:"steps"`
+	Sequences int `json:"sequences"`
+	// FirstLoss and Loss are the losses the first and the last step
+	// measured, each before its update.
+	FirstLoss float64 `json:"first_loss"`
+	Loss      float64 `json:"loss"`
+}
+
+// The backends New knows.
+const (
+	BackendReference = "reference"
+	BackendExec      = "exec"
+)
+
+// Options select and configure a backend.
 type Options struct {
+	// Backend is BackendReference ("" too) or BackendExec.
+	Backend string
+	// Exec is the exec backend's command.
+	Exec Exec
+	// Reference configures the reference backend.
+	Reference ReferenceOptions
+}
+
+// New returns the backend o selects: the reference trainer on st, or
+// o.Exec.
+func New(st store.ObjectStore, o Options) (Trainer, error) {
+	switch o.Backend {
+	case "", BackendReference:
+		return NewReference(st, o.Reference), nil
+	case BackendExec:
+		if len(o.Exec.Argv) == 0 {
+			return nil, fmt.Errorf("trainer: the exec backend needs a command")
+		}
+		e := o.Exec
+		return &e, nil
+	}
+	return nil, fmt.Errorf("trainer: unknown backend %q (want %s or %s)", o.Backend, BackendReference, BackendExec)
+}
+
+// ReferenceOptions configure the reference backend's three updates.
+type ReferenceOptions struct {
+	Actor  ActorOptions
+	Critic CriticOptions
+	SFT    SFTOptions
+	// Log gets the critic's warm-up steps at debug level (nil: slog's
+	// default logger).
+	Log *slog.Logger `json:"-"`
+}
+
+// ActorOptions configure the reference actor update.
+type ActorOptions struct {
 	Epochs int     // optimiser steps over the whole batch; default 1
 	Clip   float64 // PPO ε, symmetric; default 0.2
 	// Adam is the optimiser, at a constant learning rate.
@@ -84,173 +235,76 @@ type Options struct {
 	Replay bool
 }
 
-func (o Options) withDefaults() Options {
-	if o.Epochs <= 0 {
-		o.Epochs = 1
+// CriticOptions configure the reference critic.
+type CriticOptions struct {
+	// Model is the shape of a fresh critic (initialised from Model.Seed);
+	// its vocabulary must cover the policy's.
+	Model moe.Config
+	// Adam is the optimiser, at a constant learning rate.
+	Adam moe.AdamConfig
+	// ValueClip bounds how far an update moves a value from its
+	// pre-update estimate in the loss (0: no clipping).
+	ValueClip float64
+	// Epochs is the number of optimiser steps per iteration (default 1).
+	Epochs int
+	// MaxGradNorm clips the gradient norm (0: no clipping).
+	MaxGradNorm float64
+	// WarmupSteps bounds the warm-up of a fresh critic; WarmupEV ends it
+	// early once the explained variance reaches it.
+	WarmupSteps int
+	WarmupEV    float64
+}
+
+// SFTOptions configure the reference fine-tuning.
+type SFTOptions struct {
+	// Adam is the optimiser, at a constant learning rate.
+	Adam moe.AdamConfig
+	// MaxGradNorm clips the gradient norm (0: no clipping).
+	MaxGradNorm float64
+	// Batch is the number of demonstrations each step trains on, taken in
+	// turn from the sorted rows so every one is seen once every
+	// ceil(n/Batch) steps; 0 or at least n trains each step on all.
+	Batch int
+}
+
+func (o ReferenceOptions) withDefaults() ReferenceOptions {
+	if o.Actor.Epochs <= 0 {
+		o.Actor.Epochs = 1
 	}
-	if o.Clip <= 0 {
-		o.Clip = 0.2
+	if o.Actor.Clip <= 0 {
+		o.Actor.Clip = 0.2
 	}
-	if o.Adam == (moe.AdamConfig{}) {
-		o.Adam = moe.DefaultAdam()
+	for _, a := range []*moe.AdamConfig{&o.Actor.Adam, &o.Critic.Adam, &o.SFT.Adam} {
+		if *a == (moe.AdamConfig{}) {
+			*a = moe.DefaultAdam()
+		}
+	}
+	if o.Critic.Epochs <= 0 {
+		o.Critic.Epochs = 1
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
 	return o
 }
 
-// Reference trains the in-process reference MoE.
+// Reference trains the in-process reference MoE (actor.go, critic.go,
+// sft.go).
 type Reference struct {
 	Store store.ObjectStore
-	Opt   Options
+	Opt   ReferenceOptions
 }
 
 // NewReference returns the in-process backend.
-func NewReference(st store.ObjectStore, opt Options) *Reference {
+func NewReference(st store.ObjectStore, opt ReferenceOptions) *Reference {
 	return &Reference{Store: st, Opt: opt.withDefaults()}
 }
 
-// Train loads the policy, runs Opt.Epochs Adam steps of token-level PPO
-// over the whole batch and saves the new checkpoint (with its optimiser
-// state) under job.Out.
-//
-// The ratio's denominator is the policy's own log-prob before the update,
-// computed by the trainer with the same routing as every later forward;
-// the sampler's log-probs only measure the train-vs-sampling gap. With
-// replay on, every forward replays the sampler's routing for the tokens
-// it covers.
-func (r *Reference) Train(ctx context.Context, job Job) (*Result, error) {
-	if job.Policy == "" || job.Out == "" || job.Policy == job.Out {
-		return nil, fmt.Errorf("trainer: policy %q and out %q must be distinct prefixes", job.Policy, job.Out)
+// distinct refuses a job whose new checkpoint would go over the one it
+// starts from (or nowhere).
+func distinct(from, out string) error {
+	if out == "" || from == out {
+		return fmt.Errorf("trainer: the checkpoint %q and the new one %q must be distinct prefixes", from, out)
 	}
-	b := job.Batch
-	if b == nil {
-		var err error
-		if b, err = LoadBatch(ctx, r.Store, job.Manifest); err != nil {
-			return nil, err
-		}
-	}
-	ck, err := LoadCheckpoint(ctx, r.Store, job.Policy)
-	if err != nil {
-		return nil, err
-	}
-	m := ck.Model
-	d := b.Manifest.Model
-	if m.Cfg.Vocab < d.Vocab || m.Cfg.Layers != d.Layers || m.Cfg.TopK != d.TopK || m.Cfg.Experts != d.Experts {
-		return nil, Bad(fmt.Errorf("checkpoint %s has vocab %d, %d layers, top-%d of %d experts; the batch was sampled from vocab %d, %d layers, top-%d of %d",
-			job.Policy, m.Cfg.Vocab, m.Cfg.Layers, m.Cfg.TopK, m.Cfg.Experts, d.Vocab, d.Layers, d.TopK, d.Experts))
-	}
-	opt := ck.Optimizer
-	if opt == nil {
-		opt = moe.NewAdam(m, r.Opt.Adam)
-	}
-	// The learning rate is the configured constant, whatever the
-	// checkpoint's optimiser was saved with.
-	opt.Cfg = r.Opt.Adam
-	met, err := r.update(ctx, m, opt, b)
-	if err != nil {
-		return nil, err
-	}
-	out := &moe.Checkpoint{Model: m, Tokenizer: ck.Tokenizer, Optimizer: opt, Meta: map[string]string{"policy_version": strconv.FormatInt(job.Version, 10)}}
-	if err := out.Save(ctx, r.Store, job.Out); err != nil {
-		return nil, fmt.Errorf("trainer: save %s: %w", job.Out, err)
-	}
-	return &Result{Checkpoint: job.Out, Metrics: met}, nil
-}
-
-type prepared struct {
-	c       *Chunk
-	ids     []int
-	loss    []bool
-	opt     moe.ForwardOptions // replayed routing and the sampling temperature
-	oldLP   []float32          // trainer's pre-update log-prob per token
-	adv     []float32
-	sampled []float32
-}
-
-func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *Batch) (Metrics, error) {
-	met := Metrics{Replay: r.Opt.Replay}
-	if b.Actions == 0 {
-		return met, Bad(errors.New("trainer: the batch has no loss tokens"))
-	}
-	var chunks []*prepared
-	for _, c := range b.Chunks() {
-		if c.Values == nil {
-			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d has no values (the critic has not run)", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk))
-		}
-		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: c.Values.Advantages, sampled: c.Tokens.LogProbs,
-			opt: moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}}
-		if len(p.ids) < 2 {
-			continue
-		}
-		if r.Opt.Replay {
-			// The last token's row only repeats the one before; replaying
-			// the sampler's own T−1 rows leaves it live, which no log-prob
-			// depends on.
-			rt := c.Routing.Slice(0, len(p.ids)-1)
-			p.opt.Replay = &rt
-		}
-		chunks = append(chunks, p)
-	}
-	n := b.Actions
-	met.Actions = int64(n)
-	var gap rl.GapStats
-	var mis rl.Mismatch
-	var lossSum, normSum float64
-	for epoch := 0; epoch < r.Opt.Epochs; epoch++ {
-		var ps rl.PolicyStats
-		for _, p := range chunks {
-			if err := ctx.Err(); err != nil {
-				return met, err
-			}
-			pass, err := m.Forward(p.ids, p.opt)
-			if err != nil {
-				return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
-			}
-			lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
-			if err != nil {
-				return met, Bad(err)
-			}
-			if epoch == 0 {
-				p.oldLP = lp
-				gap.Add(p.loss, lp, p.sampled)
-				used := pass.Routing.Slice(0, len(p.ids)-1)
-				mis.Add(p.c.Routing.Slice(0, len(p.ids)-1), used)
-				for t, l := range p.loss {
-					if l && int32(pass.IDs[t]) != p.c.Tokens.TokenIDs[t] {
-						met.LossDrift++
-					}
-				}
-			}
-			g, err := rl.PolicyGrad(&ps, p.loss, lp, p.oldLP, p.adv, r.Opt.Clip, n)
-			if err != nil {
-				return met, Bad(err)
-			}
-			if err := m.Backward(pass, g[1:], nil); err != nil {
-				return met, err
-			}
-		}
-		lossSum += ps.MeanLoss()
-		normSum += m.ClipGradNorm(r.Opt.MaxGradNorm)
-		opt.Step()
-		m.ZeroGrad()
-		met.Steps++
-	}
-	// How far the update moved the policy, over every action.
-	var after rl.PolicyStats
-	for _, p := range chunks {
-		pass, err := m.Forward(p.ids, p.opt)
-		if err != nil {
-			return met, err
-		}
-		lp, _ := rl.ActionLogProbs(p.loss, pass.LogProbs)
-		if _, err := rl.PolicyGrad(&after, p.loss, lp, p.oldLP, p.adv, r.Opt.Clip, n); err != nil {
-			return met, err
-		}
-	}
-	met.PolicyLoss = lossSum / float64(met.Steps)
-	met.GradNorm = normSum / float64(met.Steps)
-	met.ClipFraction = after.ClipFraction()
-	met.ApproxKL = after.ApproxKL()
-	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
-	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
-	return met, nil
+	return nil
 }

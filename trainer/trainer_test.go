@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -187,8 +186,8 @@ func TestTrainerUsesTheSamplingTemperature(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := NewReference(st, Options{Epochs: 1, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true})
-			res, err := tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 1, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true}})
+			res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,8 +217,8 @@ func TestReferenceTrainer(t *testing.T) {
 		if !replay {
 			out = PolicyPrefix(run, 2)
 		}
-		tr := NewReference(st, Options{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay})
-		res, err := tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: out, Version: 1})
+		tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay}})
+		res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: out, Version: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,8 +250,8 @@ func TestReferenceTrainer(t *testing.T) {
 		t.Fatal("training wrote over the current policy")
 	}
 	// A checkpoint that does not exist is bad input.
-	tr := NewReference(st, Options{Replay: true})
-	if _, err := tr.Train(ctx, Job{Manifest: man, Policy: "runs/tr/policy/missing", Out: PolicyPrefix(run, 9), Version: 9}); !IsBad(err) {
+	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Replay: true}})
+	if _, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: "runs/tr/policy/missing", Out: PolicyPrefix(run, 9), Version: 9}); !IsBad(err) {
 		t.Fatalf("missing checkpoint: %v", err)
 	}
 	// Nor does one whose weights are garbage.
@@ -263,7 +262,7 @@ func TestReferenceTrainer(t *testing.T) {
 	if _, err := st.Put(ctx, PolicyPrefix(run, 7)+"/"+moe.WeightsFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tr.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 7), Out: PolicyPrefix(run, 8), Version: 8})
+	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 7), Out: PolicyPrefix(run, 8), Version: 8})
 	if !IsBad(err) || !strings.Contains(err.Error(), "does not load") {
 		t.Fatalf("corrupt checkpoint: %v", err)
 	}
@@ -272,38 +271,153 @@ func TestReferenceTrainer(t *testing.T) {
 	}
 }
 
-func buildExecTrainer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "exectrainer")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/exectrainer")
-	cmd.Dir = pkgDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func TestExecTrainer(t *testing.T) {
 	ctx := context.Background()
 	st := testinfra.Store(t)
 	m := policy(t, st)
 	man, _ := sampled(t, st, m)
-	bin := buildExecTrainer(t)
-	e := &Exec{Argv: []string{bin, "-manifest", "{manifest}", "-out", "{out}", "-checkpoint", "{checkpoint}"}}
-	res, err := e.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	argv := testinfra.ExecTrainer(t, nil)
+	e := &Exec{Argv: append(argv, "-manifest", "{manifest}", "-checkpoint", "{checkpoint}")}
+	res, err := e.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Checkpoint != PolicyPrefix(run, 1) || res.Metrics.Actions != man.Tokens || res.Metrics.Steps != 1 || !res.Metrics.Replay {
 		t.Fatalf("result %+v", res)
 	}
-	fail := &Exec{Argv: []string{bin, "-exit", "7"}}
-	_, err = fail.Train(ctx, Job{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	fail := &Exec{Argv: []string{argv[0], "-exit", "7"}}
+	_, err = fail.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
 	if !IsBad(err) || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("failing trainer: %v", err)
 	}
 	silent := &Exec{Argv: []string{"true"}}
-	if _, err := silent.Train(ctx, Job{Manifest: man}); !IsBad(err) || !strings.Contains(err.Error(), "no result file") {
+	if _, err := silent.TrainActor(ctx, ActorJob{Manifest: man}); !IsBad(err) || !strings.Contains(err.Error(), "no result file") {
 		t.Fatalf("trainer without a result: %v", err)
+	}
+	// An actor-only trainer handed a critic job answers with an actor
+	// result, which is refused.
+	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
+	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
+	if !IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
+		t.Fatalf("actor result to a critic job: %v", err)
+	}
+}
+
+// The exec protocol loses nothing: an external trainer doing what the
+// reference backend does, through job and result files, reports the same
+// values and metrics and a checkpoint with the same bytes.
+func TestExecTrainerMatchesReference(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	b, err := LoadBatch(ctx, st, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := moe.DefaultConfig()
+	cm.Seed = 2
+	opt := ReferenceOptions{Critic: CriticOptions{Model: cm, ValueClip: 0.2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.9},
+		SFT: SFTOptions{MaxGradNorm: 1, Batch: 2}}
+	ref := NewReference(st, opt)
+	ex := &Exec{Argv: testinfra.ExecTrainer(t, opt)}
+	same := func(what, a, b string) {
+		t.Helper()
+		ra, err := CheckpointRef(ctx, st, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Adopt(ctx, st, b, b+"-adopted", nil); err != nil {
+			t.Fatal(err)
+		}
+		rb, err := CheckpointRef(ctx, st, b+"-adopted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra.Bytes != rb.Bytes || ra.SHA256 != rb.SHA256 {
+			t.Fatalf("%s checkpoints differ: %+v vs %+v", what, ra, rb)
+		}
+	}
+
+	job := CriticJob{Manifest: man, Batch: b, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 0.95}}
+	want, err := ref.TrainCritic(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Batch, job.Out = nil, CriticPrefix(run, 1)+"-exec"
+	got, err := ex.TrainCritic(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Metrics != want.Metrics || !want.Metrics.Warmup || !reflect.DeepEqual(got.Values, want.Values) {
+		t.Fatalf("exec critic %+v, reference %+v", got.Metrics, want.Metrics)
+	}
+	if _, err := ValueRows(b, got.Values, 0); err != nil {
+		t.Fatal(err)
+	}
+	same("critic", want.Checkpoint, got.Checkpoint)
+	// The next iteration starts from the stored critic, without warm-up.
+	job = CriticJob{Manifest: man, Batch: b, Critic: want.Checkpoint, Out: CriticPrefix(run, 2), Version: 2, GAE: job.GAE}
+	if want, err = ref.TrainCritic(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Batch, job.Out = nil, CriticPrefix(run, 2)+"-exec"
+	if got, err = ex.TrainCritic(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metrics != want.Metrics || want.Metrics.Warmup || !reflect.DeepEqual(got.Values, want.Values) {
+		t.Fatalf("exec critic %+v, reference %+v", got.Metrics, want.Metrics)
+	}
+	same("second critic", want.Checkpoint, got.Checkpoint)
+
+	sj := SFTJob{Run: run, Data: man.TokenFiles, Steps: 2, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1}
+	wantS, err := ref.TrainSFT(ctx, sj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sj.Out = PolicyPrefix(run, 1) + "-exec"
+	gotS, err := ex.TrainSFT(ctx, sj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotS.Metrics != wantS.Metrics || wantS.Metrics.Steps != 2 || wantS.Metrics.Sequences == 0 {
+		t.Fatalf("exec sft %+v, reference %+v", gotS.Metrics, wantS.Metrics)
+	}
+	same("sft", wantS.Checkpoint, gotS.Checkpoint)
+
+	withVals, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aj := ActorJob{Manifest: withVals, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 2), Version: 2}
+	wantA, err := ref.TrainActor(ctx, aj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aj.Out = PolicyPrefix(run, 2) + "-exec"
+	gotA, err := ex.TrainActor(ctx, aj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotA.Metrics != wantA.Metrics {
+		t.Fatalf("exec actor %+v, reference %+v", gotA.Metrics, wantA.Metrics)
+	}
+	same("actor", wantA.Checkpoint, gotA.Checkpoint)
+}
+
+// New builds the backend the options select.
+func TestNew(t *testing.T) {
+	if tr, err := New(nil, Options{}); err != nil || tr.(*Reference).Opt.Actor.Epochs != 1 {
+		t.Fatalf("default backend: %#v %v", tr, err)
+	}
+	tr, err := New(nil, Options{Backend: BackendExec, Exec: Exec{Argv: []string{"torchrun", "{job}", "{out}"}, Dir: "/w"}})
+	if e, ok := tr.(*Exec); err != nil || !ok || e.Argv[0] != "torchrun" || e.Dir != "/w" {
+		t.Fatalf("exec backend: %#v %v", tr, err)
+	}
+	if _, err := New(nil, Options{Backend: BackendExec}); err == nil {
+		t.Fatal("exec backend without a command accepted")
+	}
+	if _, err := New(nil, Options{Backend: "torch"}); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Fatalf("unknown backend: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ package testinfra
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,18 +36,46 @@ var (
 func WorkDir() string { return workDir }
 
 // BuildT1 builds the t1 command into dir and returns its path, for tests
-// that drive the real command. It finds the module from this file, not
-// from the working directory, which the embedded gateway moves.
-func BuildT1(dir string) (string, error) {
+// that drive the real command.
+func BuildT1(dir string) (string, error) { return build(dir, "t1", "./runners/t1") }
+
+// ExecTrainer builds trainer/testdata/exectrainer, the stand-in external
+// trainer of the exec backend's tests, and returns the argv of an exec
+// trainer running it: it reads {job}, writes {out}, and trains with the
+// reference backend on the test's store (StoreConfig) with options, a
+// trainer.ReferenceOptions (testinfra cannot import trainer, whose tests
+// use it). Tests append the stand-in's other flags.
+func ExecTrainer(t testing.TB, options any) []string {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := build(dir, "exectrainer", "./trainer/testdata/exectrainer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := json.Marshal(map[string]any{"store": StoreConfig(t), "options": options})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "reference.json")
+	if err := os.WriteFile(path, ref, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{bin, "-job", "{job}", "-out", "{out}", "-reference", path}
+}
+
+// build builds the module's package pkg into dir/name. It finds the
+// module from this file, not from the working directory, which the
+// embedded gateway moves.
+func build(dir, name, pkg string) (string, error) {
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", fmt.Errorf("build t1: cannot locate the module")
+		return "", fmt.Errorf("build %s: cannot locate the module", name)
 	}
-	bin := filepath.Join(dir, "t1")
-	build := exec.Command("go", "build", "-o", bin, "./runners/t1")
-	build.Dir = filepath.Join(filepath.Dir(self), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build t1: %v\n%s", err, out)
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join(filepath.Dir(self), "..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %v\n%s", name, err, out)
 	}
 	return bin, nil
 }

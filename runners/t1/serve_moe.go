@@ -11,6 +11,7 @@ import (
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func moeCmd(g *globals) *cobra.Command {
@@ -140,7 +141,7 @@ func warmUp(ck *moe.Checkpoint, steps int) error {
 	}
 	opt := moe.NewAdam(ck.Model, moe.AdamConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
 	for i := 0; i < steps; i++ {
-		if _, err := moe.SFTStep(ck.Model, opt, seqs, nil, 1); err != nil {
+		if _, err := trainer.SFTStep(ck.Model, opt, seqs, nil, 1); err != nil {
 			return fmt.Errorf("sft warm-up: %w", err)
 		}
 	}

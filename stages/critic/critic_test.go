@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/t1pipe/t1/infra/store"
@@ -71,12 +72,23 @@ func batch(t *testing.T, st store.ObjectStore, run string) *schemas.BatchManifes
 	return man
 }
 
-func newStage(st store.ObjectStore, warmup int, ev float64) *stage {
+// options are the reference critic's: a fresh critic of the default
+// shape warms up for at most warmup steps, until the explained variance
+// reaches ev.
+func options(warmup int, ev float64) trainer.ReferenceOptions {
 	cfg := moe.DefaultConfig()
 	cfg.Seed = 2
 	adam := moe.DefaultAdam()
 	adam.LR = 2e-3
-	return &stage{cfg: Config{Store: st, Model: cfg, Adam: adam, Gamma: 1, Lambda: 1, Epochs: 1, MaxGradNorm: 1, WarmupSteps: warmup, WarmupEV: ev, Log: discard()}}
+	return trainer.ReferenceOptions{Critic: trainer.CriticOptions{Model: cfg, Adam: adam, Epochs: 1, MaxGradNorm: 1, WarmupSteps: warmup, WarmupEV: ev}, Log: discard()}
+}
+
+func newStage(st store.ObjectStore, tr trainer.Trainer) *stage {
+	return &stage{cfg: Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: 1, Lambda: 1}, Log: discard()}}
+}
+
+func reference(st store.ObjectStore, warmup int, ev float64) *stage {
+	return newStage(st, trainer.NewReference(st, options(warmup, ev)))
 }
 
 // Warm-up makes the values handed to the actor explain the returns far
@@ -84,13 +96,13 @@ func newStage(st store.ObjectStore, warmup int, ev float64) *stage {
 // attempt's reward.
 func TestWarmup(t *testing.T) {
 	ctx := context.Background()
-	cold := newStage(testinfra.Store(t), 0, 0)
+	cold := reference(testinfra.Store(t), 0, 0)
 	man := batch(t, cold.cfg.Store, "cold")
 	c, err := cold.Iterate(ctx, man)
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm := newStage(testinfra.Store(t), 40, 0.9)
+	warm := reference(testinfra.Store(t), 40, 0.9)
 	wman := batch(t, warm.cfg.Store, "warm")
 	w, err := warm.Iterate(ctx, wman)
 	if err != nil {
@@ -122,11 +134,39 @@ func TestWarmup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Deterministic: the same batch gives the same values object.
-	again, err := newStage(warm.cfg.Store, 40, 0.9).Iterate(ctx, wman)
+	again, err := reference(warm.cfg.Store, 40, 0.9).Iterate(ctx, wman)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.Values[0] != w.Values[0] || again.Checkpoint != w.Checkpoint {
 		t.Fatal("a repeated iteration wrote different objects")
+	}
+}
+
+// An external trainer trains the critic through the stage: the stand-in
+// does what the reference backend does, through the exec protocol, and
+// the stage stores and announces exactly the same objects.
+func TestExecTrainerTrainsTheCritic(t *testing.T) {
+	ctx := context.Background()
+	var got []*schemas.CriticUpdatedPayload
+	for _, name := range []string{"reference", "exec"} {
+		t.Run(name, func(t *testing.T) {
+			st := testinfra.Store(t)
+			s := reference(st, 3, 0.9)
+			if name == "exec" {
+				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t, options(3, 0.9))})
+			}
+			p, err := s.Iterate(ctx, batch(t, st, "c"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p)
+		})
+	}
+	if len(got) != 2 {
+		return // a subtest failed
+	}
+	if !reflect.DeepEqual(got[0], got[1]) || !got[0].Warmup {
+		t.Fatalf("reference and exec trainers announced\n%+v\n%+v", got[0], got[1])
 	}
 }

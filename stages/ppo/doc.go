@@ -1,6 +1,6 @@
 // Package ppo is the actor-update stage: it consumes critic.updated, trains
 // the policy on the batch with the critic's pre-update advantages through
-// an trainer backend (the in-process reference MoE or an external
+// a trainer backend (the in-process reference MoE or an external
 // command), stores the new policy checkpoint and the iteration's metrics,
 // and emits policy.updated (DESIGN.md §1.6).
 //

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
@@ -41,11 +39,6 @@ func New(cfg Config) engine.Stage {
 
 type stage struct{ cfg Config }
 
-// TrainingKey is where the trainer's full report of an update lives.
-func TrainingKey(run string, iteration int, version int64) string {
-	return fmt.Sprintf("runs/%s/training/iter=%04d/policy-v%06d.json", run, iteration, version)
-}
-
 func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	var p schemas.CriticUpdatedPayload
 	if err := ev.Decode(&p); err != nil {
@@ -75,7 +68,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
 	next := m.PolicyVersion + 1
-	if done, err := s.done(ctx, TrainingKey(run, m.Iteration, next)); err != nil || done != nil {
+	if done, err := s.done(ctx, trainer.TrainingKey(run, m.Iteration, next)); err != nil || done != nil {
 		return done, err
 	}
 	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
@@ -87,14 +80,15 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		return nil, err
 	}
 	outPrefix := trainer.PolicyPrefix(run, next)
-	res, err := s.cfg.Trainer.Train(ctx, trainer.Job{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
+	res, err := s.cfg.Trainer.TrainActor(ctx, trainer.ActorJob{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
 	if err != nil {
 		return nil, fmt.Errorf("train policy %d on iteration %d: %w", m.PolicyVersion, m.Iteration, err)
 	}
 	if res.Metrics.LossDrift != 0 {
 		return nil, trainer.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", m.PolicyVersion, m.Iteration, res.Metrics.LossDrift))
 	}
-	if err := s.adopt(ctx, res.Checkpoint, outPrefix, m.Model); err != nil {
+	fits := func(c moe.Config) error { return trainer.PolicyFits(c, m.Model) }
+	if err := trainer.Adopt(ctx, s.cfg.Store, res.Checkpoint, outPrefix, fits); err != nil {
 		return nil, err
 	}
 	ck, err := trainer.CheckpointRef(ctx, s.cfg.Store, outPrefix)
@@ -110,8 +104,8 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
 		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
 	}
-	report, _ := json.MarshalIndent(Report{Metrics: res.Metrics, Event: *ev}, "", "  ")
-	key := TrainingKey(run, m.Iteration, next)
+	report, _ := json.MarshalIndent(trainer.TrainingReport{Metrics: res.Metrics, Event: *ev}, "", "  ")
+	key := trainer.TrainingKey(run, m.Iteration, next)
 	_, err = s.cfg.Store.PutIfAbsent(ctx, key, bytes.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "application/json"})
 	if errors.Is(err, store.ErrExists) {
 		// Another delivery finished first: announce what it stored.
@@ -130,15 +124,6 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	return ev, nil
 }
 
-// Report is the trainer's full account of one update, stored at
-// TrainingKey once the new policy and its metrics row are stored; it marks
-// the update as done.
-type Report struct {
-	Metrics trainer.Metrics `json:"metrics"`
-	// Event is the policy.updated payload the update announced.
-	Event schemas.PolicyUpdatedPayload `json:"event"`
-}
-
 // done returns the event of an update whose report is stored at key, or
 // nil when there is none. A redelivered critic.updated announces it again
 // instead of training a second time: an external trainer need not be
@@ -152,50 +137,15 @@ func (s *stage) done(ctx context.Context, key string) (*schemas.PolicyUpdatedPay
 		return nil, err
 	}
 	defer rc.Close()
-	var r Report
+	var r trainer.TrainingReport
 	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&r); err != nil {
 		return nil, fmt.Errorf("training report %s: %w", key, err)
 	}
 	return &r.Event, nil
 }
 
-// adopt checks that the checkpoint the trainer reported loads and fits
-// the batch's model, and puts it under prefix when it is elsewhere (a
-// local directory an external trainer wrote, or another store prefix).
-func (s *stage) adopt(ctx context.Context, where, prefix string, d schemas.ModelDims) error {
-	var ck *moe.Checkpoint
-	var err error
-	local := filepath.IsAbs(where)
-	if local {
-		if _, serr := os.Stat(where); serr != nil {
-			return trainer.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, serr))
-		}
-		ck, err = moe.LoadDir(where)
-		if err != nil {
-			err = trainer.Bad(fmt.Errorf("the trainer's checkpoint %s does not load: %w", where, err))
-		}
-	} else {
-		ck, err = trainer.LoadCheckpoint(ctx, s.cfg.Store, where)
-	}
-	if err != nil {
-		return err
-	}
-	c := ck.Model.Cfg
-	if c.Vocab < d.Vocab || c.Layers != d.Layers || c.TopK != d.TopK || c.Experts != d.Experts {
-		return trainer.Bad(fmt.Errorf("the trainer's checkpoint %s has vocab %d, %d layers, top-%d of %d experts; the batch's model has vocab %d, %d layers, top-%d of %d",
-			where, c.Vocab, c.Layers, c.TopK, c.Experts, d.Vocab, d.Layers, d.TopK, d.Experts))
-	}
-	if where == prefix {
-		return nil
-	}
-	if err := ck.Save(ctx, s.cfg.Store, prefix); err != nil {
-		return fmt.Errorf("store the trainer's checkpoint at %s: %w", prefix, err)
-	}
-	return nil
-}
-
 // metricRow summarises the iteration.
-func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, met trainer.Metrics) schemas.MetricRow {
+func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, met trainer.ActorMetrics) schemas.MetricRow {
 	row := schemas.MetricRow{
 		Run: b.Manifest.Run, Iteration: int32(b.Manifest.Iteration), PolicyVersion: version,
 		Trajectories: int32(len(b.Attempts)), ExplainedVariance: p.ExplainedVariance, ValueLoss: p.ValueLoss,

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -156,16 +155,25 @@ func setup(t *testing.T, run string) *env {
 
 var runnerCfg = engine.RunnerConfig{Concurrency: 1, AckWait: time.Minute, MaxDeliver: 2, Backoff: []time.Duration{100 * time.Millisecond}}
 
-func (e *env) stages(t *testing.T, tr trainer.Trainer) {
-	t.Helper()
+// options are the reference backend's settings for both stages.
+func options() trainer.ReferenceOptions {
 	cfg := moe.DefaultConfig()
 	cfg.Seed = 2
-	testinfra.RunStage(t, e.l, critic.New(critic.Config{Store: e.st, Model: cfg, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8},
-		Gamma: 1, Lambda: 0.95, ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.5}), runnerCfg)
+	return trainer.ReferenceOptions{
+		Actor: trainer.ActorOptions{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true},
+		Critic: trainer.CriticOptions{Model: cfg, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8},
+			ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.5},
+	}
+}
+
+// stages runs the critic stage on criticTrainer and the PPO stage on actorTrainer.
+func (e *env) stages(t *testing.T, criticTrainer, actorTrainer trainer.Trainer) {
+	t.Helper()
+	testinfra.RunStage(t, e.l, critic.New(critic.Config{Store: e.st, Trainer: criticTrainer, GAE: trainer.GAE{Gamma: 1, Lambda: 0.95}}), runnerCfg)
 	initial := func(context.Context) (*moe.Checkpoint, error) {
 		return &moe.Checkpoint{Model: e.m.Clone(), Tokenizer: e.tok}, nil
 	}
-	testinfra.RunStage(t, e.l, ppo.New(ppo.Config{Store: e.st, Trainer: tr, Initial: initial}), runnerCfg)
+	testinfra.RunStage(t, e.l, ppo.New(ppo.Config{Store: e.st, Trainer: actorTrainer, Initial: initial}), runnerCfg)
 }
 
 func (e *env) batch(t *testing.T, iteration int, version int64, rows trainer.Rows) {
@@ -209,8 +217,8 @@ func (e *env) wait(t *testing.T, typ string, n int) []engine.Event {
 func TestCriticThenPPO(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, "ppo")
-	e.stages(t, trainer.NewReference(e.st, trainer.Options{Epochs: 2, Clip: 0.2,
-		Adam: moe.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true}))
+	ref := trainer.NewReference(e.st, options())
+	e.stages(t, ref, ref)
 	rows := rollouts(t, e.run, e.m, e.tok, 0)
 	e.batch(t, 0, 0, rows)
 
@@ -268,12 +276,12 @@ func TestCriticThenPPO(t *testing.T) {
 		r.RoutingFlips != 0 || r.LogProbGap != pu.LogProbGap || r.ExplainedVariance != cu.ExplainedVariance {
 		t.Fatalf("metrics row %+v", r)
 	}
-	rc, _, err := e.st.Get(ctx, ppo.TrainingKey(e.run, 0, 1))
+	rc, _, err := e.st.Get(ctx, trainer.TrainingKey(e.run, 0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	var rep ppo.Report
+	var rep trainer.TrainingReport
 	if b, _ := io.ReadAll(rc); json.Unmarshal(b, &rep) != nil || rep.Event != pu {
 		t.Fatalf("training report %+v", rep)
 	}
@@ -317,7 +325,7 @@ func TestCriticThenPPO(t *testing.T) {
 func TestBadInputFails(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, "bad")
-	e.stages(t, &trainer.Exec{Argv: []string{"sh", "-c", "echo trainer crashed >&2; exit 3"}})
+	e.stages(t, trainer.NewReference(e.st, options()), &trainer.Exec{Argv: []string{"sh", "-c", "echo trainer crashed >&2; exit 3"}})
 	rows := rollouts(t, e.run, e.m, e.tok, 0)
 	e.batch(t, 0, 0, rows)
 	fails := func(typ string) []engine.Failure {
@@ -366,17 +374,13 @@ func TestBadInputFails(t *testing.T) {
 	}
 }
 
-// An external trainer that writes its checkpoint to a local directory:
-// the stage checks that it loads and stores it as the next version.
+// An external trainer does both updates: the critic's (the stand-in
+// trains it with the reference backend) and the actor's, whose checkpoint
+// it writes to a local directory; the stage checks that it loads and
+// stores it as the next version.
 func TestExecTrainerStage(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, "exec")
-	bin := filepath.Join(t.TempDir(), "exectrainer")
-	build := exec.Command("go", "build", "-o", bin, "../../trainer/testdata/exectrainer")
-	build.Dir = pkgDir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	// The stand-in reports a checkpoint it "trained": the initial model
 	// with one weight changed, saved to a local directory.
 	trained := e.m.Clone()
@@ -385,7 +389,8 @@ func TestExecTrainerStage(t *testing.T) {
 	if err := (&moe.Checkpoint{Model: trained, Tokenizer: e.tok}).SaveDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	e.stages(t, &trainer.Exec{Argv: []string{bin, "-manifest", "{manifest}", "-out", "{out}", "-checkpoint", dir}})
+	ex := &trainer.Exec{Argv: append(testinfra.ExecTrainer(t, options()), "-manifest", "{manifest}", "-checkpoint", dir)}
+	e.stages(t, ex, ex)
 	e.batch(t, 0, 0, rollouts(t, e.run, e.m, e.tok, 0))
 	var pu schemas.PolicyUpdatedPayload
 	if err := e.wait(t, schemas.PolicyUpdated, 1)[0].Decode(&pu); err != nil {

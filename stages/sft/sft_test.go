@@ -10,6 +10,7 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
@@ -47,16 +48,11 @@ func shell(t *testing.T) agent.Shell {
 	return sh
 }
 
-// A reference solution replayed through the harness becomes SFT data; the
-// stage lowers the policy's loss on it and stores version 1.
-func TestSFTOnReferenceSolutions(t *testing.T) {
+// demonstrations replays two reference solutions through the harness and
+// stores their token rows, the SFT data.
+func demonstrations(t *testing.T, st store.ObjectStore, tok *moe.Tokenizer) ([]schemas.TokenRow, schemas.FileRef) {
+	t.Helper()
 	ctx := context.Background()
-	st, l := testinfra.Store(t), testinfra.Log(t)
-	const run = "sft"
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tp, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +73,52 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rows, ref
+}
+
+const run = "sft"
+
+var runnerCfg = engine.RunnerConfig{Concurrency: 1, AckWait: time.Minute, MaxDeliver: 2, Backoff: []time.Duration{100 * time.Millisecond}}
+
+func sftOptions() trainer.ReferenceOptions {
+	adam := moe.DefaultAdam()
+	adam.LR = 3e-3
+	return trainer.ReferenceOptions{SFT: trainer.SFTOptions{Adam: adam, MaxGradNorm: 1}}
+}
+
+// request publishes sft.requested and waits for its sft.completed.
+func request(t *testing.T, l *engine.Log, key string, p schemas.SFTRequestedPayload) schemas.SFTCompletedPayload {
+	t.Helper()
+	ev, err := engine.NewRootEvent(run, schemas.SFTRequested, key, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	testinfra.CheckFor(t, time.Minute, func() error {
+		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.SFTCompleted); n != 1 {
+			return fmt.Errorf("%d sft.completed (failed: %d)", n, testinfra.Count(t, l, "t1."+run+".*.failed"))
+		}
+		return nil
+	})
+	var done schemas.SFTCompletedPayload
+	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.SFTCompleted)[0].Decode(&done); err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
+// A reference solution replayed through the harness becomes SFT data; the
+// stage lowers the policy's loss on it and stores version 1.
+func TestSFTOnReferenceSolutions(t *testing.T) {
+	ctx := context.Background()
+	st, l := testinfra.Store(t), testinfra.Log(t)
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, ref := demonstrations(t, st, tok)
 	m, err := moe.NewModel(moe.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -98,35 +140,16 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 		}
 		seqs, masks = append(seqs, ids), append(masks, mask)
 	}
-	before, err := moe.SFTStep(probe, moe.NewAdam(probe, moe.AdamConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}), seqs, masks, 0)
+	before, err := trainer.SFTStep(probe, moe.NewAdam(probe, moe.AdamConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}), seqs, masks, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	adam := moe.DefaultAdam()
-	adam.LR = 3e-3
 	initial := func(context.Context) (*moe.Checkpoint, error) {
 		return &moe.Checkpoint{Model: m.Clone(), Tokenizer: tok}, nil
 	}
-	testinfra.RunStage(t, l, New(Config{Store: st, Adam: adam, MaxGradNorm: 1, Initial: initial}),
-		engine.RunnerConfig{Concurrency: 1, AckWait: time.Minute, MaxDeliver: 2, Backoff: []time.Duration{100 * time.Millisecond}})
-	ev, err := engine.NewRootEvent(run, schemas.SFTRequested, "0", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: []schemas.FileRef{ref}, Epochs: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Publish(ctx, ev); err != nil {
-		t.Fatal(err)
-	}
-	testinfra.CheckFor(t, time.Minute, func() error {
-		if n := testinfra.Count(t, l, "t1."+run+"."+schemas.SFTCompleted); n != 1 {
-			return fmt.Errorf("%d sft.completed (failed: %d)", n, testinfra.Count(t, l, "t1."+run+".*.failed"))
-		}
-		return nil
-	})
-	var done schemas.SFTCompletedPayload
-	if err := testinfra.Events(t, l, "t1."+run+"."+schemas.SFTCompleted)[0].Decode(&done); err != nil {
-		t.Fatal(err)
-	}
+	testinfra.RunStage(t, l, New(Config{Store: st, Trainer: trainer.NewReference(st, sftOptions()), Initial: initial}), runnerCfg)
+	done := request(t, l, "0", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: []schemas.FileRef{ref}, Epochs: 6})
 	t.Logf("SFT loss %.3f → %.3f", before, done.Loss)
 	if done.PolicyVersion != 1 || done.Checkpoint.Key != trainer.PolicyPrefix(run, 1) || !(done.Loss < before) {
 		t.Fatalf("sft.completed %+v (loss before %.3f)", done, before)
@@ -135,7 +158,7 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Meta["policy_version"] != "1" || ck.Optimizer != nil {
+	if ck.Meta["policy_version"] != "1" || ck.Meta["sft_from"] != "0" || ck.Optimizer != nil {
 		t.Fatalf("checkpoint meta %v, optimizer %v", ck.Meta, ck.Optimizer != nil)
 	}
 
@@ -147,7 +170,7 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ = engine.NewRootEvent(run, schemas.SFTRequested, "1", schemas.SFTRequestedPayload{PolicyVersion: 1, Data: []schemas.FileRef{empty}, Epochs: 1})
+	ev, _ := engine.NewRootEvent(run, schemas.SFTRequested, "1", schemas.SFTRequestedPayload{PolicyVersion: 1, Data: []schemas.FileRef{empty}, Epochs: 1})
 	if _, err := l.Publish(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +180,37 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An external trainer fine-tunes the policy through the stage: the
+// stand-in does what the reference backend does, through the exec
+// protocol, and sft.completed announces the same checkpoint and loss.
+func TestExecTrainerFineTunes(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []schemas.SFTCompletedPayload
+	for _, name := range []string{"reference", "exec"} {
+		t.Run(name, func(t *testing.T) {
+			st, l := testinfra.Store(t), testinfra.Log(t)
+			_, ref := demonstrations(t, st, tok)
+			var tr trainer.Trainer = trainer.NewReference(st, sftOptions())
+			if name == "exec" {
+				tr = &trainer.Exec{Argv: testinfra.ExecTrainer(t, sftOptions())}
+			}
+			initial := func(context.Context) (*moe.Checkpoint, error) {
+				m, err := moe.NewModel(moe.DefaultConfig())
+				return &moe.Checkpoint{Model: m, Tokenizer: tok}, err
+			}
+			testinfra.RunStage(t, l, New(Config{Store: st, Trainer: tr, Initial: initial}), runnerCfg)
+			got = append(got, request(t, l, "0", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: []schemas.FileRef{ref}, Epochs: 2}))
+		})
+	}
+	if len(got) != 2 {
+		return // a subtest failed
+	}
+	if got[0] != got[1] || got[0].PolicyVersion != 1 {
+		t.Fatalf("reference and exec trainers announced\n%+v\n%+v", got[0], got[1])
+	}
 }

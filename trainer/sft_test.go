@@ -1,9 +1,48 @@
-package sft
+package trainer
 
 import (
 	"slices"
 	"testing"
+
+	"github.com/t1pipe/t1/moe"
 )
+
+// Supervised steps on the embedded corpus lower the model's loss on it.
+func TestSFTLowersLoss(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := moe.DefaultConfig()
+	cfg.Context = 128
+	m, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := moe.NewAdam(m, moe.AdamConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
+	ids := tok.Encode(moe.Corpus())
+	var seqs [][]int
+	for i := 0; i+64 <= len(ids) && len(seqs) < 4; i += 64 {
+		seqs = append(seqs, ids[i:i+64])
+	}
+	first, err := SFTStep(m, opt, seqs, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last float64
+	for i := 0; i < 15; i++ {
+		if last, err = SFTStep(m, opt, seqs, nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !(last < first-0.5) {
+		t.Fatalf("loss %.3f -> %.3f after 16 steps", first, last)
+	}
+	t.Logf("loss %.3f -> %.3f", first, last)
+	if _, err := SFTStep(m, opt, [][]int{{1, 2, 3}}, [][]float32{{0, 0}}, 1); err == nil {
+		t.Fatal("an all-zero mask accepted")
+	}
+}
 
 // Steps take the demonstrations in turn, wrapping around, so each is used
 // equally often; a batch of 0 or of at least all of them is all of them.
