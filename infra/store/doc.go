@@ -22,6 +22,18 @@
 // from CompleteMultipartUpload, so conditional uploads of more than 16 MiB
 // or of unknown size drive their parts through the low-level client.
 //
+// # Store once
+//
+// A handler may run more than once for one input (a redelivery, or two
+// deliveries at once) and, when its result is not a function of its input
+// alone (a model's reply, a trainer's report, an episode), two runs can
+// compute different results for one key. Whichever is stored first is the
+// result: an event that names a key, or the hash of the bytes under it,
+// must stay true once published, so such a key is never overwritten.
+// PutOnce and PutOnceSum store with PutIfAbsent and, when another writer
+// stored first, return that writer's object (its bytes, or its size and
+// SHA-256) for the caller to announce instead of its own.
+//
 // # External mode
 //
 // Open(ctx, Config) connects to an endpoint ("host:port" plus Secure, or a
