@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,14 @@ import (
 
 // Recorder is an engine.Emitter that keeps what a handler emitted, for
 // tests that call handlers directly. Its events carry the type, the run
-// and the payload; their ids number them within the recorder. Emit options
+// and the payload, and ids unique within the test binary; emit options
 // are not kept.
 type Recorder struct {
 	Run    string
 	Events []engine.Event
 }
+
+var recorded atomic.Int64
 
 // Emit implements engine.Emitter.
 func (r *Recorder) Emit(typ string, payload any, _ ...engine.EmitOption) (engine.Event, error) {
@@ -32,9 +35,23 @@ func (r *Recorder) Emit(typ string, payload any, _ ...engine.EmitOption) (engine
 	if err != nil {
 		return engine.Event{}, engine.Permanent(err)
 	}
-	ev := engine.Event{ID: typ + "#" + strconv.Itoa(len(r.Events)), Type: typ, Run: r.Run, Payload: b}
+	ev := engine.Event{ID: typ + "#" + strconv.FormatInt(recorded.Add(1), 10), Type: typ, Run: r.Run, Payload: b}
 	r.Events = append(r.Events, ev)
 	return ev, nil
+}
+
+// Feed has s handle each event in turn, as a runner delivers them, and
+// returns what they emitted; a handler's failure fails the test.
+func Feed(t testing.TB, s engine.Stage, evs ...engine.Event) []engine.Event {
+	t.Helper()
+	var rec Recorder
+	for _, ev := range evs {
+		rec.Run = ev.Run
+		if err := s.Handle(context.Background(), ev, &rec); err != nil {
+			t.Fatalf("%s: %v", ev.Type, err)
+		}
+	}
+	return rec.Events
 }
 
 // StoreFaults tests a handler's store-failure paths. Run handles Event
@@ -54,6 +71,8 @@ type StoreFaults struct {
 	Setup func(t *testing.T, st store.ObjectStore)
 	// Stage builds the stage under test on st, once per case: a retry
 	// reaches the same stage, as a redelivery reaches the same process.
+	// It may handle events that bring the stage to the state Event is
+	// handled in; faults apply to Event's handling only.
 	Stage func(t *testing.T, st store.ObjectStore) engine.Stage
 	// Event is the event handled.
 	Event engine.Event
@@ -70,8 +89,15 @@ func (c StoreFaults) Run(t *testing.T) []engine.Event {
 	var want []engine.Event
 	t.Run("healthy", func(t *testing.T) {
 		es, s := c.start(t)
+		before := len(es.Calls())
 		want = c.handle(t, s, es, nil)
-		calls = es.Calls()
+		// The handler's calls, numbered as a fault injected now counts them.
+		n := map[errorstore.Op]int{}
+		for _, call := range es.Calls()[before:] {
+			n[call.Op]++
+			call.N = n[call.Op]
+			calls = append(calls, call)
+		}
 	})
 	if t.Failed() {
 		return nil

@@ -79,8 +79,9 @@ type Fault struct {
 	// write that took effect though its caller sees it fail (the reply
 	// lost on the way back), a Get whose object opens but whose body fails
 	// on the first read, a List that yields every object and then the
-	// error. Without After, and for Stat always, the wrapped store is
-	// not called.
+	// error; the wrapped store's own errors (a Get of a missing key) come
+	// back as they are. Without After, and for Stat always, the wrapped
+	// store is not called.
 	After bool
 	// Err is the error injected; nil means ErrInjected.
 	Err error
@@ -141,7 +142,7 @@ func (s *Store) Count(op Op) int {
 	return s.counts[op]
 }
 
-// Injected lists the calls that failed by a fault.
+// Injected lists the calls a fault picked.
 func (s *Store) Injected() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
