@@ -12,7 +12,8 @@
 // PutIfAbsent calls for one key exactly one succeeds. Put accepts size -1
 // for streams of unknown length and uploads them in 16 MiB parts. List is
 // recursive and yields keys in ascending byte order. The storetest
-// sub-package holds the conformance suite every endpoint must pass.
+// sub-package holds the conformance suite every endpoint must pass; the
+// errorstore sub-package wraps a store to make chosen calls fail.
 //
 // PutIfAbsent relies on S3 conditional writes (If-None-Match: *), which the
 // server checks atomically when the object is published, for single and

@@ -54,6 +54,28 @@ func Feed(t testing.TB, s engine.Stage, evs ...engine.Event) []engine.Event {
 	return rec.Events
 }
 
+// FailsRetryably has s handle ev on a store that the test made fail and
+// checks that the handler fails with a retryable error wrapping the
+// store's.
+func FailsRetryably(t testing.TB, s engine.Stage, ev engine.Event) {
+	t.Helper()
+	err := s.Handle(context.Background(), ev, &Recorder{Run: ev.Run})
+	if err == nil {
+		t.Fatal("the handler succeeded on a failing store")
+	}
+	retryable(t, err)
+}
+
+func retryable(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case engine.IsPermanent(err):
+		t.Fatalf("a store fault failed the event for good: %v", err)
+	case !errors.Is(err, errorstore.ErrInjected):
+		t.Fatalf("the handler's error does not wrap the store's: %v", err)
+	}
+}
+
 // StoreFaults tests a handler's store-failure paths. Run handles Event
 // once on a healthy store, which must succeed, and then, on a fresh store
 // for each, once with each call that healthy run made failing: failing
@@ -119,15 +141,12 @@ func (c StoreFaults) Run(t *testing.T) []engine.Event {
 				if len(es.Injected()) == 0 {
 					t.Fatalf("the handler no longer makes call %s (calls %v)", call, es.Calls())
 				}
-				switch {
-				case err == nil:
+				if err == nil {
 					// The handler did without the call, or repeated it.
 					c.same(t, want, rec.Events)
 					c.claims(t, es, rec.Events)
-				case engine.IsPermanent(err):
-					t.Fatalf("a store fault failed the event for good: %v", err)
-				case !errors.Is(err, errorstore.ErrInjected):
-					t.Fatalf("the handler's error does not wrap the store's: %v", err)
+				} else {
+					retryable(t, err)
 				}
 				es.Heal()
 				c.same(t, want, c.handle(t, s, es, err))

@@ -3,13 +3,13 @@ package control
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/internal/testinfra/unstored"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
 )
@@ -25,13 +25,6 @@ func rootEvent(t *testing.T, typ, key string, payload any) engine.Event {
 		t.Fatal(err)
 	}
 	return ev
-}
-
-// fileRef is a well-formed reference to an object of table, for a
-// manifest that is written, not read.
-func fileRef(table schemas.Table, name string) schemas.FileRef {
-	return schemas.FileRef{Key: "runs/" + storeRun + "/" + table.Name + "/" + name + ".parquet", Table: table.Name,
-		SchemaVersion: table.Version.String(), Rows: 1, Bytes: 1, SHA256: strings.Repeat("ab", 32)}
 }
 
 // Every store call of sealing the pool (the bundles de-duplicated, the
@@ -95,11 +88,11 @@ func TestStoreFaults(t *testing.T) {
 	t.Run("batch", func(t *testing.T) {
 		done := rootEvent(t, schemas.RolloutCompleted, "t1/0", schemas.RolloutCompletedPayload{
 			TaskID: "t1", Purpose: "train", Tokens: 5,
-			TokenRows: fileRef(schemas.TokensTable, "tokens"), RoutingRows: fileRef(schemas.RoutingTable, "routing"),
-			Trajectory: fileRef(schemas.TrajectoriesTable, "trajectory"),
+			TokenRows: unstored.Ref(storeRun, schemas.TokensTable, "tokens"), RoutingRows: unstored.Ref(storeRun, schemas.RoutingTable, "routing"),
+			Trajectory: unstored.Ref(storeRun, schemas.TrajectoriesTable, "trajectory"),
 		})
 		scored := rootEvent(t, schemas.RewardScored, "t1/0", schemas.RewardScoredPayload{
-			TaskID: "t1", Purpose: "train", Reward: 1, Rewards: fileRef(schemas.RewardsTable, "rewards"),
+			TaskID: "t1", Purpose: "train", Reward: 1, Rewards: unstored.Ref(storeRun, schemas.RewardsTable, "rewards"),
 		})
 		want := testinfra.StoreFaults{
 			Setup: storeSetup,

@@ -21,9 +21,9 @@ func suiteDir(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, name := range []string{"greet", "part"} {
-		tk, err := harbor.NewBuilder(name).Instruction("Write `"+name+"` to `/app/out.txt`.\n").
+		tk, err := harbor.NewBuilder(name).Instruction("Write `" + name + "` to `/app/out.txt`.\n").
 			Metadata(harbor.Metadata{Difficulty: "easy", Category: "text-processing"}).
-			Solution("#!/bin/bash\necho "+name+" > /app/out.txt\n").TestScript("#!/bin/bash\ntrue\n").Build()
+			Solution("#!/bin/bash\necho " + name + " > /app/out.txt\n").TestScript("#!/bin/bash\ntrue\n").Build()
 		if err != nil {
 			t.Fatal(err)
 		}
