@@ -31,7 +31,7 @@ func bundleTask(t *testing.T, instruction string) *harbor.Task {
 func TestPutBundleStoreFailures(t *testing.T) {
 	ctx := context.Background()
 	tk := bundleTask(t, "Greet.\n")
-	es := errorstore.New(testinfra.Store(t), errorstore.Fault{Op: errorstore.PutIfAbsent})
+	es := errorstore.New(testinfra.FreshStore(t), errorstore.Fault{Op: errorstore.PutIfAbsent})
 	if _, _, _, err := PutBundle(ctx, es, "r", "greet", tk); !errors.Is(err, errorstore.ErrInjected) {
 		t.Fatalf("put: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestPutBundleStoreFailures(t *testing.T) {
 func TestFetchStoreFailures(t *testing.T) {
 	ctx := context.Background()
 	tk := bundleTask(t, "Greet.\n")
-	bare := testinfra.Store(t)
+	bare := testinfra.FreshStore(t)
 	key, sum, size, err := PutBundle(ctx, bare, "r", "greet", tk)
 	if err != nil {
 		t.Fatal(err)

@@ -6,19 +6,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/infra/store/errorstore"
 )
 
-// prefixed is a client of the shared gateway confined to a prefix of the
-// test's own.
+var prefixes atomic.Int64
+
+// prefixed is a client of the shared gateway confined to a prefix of its
+// own, empty however often the test runs.
 func prefixed(t *testing.T) store.ObjectStore {
 	t.Helper()
 	cfg := shared.Config()
-	cfg.Prefix = "once-" + strings.ReplaceAll(t.Name(), "/", "-")
+	cfg.Prefix = "once-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.FormatInt(prefixes.Add(1), 10)
 	s, err := store.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -77,8 +77,8 @@ func retryable(t testing.TB, err error) {
 }
 
 // StoreFaults tests a handler's store-failure paths. Run handles Event
-// once on a healthy store, which must succeed, and then, on a fresh store
-// for each, once with each call that healthy run made failing: failing
+// once on a healthy store (FreshStore), which must succeed, and then, on a
+// fresh store for each, once with each call that healthy run made failing: failing
 // before it reaches the store and, for every call but Stat, after (a
 // write that took effect though its caller saw an error, a body that
 // breaks off). The handler must then fail with a retryable error that
@@ -158,7 +158,7 @@ func (c StoreFaults) Run(t *testing.T) []engine.Event {
 
 func (c StoreFaults) start(t *testing.T) (*errorstore.Store, engine.Stage) {
 	t.Helper()
-	bare := Store(t)
+	bare := FreshStore(t)
 	if c.Setup != nil {
 		c.Setup(t, bare)
 	}

@@ -15,7 +15,7 @@ import (
 // The store failing while the batch manifest is read — its check, its
 // opening, its body — is retried, not a bad batch.
 func TestManifestStoreFaults(t *testing.T) {
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	ref, err := schemas.WriteManifest(context.Background(), st, unstored.Manifest("pf", 0, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func completed(t *testing.T, evs []engine.Event) schemas.RolloutCompletedPayload
 // its episode announces the stored outcome, not its own.
 func TestMarkerStoredByAnotherDelivery(t *testing.T) {
 	c := storeCase(t)
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	c.Setup(t, st)
 	marker := MarkerKey(storeRun, storeRequest)
 	theirs, _ := json.Marshal(schemas.RolloutCompletedPayload{TaskID: "greet", Purpose: "sft", Turns: 99, Termination: "theirs"})
@@ -126,7 +126,7 @@ func TestMarkerStoredByAnotherDelivery(t *testing.T) {
 // announces that snapshot's size and hash, which the stored bytes bear.
 func TestSnapshotStoredByAnotherDelivery(t *testing.T) {
 	c := storeCase(t)
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	c.Setup(t, st)
 	theirs := []byte("another delivery's snapshot")
 	sum := sha256.Sum256(theirs)

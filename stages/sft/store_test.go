@@ -14,7 +14,7 @@ import (
 // The store failing while the demonstrations are read, on opening one or
 // in its body, is retried, not bad data.
 func TestDataStoreFaults(t *testing.T) {
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	rows := []schemas.TokenRow{{Run: "sf", TaskID: "t", TokenIDs: []int32{1, 2, 3}, LogProbs: []float32{0, 0, 0},
 		LossMask: []bool{false, true, true}, TurnOffsets: []int32{0}, DriftRepair: schemas.RepairNone}}
 	ref, err := schemas.WriteTable(context.Background(), st, "sf", 0, rows, schemas.WriterOptions{})

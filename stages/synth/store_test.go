@@ -101,7 +101,7 @@ func TestLineageStoredByAnotherDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	theirs, _ := json.Marshal(Lineage{TaskID: f.child.ID(), ParentID: "their-parent", RootID: "their-root", Round: 1})
 	if _, err := st.Put(context.Background(), LineageKey(llmRun, f.child.ID()), bytes.NewReader(theirs), int64(len(theirs)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestLineageStoredByAnotherDelivery(t *testing.T) {
 // the model, judges the stored reply, not its own.
 func TestReplyStoredByAnotherDelivery(t *testing.T) {
 	f := newFamily(t)
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	id := "llm-x"
 	key := ReplyKey(llmRun, id)
 	theirs, _ := json.Marshal(chat.Response{ID: "theirs", Choices: []chat.Choice{{Message: chat.Message{Role: "assistant", Content: "their reply"}}}})
@@ -160,7 +160,7 @@ func TestReplyStoredByAnotherDelivery(t *testing.T) {
 // A stored reply whose body breaks off is the store's fault, retried, not
 // an unreadable reply that fails the candidate for good.
 func TestStoredReplyCutShort(t *testing.T) {
-	st := testinfra.Store(t)
+	st := testinfra.FreshStore(t)
 	key := ReplyKey(llmRun, "llm-x")
 	data, _ := json.Marshal(chat.Response{ID: "r", Choices: []chat.Choice{{Message: chat.Message{Role: "assistant", Content: "a reply"}}}})
 	if _, err := st.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
