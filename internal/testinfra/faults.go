@@ -40,6 +40,16 @@ func (r *Recorder) Emit(typ string, payload any, _ ...engine.EmitOption) (engine
 	return ev, nil
 }
 
+// RootEvent is engine.NewRootEvent for a test: an error fails it.
+func RootEvent(t testing.TB, run, typ, key string, payload any) engine.Event {
+	t.Helper()
+	ev, err := engine.NewRootEvent(run, typ, key, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 // Feed has s handle each event in turn, as a runner delivers them, and
 // returns what they emitted; a handler's failure fails the test.
 func Feed(t testing.TB, s engine.Stage, evs ...engine.Event) []engine.Event {

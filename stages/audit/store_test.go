@@ -30,12 +30,9 @@ func TestStoreFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := engine.NewRootEvent("au", schemas.TaskSynthesized, "greet", schemas.TaskSynthesizedPayload{
+	ev := testinfra.RootEvent(t, "au", schemas.TaskSynthesized, "greet", schemas.TaskSynthesizedPayload{
 		TaskID: "greet", Bundle: schemas.ObjectRef{Key: trial.BundleKey("au", "greet"), Bytes: int64(len(data)), SHA256: sum},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) {
 			if _, _, _, err := trial.PutBundle(context.Background(), st, "au", "greet", tk); err != nil {

@@ -18,15 +18,6 @@ func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
 const storeRun = "ct"
 
-func rootEvent(t *testing.T, typ, key string, payload any) engine.Event {
-	t.Helper()
-	ev, err := engine.NewRootEvent(storeRun, typ, key, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
-}
-
 // Every store call of sealing the pool (the bundles de-duplicated, the
 // tasks rows read) and of writing the batch manifest failing fails the
 // delivery retryably; the retry decides as the healthy run did.
@@ -59,11 +50,11 @@ func TestStoreFaults(t *testing.T) {
 		return NewStage(StageConfig{Log: testinfra.Log(t), Store: st, Config: c})
 	}
 	synthesis := []engine.Event{
-		rootEvent(t, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 1}),
-		rootEvent(t, schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: 1}),
-		rootEvent(t, schemas.TaskSynthesized, "t1", schemas.TaskSynthesizedPayload{TaskID: "t1", Task: taskRef, Bundle: bundle}),
+		testinfra.RootEvent(t, storeRun, schemas.RunStarted, "start", schemas.RunStartedPayload{Seed: 1}),
+		testinfra.RootEvent(t, storeRun, schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: 1}),
+		testinfra.RootEvent(t, storeRun, schemas.TaskSynthesized, "t1", schemas.TaskSynthesizedPayload{TaskID: "t1", Task: taskRef, Bundle: bundle}),
 	}
-	audited := rootEvent(t, schemas.TaskAudited, "t1", schemas.TaskAuditedPayload{TaskID: "t1", Decision: "accept"})
+	audited := testinfra.RootEvent(t, storeRun, schemas.TaskAudited, "t1", schemas.TaskAuditedPayload{TaskID: "t1", Decision: "accept"})
 	storeSetup := func(t *testing.T, st store.ObjectStore) { setup(t, st) }
 
 	var sealed []engine.Event
@@ -86,12 +77,12 @@ func TestStoreFaults(t *testing.T) {
 		return
 	}
 	t.Run("batch", func(t *testing.T) {
-		done := rootEvent(t, schemas.RolloutCompleted, "t1/0", schemas.RolloutCompletedPayload{
+		done := testinfra.RootEvent(t, storeRun, schemas.RolloutCompleted, "t1/0", schemas.RolloutCompletedPayload{
 			TaskID: "t1", Purpose: "train", Tokens: 5,
 			TokenRows: unstored.Ref(storeRun, schemas.TokensTable, "tokens"), RoutingRows: unstored.Ref(storeRun, schemas.RoutingTable, "routing"),
 			Trajectory: unstored.Ref(storeRun, schemas.TrajectoriesTable, "trajectory"),
 		})
-		scored := rootEvent(t, schemas.RewardScored, "t1/0", schemas.RewardScoredPayload{
+		scored := testinfra.RootEvent(t, storeRun, schemas.RewardScored, "t1/0", schemas.RewardScoredPayload{
 			TaskID: "t1", Purpose: "train", Reward: 1, Rewards: unstored.Ref(storeRun, schemas.RewardsTable, "rewards"),
 		})
 		want := testinfra.StoreFaults{

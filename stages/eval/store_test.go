@@ -34,15 +34,6 @@ func suiteDir(t *testing.T) string {
 	return root
 }
 
-func event(t *testing.T, typ, key string, payload any) engine.Event {
-	t.Helper()
-	ev, err := engine.NewRootEvent(storeRun, typ, key, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
-}
-
 func newStage(t *testing.T, st store.ObjectStore, dir string) engine.Stage {
 	return NewStage(StageConfig{Log: testinfra.Log(t), Store: st, Suites: map[string]Suite{"dirs": {Dirs: []string{dir}}}, TempDir: t.TempDir()})
 }
@@ -52,7 +43,7 @@ func newStage(t *testing.T, st store.ObjectStore, dir string) engine.Stage {
 // attempts, or completes the same evaluation.
 func TestStoreFaults(t *testing.T) {
 	dir := suiteDir(t)
-	request := event(t, schemas.EvalRequested, "eval", schemas.EvalRequestedPayload{Suite: "dirs", PolicyVersion: 0, Attempts: 1})
+	request := testinfra.RootEvent(t, storeRun, schemas.EvalRequested, "eval", schemas.EvalRequestedPayload{Suite: "dirs", PolicyVersion: 0, Attempts: 1})
 	t.Run("request", func(t *testing.T) {
 		want := testinfra.StoreFaults{
 			Stage: func(t *testing.T, st store.ObjectStore) engine.Stage { return newStage(t, st, dir) },
@@ -69,7 +60,7 @@ func TestStoreFaults(t *testing.T) {
 		}
 		var scores []engine.Event
 		for i, dt := range dts {
-			scores = append(scores, event(t, schemas.RewardScored, dt.ID, schemas.RewardScoredPayload{
+			scores = append(scores, testinfra.RootEvent(t, storeRun, schemas.RewardScored, dt.ID, schemas.RewardScoredPayload{
 				TaskID: dt.ID, Purpose: "eval", Suite: "dirs", Reward: float64(i), Passed: i, Total: 1,
 			}))
 		}

@@ -1,11 +1,10 @@
 package ppo_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store/errorstore"
+	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/unstored"
 	"github.com/t1pipe/t1/schemas"
@@ -15,16 +14,7 @@ import (
 // The store failing while the batch manifest is read — its check, its
 // opening, its body — is retried, not a bad batch.
 func TestManifestStoreFaults(t *testing.T) {
-	st := testinfra.FreshStore(t)
-	ref, err := schemas.WriteManifest(context.Background(), st, unstored.Manifest("pf", 0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := engine.NewRootEvent("pf", schemas.CriticUpdated, "0", schemas.CriticUpdatedPayload{Iteration: 0, PolicyVersion: 0, Manifest: ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []errorstore.Fault{{Op: errorstore.Stat}, {Op: errorstore.Get}, {Op: errorstore.Get, After: true}} {
-		testinfra.FailsRetryably(t, ppo.New(ppo.Config{Store: errorstore.New(st, f)}), ev)
-	}
+	unstored.ManifestReadFaults(t, "pf", func(ref schemas.ObjectRef) engine.Event {
+		return testinfra.RootEvent(t, "pf", schemas.CriticUpdated, "0", schemas.CriticUpdatedPayload{Manifest: ref})
+	}, func(st store.ObjectStore) engine.Stage { return ppo.New(ppo.Config{Store: st}) })
 }

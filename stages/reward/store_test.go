@@ -52,12 +52,9 @@ func TestStoreFaults(t *testing.T) {
 	}
 	sum := sha256.Sum256(snap.Bytes())
 	ref := schemas.ObjectRef{Key: "runs/rw/snapshots/greet.tar", Bytes: int64(snap.Len()), SHA256: hex.EncodeToString(sum[:])}
-	ev, err := engine.NewRootEvent("rw", schemas.RolloutCompleted, "greet", schemas.RolloutCompletedPayload{
+	ev := testinfra.RootEvent(t, "rw", schemas.RolloutCompleted, "greet", schemas.RolloutCompletedPayload{
 		TaskID: "greet", Purpose: "train", Snapshot: ref,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rf, err := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -42,10 +42,7 @@ func storeCase(t *testing.T) testinfra.StoreFaults {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := engine.NewRootEvent(storeRun, schemas.RolloutRequested, "greet", storeRequest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := testinfra.RootEvent(t, storeRun, schemas.RolloutRequested, "greet", storeRequest)
 	return testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) {
 			if _, _, _, err := trial.PutBundle(context.Background(), st, storeRun, "greet", tk); err != nil {

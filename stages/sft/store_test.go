@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
@@ -21,10 +20,7 @@ func TestDataStoreFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := engine.NewRootEvent("sf", schemas.SFTRequested, "0", schemas.SFTRequestedPayload{Data: []schemas.FileRef{ref}, Epochs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev := testinfra.RootEvent(t, "sf", schemas.SFTRequested, "0", schemas.SFTRequestedPayload{Data: []schemas.FileRef{ref}, Epochs: 1})
 	for _, f := range []errorstore.Fault{{Op: errorstore.Get}, {Op: errorstore.Get, After: true}} {
 		testinfra.FailsRetryably(t, sft.New(sft.Config{Store: errorstore.New(st, f)}), ev)
 	}

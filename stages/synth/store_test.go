@@ -18,15 +18,6 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
-func rootEvent(t *testing.T, typ, key string, payload any) engine.Event {
-	t.Helper()
-	ev, err := engine.NewRootEvent(llmRun, typ, key, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
-}
-
 // llmStage is a synth stage using the llm generator against ep.
 func llmStage(t *testing.T, st store.ObjectStore, ep http.Handler) *stage {
 	t.Helper()
@@ -44,7 +35,7 @@ func TestStoreFaultsFanOut(t *testing.T) {
 	want := testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) { f.store(t, st) },
 		Stage: func(t *testing.T, st store.ObjectStore) engine.Stage { return New(Config{Store: st}) },
-		Event: rootEvent(t, schemas.SynthRequested, "round-1", schemas.SynthRequestedPayload{Round: 1, SeedIDs: []string{f.parent.ID()}, PerSeed: 2, Seed: 1}),
+		Event: testinfra.RootEvent(t, llmRun, schemas.SynthRequested, "round-1", schemas.SynthRequestedPayload{Round: 1, SeedIDs: []string{f.parent.ID()}, PerSeed: 2, Seed: 1}),
 	}.Run(t)
 	if len(want) != 2 {
 		t.Fatalf("fanned out %v", want)
@@ -60,7 +51,7 @@ func TestStoreFaultsLLMCandidate(t *testing.T) {
 	want := testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) { f.store(t, st) },
 		Stage: func(t *testing.T, st store.ObjectStore) engine.Stage { return New(llmStage(t, st, ep).cfg) },
-		Event: rootEvent(t, schemas.SynthCandidate, "c", schemas.SynthCandidatePayload{Round: 1, ParentID: f.parent.ID(), RootID: f.parent.ID(), Generator: LLM, Seed: 1}),
+		Event: testinfra.RootEvent(t, llmRun, schemas.SynthCandidate, "c", schemas.SynthCandidatePayload{Round: 1, ParentID: f.parent.ID(), RootID: f.parent.ID(), Generator: LLM, Seed: 1}),
 	}.Run(t)
 	if len(want) != 1 || want[0].Type != schemas.SynthDiscarded {
 		t.Fatalf("settled with %v", want)
@@ -78,7 +69,7 @@ func TestStoreFaultsKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	lin := Lineage{TaskID: f.child.ID(), ParentID: f.parent.ID(), RootID: f.parent.ID(), Round: 1, Generator: Builtin}
-	ev := rootEvent(t, schemas.SynthCandidate, "c", schemas.SynthCandidatePayload{Round: 1})
+	ev := testinfra.RootEvent(t, llmRun, schemas.SynthCandidate, "c", schemas.SynthCandidatePayload{Round: 1})
 	want := testinfra.StoreFaults{
 		Stage: func(t *testing.T, st store.ObjectStore) engine.Stage {
 			s := &stage{cfg: Config{Store: st, TempDir: t.TempDir()}}
@@ -109,7 +100,7 @@ func TestLineageStoredByAnotherDelivery(t *testing.T) {
 	s := &stage{cfg: Config{Store: st, TempDir: t.TempDir()}}
 	rec := &testinfra.Recorder{Run: llmRun}
 	lin := Lineage{TaskID: f.child.ID(), ParentID: f.parent.ID(), RootID: f.parent.ID(), Round: 1}
-	if err := s.keep(context.Background(), rootEvent(t, schemas.SynthCandidate, "c", nil), rec, lin, tk, "c", "d", 3); err != nil {
+	if err := s.keep(context.Background(), testinfra.RootEvent(t, llmRun, schemas.SynthCandidate, "c", nil), rec, lin, tk, "c", "d", 3); err != nil {
 		t.Fatal(err)
 	}
 	var p schemas.TaskSynthesizedPayload
@@ -142,7 +133,7 @@ func TestReplyStoredByAnotherDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := rootEvent(t, schemas.SynthCandidate, "c", nil)
+	ev := testinfra.RootEvent(t, llmRun, schemas.SynthCandidate, "c", nil)
 	resp, err := s.reply(context.Background(), ev, schemas.SynthCandidatePayload{Round: 1}, id, parent)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,14 @@
 package unstored
 
 import (
+	"context"
 	"strings"
+	"testing"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/store/errorstore"
+	"github.com/t1pipe/t1/internal/testinfra"
 
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
@@ -36,4 +43,20 @@ func Manifest(run string, iteration int, version int64) *schemas.BatchManifest {
 		m.SchemaVersions[t.Name] = t.Version.String()
 	}
 	return m
+}
+
+// ManifestReadFaults stores Manifest(run, 0, 0) and checks that a stage
+// that reads a batch manifest fails retryably when the store fails while
+// it does: at the manifest's check (Stat), its opening or its body. event
+// is the event naming the manifest; newStage builds the stage on a store.
+func ManifestReadFaults(t *testing.T, run string, event func(schemas.ObjectRef) engine.Event, newStage func(store.ObjectStore) engine.Stage) {
+	t.Helper()
+	st := testinfra.FreshStore(t)
+	ref, err := schemas.WriteManifest(context.Background(), st, Manifest(run, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []errorstore.Fault{{Op: errorstore.Stat}, {Op: errorstore.Get}, {Op: errorstore.Get, After: true}} {
+		testinfra.FailsRetryably(t, newStage(errorstore.New(st, f)), event(ref))
+	}
 }
