@@ -17,22 +17,24 @@ import (
 // BundleKey is where a run keeps the bundle of a task.
 func BundleKey(run, taskID string) string { return "runs/" + run + "/bundles/" + taskID + ".tar.gz" }
 
-// PutBundle stores t's deterministic bundle under BundleKey. Equal tasks
-// give equal bytes, so a repeated put (a redelivered event) finds the
-// object present and succeeds.
+// PutBundle stores t's deterministic bundle under BundleKey, once: equal
+// tasks give equal bytes, so a repeated put (a redelivered event) finds
+// the object present and succeeds. It returns the SHA-256 and size of the
+// bundle stored, which are the stored object's, not t's, if a different
+// task was stored under the id first: the bytes under a key, once
+// announced, never change.
 func PutBundle(ctx context.Context, st store.ObjectStore, run, taskID string, t *harbor.Task) (key, sum string, size int64, err error) {
 	data, sum, err := t.BundleBytes()
 	if err != nil {
 		return "", "", 0, err
 	}
 	key = BundleKey(run, taskID)
-	_, err = st.PutIfAbsent(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{
-		ContentType: "application/gzip", Metadata: map[string]string{"sha256": sum},
-	})
-	if err != nil && !errors.Is(err, store.ErrExists) {
-		return "", "", 0, fmt.Errorf("store bundle %s: %w", key, err)
+	stored, _, err := store.PutOnceSum(ctx, st, key, bytes.NewReader(data), store.Sum{Size: int64(len(data)), SHA256: sum},
+		store.PutOptions{ContentType: "application/gzip"})
+	if err != nil {
+		return "", "", 0, fmt.Errorf("store bundle: %w", err)
 	}
-	return key, sum, int64(len(data)), nil
+	return key, stored.SHA256, stored.Size, nil
 }
 
 // FetchBundle reads the bundle at key, checks it against sum (when given)

@@ -12,7 +12,8 @@
 // PutIfAbsent calls for one key exactly one succeeds. Put accepts size -1
 // for streams of unknown length and uploads them in 16 MiB parts. List is
 // recursive and yields keys in ascending byte order. The storetest
-// sub-package holds the conformance suite every endpoint must pass.
+// sub-package holds the conformance suite every endpoint must pass; the
+// errorstore sub-package wraps a store to make chosen calls fail.
 //
 // PutIfAbsent relies on S3 conditional writes (If-None-Match: *), which the
 // server checks atomically when the object is published, for single and
@@ -21,6 +22,18 @@
 // overwrite, which the conformance suite detects. minio-go drops the header
 // from CompleteMultipartUpload, so conditional uploads of more than 16 MiB
 // or of unknown size drive their parts through the low-level client.
+//
+// # Store once
+//
+// A handler may run more than once for one input (a redelivery, or two
+// deliveries at once) and, when its result is not a function of its input
+// alone (a model's reply, a trainer's report, an episode), two runs can
+// compute different results for one key. Whichever is stored first is the
+// result: an event that names a key, or the hash of the bytes under it,
+// must stay true once published, so such a key is never overwritten.
+// PutOnce and PutOnceSum store with PutIfAbsent and, when another writer
+// stored first, return that writer's object (its bytes, or its size and
+// SHA-256) for the caller to announce instead of its own.
 //
 // # External mode
 //

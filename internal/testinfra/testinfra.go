@@ -13,7 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +115,22 @@ func Main(m *testing.M) int {
 // one test sees the same objects.
 func Store(t testing.TB) store.ObjectStore {
 	t.Helper()
+	return open(t, StoreConfig(t))
+}
+
+var fresh atomic.Int64
+
+// FreshStore is Store under a prefix of its own for this call: it starts
+// empty, however often the test runs (go test -count).
+func FreshStore(t testing.TB) store.ObjectStore {
+	t.Helper()
 	cfg := StoreConfig(t)
+	cfg.Prefix += "-" + strconv.FormatInt(fresh.Add(1), 10)
+	return open(t, cfg)
+}
+
+func open(t testing.TB, cfg store.Config) store.ObjectStore {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, cfg)

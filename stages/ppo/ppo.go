@@ -1,7 +1,6 @@
 package ppo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,17 +105,13 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	}
 	report, _ := json.MarshalIndent(trainer.TrainingReport{Metrics: res.Metrics, Event: *ev}, "", "  ")
 	key := trainer.TrainingKey(run, m.Iteration, next)
-	_, err = s.cfg.Store.PutIfAbsent(ctx, key, bytes.NewReader(report), int64(len(report)), store.PutOptions{ContentType: "application/json"})
-	if errors.Is(err, store.ErrExists) {
-		// Another delivery finished first: announce what it stored.
-		done, err := s.done(ctx, key)
-		if err != nil || done == nil {
-			return nil, fmt.Errorf("training report %s: %v", key, err)
-		}
-		return done, nil
-	}
+	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, key, report, store.PutOptions{ContentType: "application/json"})
 	if err != nil {
-		return nil, fmt.Errorf("training report %s: %w", key, err)
+		return nil, fmt.Errorf("training report: %w", err)
+	}
+	if !mine {
+		// Another delivery finished first: announce what it stored.
+		return parseReport(key, stored)
 	}
 	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
 		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
@@ -137,8 +132,17 @@ func (s *stage) done(ctx context.Context, key string) (*schemas.PolicyUpdatedPay
 		return nil, err
 	}
 	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("training report %s: %w", key, err)
+	}
+	return parseReport(key, data)
+}
+
+// parseReport returns the event of the report data stored at key.
+func parseReport(key string, data []byte) (*schemas.PolicyUpdatedPayload, error) {
 	var r trainer.TrainingReport
-	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&r); err != nil {
+	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("training report %s: %w", key, err)
 	}
 	return &r.Event, nil

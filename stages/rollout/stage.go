@@ -92,12 +92,14 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 		return err
 	}
 	data, _ := json.Marshal(c)
-	if _, err := s.cfg.Store.PutIfAbsent(ctx, MarkerKey(ev.Run, p), bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: "application/json"}); err != nil && !errors.Is(err, store.ErrExists) {
+	marker := MarkerKey(ev.Run, p)
+	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, marker, data, store.PutOptions{ContentType: "application/json"})
+	if err != nil {
 		return fmt.Errorf("attempt marker: %w", err)
 	}
-	if errors.Is(err, store.ErrExists) {
+	if !mine {
 		// Another delivery finished first; announce what it stored.
-		if c, err = s.done(ctx, ev.Run, p); err != nil {
+		if c, err = parseMarker(marker, stored); err != nil {
 			return err
 		}
 	}
@@ -105,18 +107,29 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	return err
 }
 
+// done returns the outcome an earlier delivery stored in the attempt's
+// marker, or nil when there is none.
 func (s *stage) done(ctx context.Context, run string, p schemas.RolloutRequestedPayload) (*schemas.RolloutCompletedPayload, error) {
-	rc, _, err := s.cfg.Store.Get(ctx, MarkerKey(run, p))
+	key := MarkerKey(run, p)
+	rc, _, err := s.cfg.Store.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("attempt marker %s: %w", key, err)
 	}
 	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("attempt marker %s: %w", key, err)
+	}
+	return parseMarker(key, data)
+}
+
+func parseMarker(key string, data []byte) (*schemas.RolloutCompletedPayload, error) {
 	var c schemas.RolloutCompletedPayload
-	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&c); err != nil {
-		return nil, fmt.Errorf("attempt marker %s: %w", MarkerKey(run, p), err)
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("attempt marker %s: %w", key, err)
 	}
 	return &c, nil
 }
@@ -203,32 +216,16 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	ref := schemas.ObjectRef{Key: "runs/" + run + "/snapshots/" + attemptName(p) + ".tar", Bytes: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:])}
-	_, err := s.cfg.Store.PutIfAbsent(ctx, ref.Key, &buf, ref.Bytes, store.PutOptions{ContentType: "application/x-tar", Metadata: map[string]string{"sha256": ref.SHA256}})
-	if errors.Is(err, store.ErrExists) {
-		// Another delivery of this attempt stored its snapshot first. An
-		// overwrite would change the bytes under the hash that delivery may
-		// already have announced, so the stored one is this attempt's.
-		return storedSnapshot(ctx, s.cfg.Store, ref.Key)
-	}
+	key := "runs/" + run + "/snapshots/" + attemptName(p) + ".tar"
+	// Another delivery of this attempt may have stored its snapshot first.
+	// An overwrite would change the bytes under the hash that delivery may
+	// already have announced, so the stored one is this attempt's.
+	stored, _, err := store.PutOnceSum(ctx, s.cfg.Store, key, &buf, store.Sum{Size: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:])},
+		store.PutOptions{ContentType: "application/x-tar"})
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("store snapshot: %w", err)
 	}
-	return ref, nil
-}
-
-// storedSnapshot is the claim check of the snapshot stored at key, from
-// the size and the SHA-256 it was stored with.
-func storedSnapshot(ctx context.Context, st store.ObjectStore, key string) (schemas.ObjectRef, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return schemas.ObjectRef{}, fmt.Errorf("stored snapshot %s: %w", key, err)
-	}
-	sum := info.Metadata["sha256"]
-	if len(sum) != 64 {
-		return schemas.ObjectRef{}, fmt.Errorf("stored snapshot %s carries no sha256 metadata", key)
-	}
-	return schemas.ObjectRef{Key: key, Bytes: info.Size, SHA256: sum}, nil
+	return schemas.ObjectRef{Key: key, Bytes: stored.Size, SHA256: stored.SHA256}, nil
 }
 
 // Rows are the table rows of one attempt.

@@ -330,13 +330,13 @@ func (s *stage) reply(ctx context.Context, ev engine.Event, p schemas.SynthCandi
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.cfg.Store.PutIfAbsent(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: "application/json"})
-	if errors.Is(err, store.ErrExists) {
-		// A concurrent delivery stored its reply first; judge that one.
-		return s.storedReply(ctx, key)
-	}
+	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, key, data, store.PutOptions{ContentType: "application/json"})
 	if err != nil {
-		return nil, fmt.Errorf("store reply %s: %w", key, err)
+		return nil, fmt.Errorf("store reply: %w", err)
+	}
+	if !mine {
+		// A concurrent delivery stored its reply first; judge that one.
+		return decodeReply(key, stored)
 	}
 	return resp, nil
 }
@@ -348,11 +348,22 @@ func (s *stage) storedReply(ctx context.Context, key string) (*chat.Response, er
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stored reply %s: %w", key, err)
 	}
-	defer rc.Close()
+	// Read it whole first: a connection cut mid-body is the store's fault
+	// and retried; only a reply that arrived is judged.
+	data, err := io.ReadAll(io.LimitReader(rc, store.MaxOnceBytes))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("stored reply %s: %w", key, err)
+	}
+	return decodeReply(key, data)
+}
+
+// decodeReply decodes the reply stored at key.
+func decodeReply(key string, data []byte) (*chat.Response, error) {
 	var resp chat.Response
-	if err := json.NewDecoder(io.LimitReader(rc, 16<<20)).Decode(&resp); err != nil || len(resp.Choices) == 0 {
+	if err := json.Unmarshal(data, &resp); err != nil || len(resp.Choices) == 0 {
 		return nil, engine.Permanent(fmt.Errorf("stored reply %s is unreadable: %v", key, err))
 	}
 	return &resp, nil

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +134,10 @@ func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lineage of %s: %w", id, err)
 	}
+	return parseLineage(id, data)
+}
+
+func parseLineage(id string, data []byte) (*Lineage, error) {
 	var lin Lineage
 	if err := json.Unmarshal(data, &lin); err != nil {
 		return nil, engine.Permanent(fmt.Errorf("lineage of %s: %w", id, err))
@@ -201,8 +204,17 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 func (s *stage) keep(ctx context.Context, ev engine.Event, out engine.Emitter, lin Lineage, t *harbor.Task, category, difficulty string, steps int) error {
 	id := lin.TaskID
 	data, _ := json.Marshal(lin)
-	if _, err := s.cfg.Store.PutIfAbsent(ctx, LineageKey(ev.Run, id), bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: "application/json"}); err != nil && !errors.Is(err, store.ErrExists) {
+	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, LineageKey(ev.Run, id), data, store.PutOptions{ContentType: "application/json"})
+	if err != nil {
 		return fmt.Errorf("lineage %s: %w", id, err)
+	}
+	if !mine {
+		// Another delivery kept the task first: its lineage is the task's.
+		prev, err := parseLineage(id, stored)
+		if err != nil {
+			return err
+		}
+		lin = *prev
 	}
 	key, sum, size, err := trial.PutBundle(ctx, s.cfg.Store, ev.Run, id, t)
 	if err != nil {

@@ -1,0 +1,20 @@
+package critic_test
+
+import (
+	"testing"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/internal/testinfra/unstored"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/critic"
+)
+
+// The store failing while the batch manifest is read — its check, its
+// opening, its body — is retried, not a bad batch.
+func TestManifestStoreFaults(t *testing.T) {
+	unstored.ManifestReadFaults(t, "cf", func(ref schemas.ObjectRef) engine.Event {
+		return testinfra.RootEvent(t, "cf", schemas.BatchReady, "0", schemas.BatchReadyPayload{Manifest: ref})
+	}, func(st store.ObjectStore) engine.Stage { return critic.New(critic.Config{Store: st}) })
+}
