@@ -8,7 +8,7 @@ import (
 )
 
 // Training configures the trainer of the critic, PPO and SFT stages
-// (DESIGN.md §1.5–§1.6): settings only; the pipeline builds the trainer
+// (ARCHITECTURE.md §1.5–§1.6): settings only; the pipeline builds the trainer
 // from them (trainer.New).
 type Training struct {
 	// Gamma and Lambda are GAE's discount and trace decay, in [0, 1].

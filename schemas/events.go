@@ -1,6 +1,6 @@
 package schemas
 
-// Event types (DESIGN §2). Payloads below carry the same names.
+// Event types (ARCHITECTURE.md §2). Payloads below carry the same names.
 const (
 	RunStarted       = "run.started"
 	IterationStarted = "iteration.started"

@@ -87,7 +87,7 @@ const (
 	PurposeEval  = "eval"
 )
 
-// Drift-repair kinds of TITO (DESIGN §1.3), recorded on the chunk a
+// Drift-repair kinds of TITO (ARCHITECTURE.md §1.3), recorded on the chunk a
 // repair produced.
 const (
 	RepairNone          = "none"           // first chunk of an attempt

@@ -29,7 +29,7 @@
 // Text from reports is bounded (names 512 bytes, messages 2 KiB, files
 // 16 MiB) and made valid UTF-8.
 //
-// # Reward (DESIGN.md §1.4)
+// # Reward (ARCHITECTURE.md §1.4)
 //
 // RewardFunc{Mode, Scale}: count = passed × Scale (the recipe), fraction =
 // passed / (total − skipped) × Scale, binary = Scale when solved. Without

@@ -8,7 +8,7 @@ import (
 // Mode is how a Report becomes a scalar reward.
 type Mode string
 
-// The reward modes. ModeCount is the recipe's (DESIGN.md §1.4); the others
+// The reward modes. ModeCount is the recipe's (ARCHITECTURE.md §1.4); the others
 // exist for ablations.
 const (
 	// ModeCount: passed assertions × scale. A batch mixes short and long

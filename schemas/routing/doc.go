@@ -1,6 +1,6 @@
 // Package routing is the codec of routing records: the experts an MoE
 // router selected for every token × layer × top-k slot of one chunk,
-// which the training forward pass replays (R³, DESIGN §1.3).
+// which the training forward pass replays (R³, ARCHITECTURE.md §1.3).
 //
 // # In memory
 //

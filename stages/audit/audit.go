@@ -11,7 +11,7 @@ import (
 	"github.com/t1pipe/t1/harbor/verifier"
 )
 
-// Facet weights (DESIGN.md §1.2); they sum to 1.
+// Facet weights (ARCHITECTURE.md §1.2); they sum to 1.
 const (
 	WeightVerifier    = 0.45
 	WeightSolution    = 0.25

@@ -1,7 +1,7 @@
 // Package critic is the critic stage: it consumes batch.ready, has the
 // trainer compute the critic's pre-update values, advantages and returns
 // and train the critic on those returns, hands the actor update the
-// values, and emits critic.updated (DESIGN.md §1.5).
+// values, and emits critic.updated (ARCHITECTURE.md §1.5).
 //
 //	batch.ready ─▶ critic ─▶ critic.updated  (+ a values-table object, the
 //	                                          manifest with value_files, a

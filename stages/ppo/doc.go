@@ -2,7 +2,7 @@
 // the policy on the batch with the critic's pre-update advantages through
 // a trainer backend (the in-process reference MoE or an external
 // command), stores the new policy checkpoint and the iteration's metrics,
-// and emits policy.updated (DESIGN.md §1.6).
+// and emits policy.updated (ARCHITECTURE.md §1.6).
 //
 //	critic.updated ─▶ ppo ─▶ policy.updated  (+ runs/<run>/policy/vNNNNNN/,
 //	                                          a metrics-table row,

@@ -1,7 +1,7 @@
 // Package reward scores finished attempts: it restores an attempt's final
 // sandbox state from its snapshot into a fresh sandbox of the task, runs
 // the task's verifier there, and turns the report into a reward — passed
-// assertions × a scale fixed before the run (DESIGN.md §1.4), or the binary
+// assertions × a scale fixed before the run (ARCHITECTURE.md §1.4), or the binary
 // outcome when the verifier gave no per-assertion report, so a solved task
 // never scores zero.
 //
