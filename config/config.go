@@ -136,23 +136,6 @@ type Engine struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 }
 
-// Stages holds per-stage settings.
-type Stages struct {
-	Demo    Demo    `yaml:"demo"`
-	Control Control `yaml:"control"`
-	Synth   Synth   `yaml:"synth"`
-	Eval    Eval    `yaml:"eval"`
-	Reward  Reward  `yaml:"reward"`
-	Rollout Rollout `yaml:"rollout"`
-	Audit   Audit   `yaml:"audit"`
-}
-
-// Demo configures the two-stage demo pipeline (producer and consumer).
-type Demo struct {
-	Count        int `yaml:"count"`         // events the producer emits
-	PayloadBytes int `yaml:"payload_bytes"` // size of the object each event claims
-}
-
 // Default returns the built-in configuration: everything embedded, small
 // enough for a laptop. pipeline.yaml at the repository root spells out the
 // same values.
