@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,6 +177,28 @@ func Default() Config {
 		Training:  defaultTraining(),
 		Variants:  defaultVariants(),
 	}
+}
+
+// YAML is c as pipeline.yaml spells it out: every key, in the file's
+// order, durations as Go writes them ("10m0s"). Parse reads it back as c.
+func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
+
+// JSON is c with the keys and values of YAML, indented.
+func (c Config) JSON() ([]byte, error) {
+	y, err := c.YAML()
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, j, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // Load reads the YAML file at path over Default and validates the result,
