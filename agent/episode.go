@@ -24,9 +24,12 @@ const (
 // SystemPrompt opens every episode.
 const SystemPrompt = "You are an agent operating a Linux shell to complete a task. " + ReplyFormat
 
-// Config bounds an episode.
+// Config bounds an episode. Settings.Config makes one of the configured
+// bounds; Run fills the bounds left zero: the Settings from
+// DefaultSettings, 300 turns, 100000 sampled tokens, 15 minutes, and
+// compaction at 3/4 of the context keeping the last 4 turns.
 type Config struct {
-	MaxTurns int // default 300
+	MaxTurns int
 	// MaxSampledTokens is the episode's budget of sampled tokens.
 	MaxSampledTokens int
 	// MaxNewTokens bounds one reply.
@@ -45,28 +48,19 @@ type Config struct {
 	Sampling  inference.SamplingParams
 }
 
-// DefaultConfig suits the reference model on a laptop.
-func DefaultConfig() Config {
-	return Config{
-		MaxTurns: 300, MaxSampledTokens: 100000, MaxNewTokens: 192, WallClock: 15 * time.Minute,
-		CommandTimeout: 30 * time.Second, MaxObservation: 2048, Context: 2048, CompactAt: 0.75, KeepTurns: 4,
-		Sampling: inference.SamplingParams{Temperature: 1, TopP: 1},
-	}
-}
-
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
+	d := DefaultSettings()
 	if c.MaxTurns <= 0 {
-		c.MaxTurns = d.MaxTurns
+		c.MaxTurns = 300
 	}
 	if c.MaxSampledTokens <= 0 {
-		c.MaxSampledTokens = d.MaxSampledTokens
+		c.MaxSampledTokens = 100000
 	}
 	if c.MaxNewTokens <= 0 {
 		c.MaxNewTokens = d.MaxNewTokens
 	}
 	if c.WallClock <= 0 {
-		c.WallClock = d.WallClock
+		c.WallClock = 15 * time.Minute
 	}
 	if c.CommandTimeout <= 0 {
 		c.CommandTimeout = d.CommandTimeout
@@ -78,10 +72,10 @@ func (c Config) withDefaults() Config {
 		c.Context = d.Context
 	}
 	if c.CompactAt <= 0 || c.CompactAt > 1 {
-		c.CompactAt = d.CompactAt
+		c.CompactAt = 0.75
 	}
 	if c.KeepTurns <= 0 {
-		c.KeepTurns = d.KeepTurns
+		c.KeepTurns = 4
 	}
 	return c
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -136,23 +138,6 @@ type Engine struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 }
 
-// Stages holds per-stage settings.
-type Stages struct {
-	Demo    Demo    `yaml:"demo"`
-	Control Control `yaml:"control"`
-	Synth   Synth   `yaml:"synth"`
-	Eval    Eval    `yaml:"eval"`
-	Reward  Reward  `yaml:"reward"`
-	Rollout Rollout `yaml:"rollout"`
-	Audit   Audit   `yaml:"audit"`
-}
-
-// Demo configures the two-stage demo pipeline (producer and consumer).
-type Demo struct {
-	Count        int `yaml:"count"`         // events the producer emits
-	PayloadBytes int `yaml:"payload_bytes"` // size of the object each event claims
-}
-
 // Default returns the built-in configuration: everything embedded, small
 // enough for a laptop. pipeline.yaml at the repository root spells out the
 // same values.
@@ -192,6 +177,28 @@ func Default() Config {
 		Training:  defaultTraining(),
 		Variants:  defaultVariants(),
 	}
+}
+
+// YAML is c as pipeline.yaml spells it out: every key, in the file's
+// order, durations as Go writes them ("10m0s"). Parse reads it back as c.
+func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
+
+// JSON is c with the keys and values of YAML, indented.
+func (c Config) JSON() ([]byte, error) {
+	y, err := c.YAML()
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, j, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // Load reads the YAML file at path over Default and validates the result,

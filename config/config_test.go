@@ -1,24 +1,161 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 )
 
+// pipeline.yaml spells out exactly the built-in configuration, key by key:
+// every key of Default is in the file, the file has no other, and each
+// has the default's value.
 func TestPipelineYAMLIsDefault(t *testing.T) {
-	got, err := Load("../pipeline.yaml")
+	data, err := os.ReadFile("../pipeline.yaml")
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatal(err)
 	}
-	if want := Default(); !reflect.DeepEqual(got, want) {
+	got, err := Parse("pipeline.yaml", data)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	file, defaults, values := tree(t, data), yamlTree(t, Default()), yamlTree(t, got)
+	// With every key the file's, got's values are the file's values.
+	diffs := append(diffKeys("", defaults, file), diffValues("", defaults, values)...)
+	for _, d := range diffs {
+		t.Errorf("pipeline.yaml: %s", d)
+	}
+	if want := Default(); len(diffs) == 0 && !reflect.DeepEqual(got, want) {
+		// What YAML writes alike, such as a nil list and an empty one.
 		t.Errorf("pipeline.yaml and Default() differ:\nfile:    %+v\ndefault: %+v", got, want)
 	}
+}
+
+// What t1 config defaults prints reads back as the defaults.
+func TestDefaultsRoundTrip(t *testing.T) {
+	y, err := Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse("defaults.yaml", y)
+	if err != nil {
+		t.Fatalf("Parse: %v\n%s", err, y)
+	}
+	if want := Default(); !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults read back differ:\ngot:  %+v\nwant: %+v", got, want)
+	}
+	j, err := Default().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromJSON any
+	if err := json.Unmarshal(j, &fromJSON); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, j)
+	}
+	for _, d := range diffValues("", yamlTree(t, Default()), fromJSON) {
+		t.Errorf("JSON: %s", d)
+	}
+}
+
+func yamlTree(t *testing.T, c Config) any {
+	t.Helper()
+	y, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree(t, y)
+}
+
+// tree decodes YAML into maps, lists and scalars.
+func tree(t *testing.T, data []byte) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// diffKeys lists the keys of want that got lacks and those got has beyond
+// want, by key path.
+func diffKeys(path string, want, got any) []string {
+	var out []string
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: want a mapping, got %v", path, got)}
+		}
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			if _, ok := g[k]; !ok {
+				out = append(out, fmt.Sprintf("missing key %s", join(path, k)))
+				continue
+			}
+			out = append(out, diffKeys(join(path, k), w[k], g[k])...)
+		}
+		for _, k := range slices.Sorted(maps.Keys(g)) {
+			if _, ok := w[k]; !ok {
+				out = append(out, fmt.Sprintf("extra key %s", join(path, k)))
+			}
+		}
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: want %d items, got %v", path, len(w), got)}
+		}
+		for i := range w {
+			out = append(out, diffKeys(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+	}
+	return out
+}
+
+// diffValues lists the leaves of want whose value in got differs, by key
+// path; numbers compare by value, whatever their type.
+func diffValues(path string, want, got any) []string {
+	var out []string
+	switch w := want.(type) {
+	case map[string]any:
+		g, _ := got.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			out = append(out, diffValues(join(path, k), w[k], g[k])...)
+		}
+	case []any:
+		g, _ := got.([]any)
+		if len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: want %v, got %v", path, want, got)}
+		}
+		for i := range w {
+			out = append(out, diffValues(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+	default:
+		if fmt.Sprint(number(want)) != fmt.Sprint(number(got)) {
+			out = append(out, fmt.Sprintf("%s: want %v, got %v", path, want, got))
+		}
+	}
+	return out
+}
+
+// number turns any number into a float64, leaving other values be.
+func number(v any) any {
+	if r := reflect.ValueOf(v); r.CanInt() {
+		return float64(r.Int())
+	} else if r.CanUint() {
+		return float64(r.Uint())
+	} else if r.CanFloat() {
+		return r.Float()
+	}
+	return v
 }
 
 func TestDefaultIsValid(t *testing.T) {

@@ -3,7 +3,18 @@
 // engine settings and per-stage settings.
 //
 // Default holds the built-in configuration, so a pipeline runs with no file
-// at all; a file only needs the keys it changes. Decoding is strict: an
+// at all; a file only needs the keys it changes. pipeline.yaml at the
+// repository root spells out every default, and Config.YAML (t1 config
+// defaults) prints them.
+//
+// The stages: section is not declared here. Each stage declares its
+// settings beside its code, in the idiom of package check: a Settings type
+// with yaml tags, DefaultSettings and Check (control, synth, eval, reward,
+// audit and demo in their stages/ packages, rollout's episode bounds in
+// agent). Stages holds those types, so their defaults are the defaults
+// here, and mounts each stage's checks under stages.<stage>. Their Go
+// field names and order are part of the configuration hash that feeds
+// event ids (pipeline.ConfigHash). Decoding is strict: an
 // unknown key, a value of the wrong type, a duration that does not parse or
 // an invalid combination is an error that names the file, line and column
 // and the key path, one line per problem, suggesting the intended key for a

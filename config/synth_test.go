@@ -3,6 +3,8 @@ package config
 import (
 	"testing"
 	"time"
+
+	"github.com/t1pipe/t1/stages/synth"
 )
 
 func TestSynthLLMParses(t *testing.T) {
@@ -11,7 +13,7 @@ func TestSynthLLMParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LLM{URL: "http://gpu-1:8000/v1", Model: "qwen", APIKeyEnv: "T1_LLM_KEY", Temperature: 0, MaxTokens: 8192, Timeout: 90 * time.Second, Seed: 9}
+	want := synth.LLMSettings{URL: "http://gpu-1:8000/v1", Model: "qwen", APIKeyEnv: "T1_LLM_KEY", Temperature: 0, MaxTokens: 8192, Timeout: 90 * time.Second, Seed: 9}
 	if c.Stages.Synth.Generator != "llm" || c.Stages.Synth.LLM != want {
 		t.Fatalf("got %+v", c.Stages.Synth)
 	}
@@ -20,8 +22,8 @@ func TestSynthLLMParses(t *testing.T) {
 func TestSynthErrors(t *testing.T) {
 	for _, tc := range []struct{ name, src, want string }{
 		{"llm needs an endpoint", "stages:\n  synth:\n    generator: llm\n",
-			"p.yaml:2:3: stages.synth.llm.url: required when stages.synth.generator is llm\n" +
-				"p.yaml:2:3: stages.synth.llm.model: required when stages.synth.generator is llm"},
+			"p.yaml:2:3: stages.synth.llm.url: required when generator is llm\n" +
+				"p.yaml:2:3: stages.synth.llm.model: required when generator is llm"},
 		{"unknown generator", "stages:\n  synth:\n    generator: gpt\n",
 			`p.yaml:3:16: stages.synth.generator: unknown generator "gpt" (want builtin or llm)`},
 		{"a key instead of its variable", "stages:\n  synth:\n    llm:\n      api_key_env: sk-abc123\n",

@@ -7,14 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -71,7 +69,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits()}
 	mcfg := ModelConfig(cfg.Inference.Model)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
-	rf, err := verifier.NewRewardFunc(verifier.Mode(sc.Reward.Mode), sc.Reward.Scale)
+	rw, err := reward.New(reward.Config{Store: st, Trial: opt, Settings: sc.Reward, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -90,23 +88,15 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return nil, err
 	}
 
-	cc := control.Config{
-		PoolTarget: sc.Control.PoolTarget, Rounds: sc.Control.Rounds, Seeds: sc.Control.Seeds, PerSeed: sc.Control.PerSeed,
-		Iterations: sc.Control.Iterations, TasksPerIteration: sc.Control.TasksPerIteration, Attempts: sc.Control.Attempts,
-		MinSuccess: sc.Control.MinSuccess, MaxTurns: sc.Control.MaxTurns, EvalEvery: sc.Control.EvalEvery,
-		EvalBaseline: sc.Control.EvalBaseline, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
-		MaxSimilarity: sc.Audit.MaxSimilarity, SFTSteps: sc.Control.SFTSteps,
-	}
+	cc := control.Config{Settings: sc.Control, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
+		MaxSimilarity: sc.Audit.MaxSimilarity}
 	suites := map[string]eval.Suite{}
 	var refs []harbor.Reference
 	if sc.Eval.Suite != "" {
-		dirs := make([]string, len(sc.Eval.Dirs))
-		for i, d := range sc.Eval.Dirs {
-			if dirs[i], err = filepath.Abs(d); err != nil {
-				return nil, err
-			}
+		su, err := sc.Eval.Resolve()
+		if err != nil {
+			return nil, err
 		}
-		su := eval.Suite{Builtin: sc.Eval.Tasks > 0, Tasks: sc.Eval.Tasks, Rounds: sc.Eval.Rounds, Seed: sc.Eval.Seed, Dirs: dirs}
 		suites[sc.Eval.Suite] = su
 		// Training tasks must stay apart from every task of the suite.
 		if refs, err = eval.References(su); err != nil {
@@ -117,10 +107,6 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	ec := agent.Config{
-		MaxNewTokens: sc.Rollout.MaxNewTokens, Context: min(sc.Rollout.Context, mcfg.Context), CommandTimeout: sc.Rollout.CommandTimeout,
-		MaxObservation: sc.Rollout.MaxObservation, Sampling: inference.SamplingParams{Temperature: sc.Rollout.Temperature, TopP: sc.Rollout.TopP},
-	}
 	policies := newPolicies(st, cfg.Inference, initial)
 	if o.policies != nil {
 		policies = o.policies(policies)
@@ -128,12 +114,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	p := &Pipeline{
 		started: schemas.RunStartedPayload{Seed: cfg.Run.Seed, Model: dims, Iterations: sc.Control.Iterations,
 			RewardScale: sc.Reward.Scale},
-		hash: ConfigHash(struct {
-			Stages   config.Stages
-			Training config.Training
-			Model    config.InferenceModel
-			Seed     uint64
-		}{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
+		hash: ConfigHash(hashed{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
 	}
 	if sc.Eval.Suite != "" {
 		p.started.EvalSuites = []string{sc.Eval.Suite}
@@ -141,10 +122,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	p.stages = []engine.Stage{
 		control.NewStage(control.StageConfig{Log: log, Store: st, Config: cc}),
 		synth.New(sy),
-		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, References: refs, Rerun: sc.Audit.Rerun,
-			Audit: audit.Config{Threshold: sc.Audit.Threshold, MaxSimilarity: sc.Audit.MaxSimilarity}}),
-		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: ec, Policies: policies}),
-		reward.New(reward.Config{Store: st, Trial: opt, Reward: rf, Log: log}),
+		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: sc.Audit, References: refs}),
+		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: Episode(cfg), Policies: policies}),
+		rw,
 		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda}}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
 		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial}),
@@ -180,6 +160,24 @@ func (p *Pipeline) Started() schemas.RunStartedPayload { return p.started }
 // events rather than being deduplicated against the old ones.
 func (p *Pipeline) Hash() string { return p.hash }
 
+// hashed is what Hash digests. Its JSON encoding, field names and order
+// included, is what event ids derive from: a change to it, or to the Go
+// names of the settings it holds, changes every event of every run.
+type hashed struct {
+	Stages   config.Stages
+	Training config.Training
+	Model    config.InferenceModel
+	Seed     uint64
+}
+
+// Episode bounds the rollouts of cfg's run: stages.rollout, within the
+// model's context.
+func Episode(cfg config.Config) agent.Config {
+	ec := cfg.Stages.Rollout.Config()
+	ec.Context = min(ec.Context, cfg.Inference.Model.Context)
+	return ec
+}
+
 // ConfigHash is a stable short digest of v's JSON encoding: the first 8
 // bytes of its SHA-256, in hex.
 func ConfigHash(v any) string {
@@ -197,7 +195,7 @@ func ModelConfig(m config.InferenceModel) moe.Config {
 // synthConfig wires the synth stage's generator. The llm generator's API
 // key is read from its environment variable here, once, and goes nowhere
 // but the request header.
-func synthConfig(c config.Synth, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
+func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
 	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
 	if c.Generator != synth.LLM {
 		return cfg, nil
@@ -209,8 +207,7 @@ func synthConfig(c config.Synth, st store.ObjectStore, opt trial.Options) (synth
 			return cfg, fmt.Errorf("stages.synth.llm.api_key_env: $%s is empty or not set", l.APIKeyEnv)
 		}
 	}
-	cfg.LLM = &synth.LLMConfig{Client: &chat.Client{URL: l.URL, APIKey: key, Timeout: l.Timeout}, Model: l.Model,
-		Temperature: l.Temperature, MaxTokens: l.MaxTokens, Seed: l.Seed}
+	cfg.LLM = &synth.LLMConfig{LLMSettings: l, Client: &chat.Client{URL: l.URL, APIKey: key, Timeout: l.Timeout}}
 	return cfg, nil
 }
 

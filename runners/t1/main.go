@@ -55,6 +55,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default: the config's log_level)")
 	root.AddCommand(
 		versionCmd(g),
+		configCmd(g),
 		infraCmd(g),
 		statusCmd(g),
 		eventsCmd(g),

@@ -14,6 +14,7 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -30,7 +31,8 @@ every reply and observation, then runs the task's verifier on the final state.
 
 --policy config uses the inference section of the configuration (the reference MoE
 by default, or an SGLang/vLLM server); --policy oracle replays the task's reference
-solution one command per turn through the same harness.`,
+solution one command per turn through the same harness. The episode is bounded as
+the pipeline's rollouts are, by stages.rollout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			task, _ := cmd.Flags().GetString("task")
@@ -100,7 +102,7 @@ solution one command per turn through the same harness.`,
 				fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
 			}
 			fmt.Fprintf(out, "=== task %s\n%s\n", t.Name, strings.TrimSpace(t.Instruction))
-			ec := agent.DefaultConfig()
+			ec := pipeline.Episode(cfg)
 			ec.MaxTurns = maxTurns
 			ec.Sampling.Seed = seed
 			res, err := agent.Run(ctx, pol, tp, sh, t.Instruction, ec, func(tr agent.Turn) { printTurn(out, tr) })

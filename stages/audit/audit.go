@@ -53,18 +53,6 @@ type Evidence struct {
 	References []harbor.Reference
 }
 
-// Config tunes the verdict.
-type Config struct {
-	// Threshold is the lowest weighted total that is accepted.
-	Threshold float64
-	// MaxSimilarity is the shingle similarity to a reference above which
-	// a task is a near-duplicate.
-	MaxSimilarity float64
-}
-
-// DefaultConfig is the pipeline's default.
-func DefaultConfig() Config { return Config{Threshold: 0.7, MaxSimilarity: 0.8} }
-
 // Scores holds the eight dimensions, each in [0, 1].
 type Scores struct {
 	VerifierCorrectness     float64 `json:"verifier_correctness"`
@@ -116,7 +104,7 @@ func (j *judge) note(format string, args ...any) {
 
 // Audit judges ev. It never fails: missing evidence scores zero on the
 // dimensions that need it.
-func Audit(ev Evidence, cfg Config) Verdict {
+func Audit(ev Evidence, cfg Settings) Verdict {
 	j := &judge{}
 	s := &j.v.Scores
 	t := ev.Task
@@ -320,7 +308,7 @@ func difficulty(t *harbor.Task, r *verifier.Report) float64 {
 	return math.Min(1, 0.2+0.08*float64(asserts)+0.02*float64(lines))
 }
 
-func (j *judge) novelty(t *harbor.Task, refs []harbor.Reference, cfg Config) float64 {
+func (j *judge) novelty(t *harbor.Task, refs []harbor.Reference, cfg Settings) float64 {
 	if len(refs) == 0 {
 		return 1
 	}

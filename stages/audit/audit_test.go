@@ -89,7 +89,7 @@ func goodEvidence(t *testing.T) Evidence {
 }
 
 func TestAuditAcceptsAGoodTask(t *testing.T) {
-	v := Audit(goodEvidence(t), DefaultConfig())
+	v := Audit(goodEvidence(t), DefaultSettings())
 	if !v.Accept {
 		t.Fatalf("rejected: %v\n%s", v.Rejects, strings.Join(v.Findings, "\n"))
 	}
@@ -158,7 +158,7 @@ func TestAuditRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ev := goodEvidence(t)
 			c.edit(&ev)
-			cfg := DefaultConfig()
+			cfg := DefaultSettings()
 			if c.want == LowScore {
 				cfg.Threshold = 0.8
 			}
@@ -179,7 +179,7 @@ func TestAuditRejects(t *testing.T) {
 func TestAuditNondeterministicTaskLosesValidity(t *testing.T) {
 	ev := goodEvidence(t)
 	ev.Rerun = &Run{Report: report(verifier.Passed, verifier.Failed)}
-	v := Audit(ev, DefaultConfig())
+	v := Audit(ev, DefaultSettings())
 	if v.Scores.SolutionValidity != 0.5 {
 		t.Fatalf("validity %v, want 0.5", v.Scores.SolutionValidity)
 	}
@@ -189,9 +189,9 @@ func TestAuditNondeterministicTaskLosesValidity(t *testing.T) {
 func TestAuditDeterministic(t *testing.T) {
 	ev := goodEvidence(t)
 	ev.Task = task(t, variant{tests: goodTests + "\n\ndef test_a():\n    assert Path(\"/app/zz/a\").exists()\n\n\ndef test_b():\n    assert Path(\"/app/yy/b\").exists()\n"})
-	first := Audit(ev, DefaultConfig())
+	first := Audit(ev, DefaultSettings())
 	for range 20 {
-		if v := Audit(ev, DefaultConfig()); !slices.Equal(v.Findings, first.Findings) || v.Total != first.Total {
+		if v := Audit(ev, DefaultSettings()); !slices.Equal(v.Findings, first.Findings) || v.Total != first.Total {
 			t.Fatalf("verdicts differ:\n%v\n%v", first.Findings, v.Findings)
 		}
 	}

@@ -17,13 +17,11 @@ import (
 type StageConfig struct {
 	Store store.ObjectStore
 	Trial trial.Options
-	Audit Config
+	Settings
 	// References are the evaluation suites' tasks the pool must stay
 	// apart from.
 	References []harbor.Reference
-	// Rerun runs the oracle a second time to catch nondeterministic tasks.
-	Rerun   bool
-	TempDir string
+	TempDir    string
 }
 
 // NewStage returns the audit stage: task.synthesized → task.audited.
@@ -71,7 +69,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	}
 	ev2.Null = Run{SolutionExit: null.SolutionExit, Report: null.Report}
 
-	v := Audit(ev2, s.cfg.Audit)
+	v := Audit(ev2, s.cfg.Settings)
 	decision := "reject"
 	if v.Accept {
 		decision = "accept"

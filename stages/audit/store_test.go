@@ -40,7 +40,7 @@ func TestStoreFaults(t *testing.T) {
 			}
 		},
 		Stage: func(t *testing.T, st store.ObjectStore) engine.Stage {
-			return NewStage(StageConfig{Store: st, Trial: trial.Options{Backend: bw}, Audit: DefaultConfig(), TempDir: t.TempDir()})
+			return NewStage(StageConfig{Store: st, Trial: trial.Options{Backend: bw}, Settings: DefaultSettings(), TempDir: t.TempDir()})
 		},
 		Event: ev,
 	}.Run(t)

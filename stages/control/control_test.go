@@ -31,6 +31,11 @@ func event(t *testing.T, id, typ string, payload any) engine.Event {
 	return engine.Event{ID: id, Type: typ, Run: "r", Payload: b}
 }
 
+// testConfig is the default run, evaluated on the built-in suite.
+func testConfig() Config {
+	return Config{Settings: DefaultSettings(), EvalSuite: "builtin", EvalAttempts: 3}
+}
+
 func decide(t *testing.T, s *stage, st *runState) []engine.Event {
 	t.Helper()
 	var rec recorder
@@ -43,7 +48,7 @@ func decide(t *testing.T, s *stage, st *runState) []engine.Event {
 // Rounds settle on every candidate's outcome — audited, discarded or
 // failed — and the next round grows from what was accepted.
 func TestRoundsSettleAndGrow(t *testing.T) {
-	c := DefaultConfig()
+	c := testConfig()
 	c.Seeds, c.Rounds, c.PoolTarget, c.PerSeed = 3, 3, 100, 2
 	s := &stage{cfg: StageConfig{Config: c}}
 	st := newRunState()
@@ -90,7 +95,7 @@ func TestRoundsSettleAndGrow(t *testing.T) {
 // An iteration settles on scored and failed attempts; below MinSuccess the
 // run fails with the reason.
 func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
-	c := DefaultConfig()
+	c := testConfig()
 	c.Attempts, c.MinSuccess, c.EvalSuite = 2, 0.75, ""
 	s := &stage{cfg: StageConfig{Config: c}}
 	st := newRunState()
@@ -121,7 +126,7 @@ func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
 // The run completes only after the last policy's evaluation has an
 // outcome, not when it is merely asked for.
 func TestRunCompletesAfterTheLastEvaluation(t *testing.T) {
-	c := DefaultConfig()
+	c := testConfig()
 	c.Attempts, c.Iterations, c.EvalBaseline = 1, 1, false
 	s := &stage{cfg: StageConfig{Config: c}}
 	st := newRunState()

@@ -53,7 +53,7 @@ func TestLoadReadsOnlyTheRun(t *testing.T) {
 
 	byRun := map[string]int{}
 	hooked := l.WithReadHook(func(ev engine.Event) { byRun[ev.Run]++ })
-	c := DefaultConfig()
+	c := testConfig()
 	c.Rounds, c.PoolTarget, c.PerSeed = 3, 100, 2
 	s := NewStage(StageConfig{Log: hooked, Config: c})
 

@@ -19,47 +19,19 @@ import (
 	"github.com/t1pipe/t1/trial"
 )
 
-// Config is the shape of a run.
+// Config is the shape of a run: its settings and what control takes from
+// the other stages' settings.
 type Config struct {
-	// PoolTarget is how many accepted tasks end synthesis early.
-	PoolTarget int
-	// Rounds bounds synthesis rounds; Seeds is round 0's fresh tasks and
-	// PerSeed the children tried per accepted task in later rounds.
-	Rounds, Seeds, PerSeed int
-	// Iterations of rollout → reward → critic → PPO.
-	Iterations int
-	// TasksPerIteration samples the pool each iteration (0: every task);
-	// Attempts is the attempts per task.
-	TasksPerIteration, Attempts int
-	// MinSuccess is the fraction of attempts that must be scored for an
-	// iteration to go on with what succeeded.
-	MinSuccess float64
-	// MaxTurns bounds each rollout (0: the rollout stage's default).
-	MaxTurns int
-	// EvalEvery evaluates every K-th policy version (0: only the last);
-	// EvalBaseline also evaluates the initial policy. EvalSuite names
-	// the suite (empty: no evaluation); EvalAttempts is attempts per task.
-	EvalEvery    int
-	EvalBaseline bool
+	Settings
+	// EvalSuite names the suite (empty: no evaluation); EvalAttempts is
+	// attempts per task.
 	EvalSuite    string
 	EvalAttempts int
 	// Model is the policy's shape, for batch manifests.
 	Model schemas.ModelDims
-	// SFTSteps, when above 0, fine-tunes the initial policy on
-	// demonstrations of the pool's reference solutions before the first
-	// iteration (base → SFT → RL).
-	SFTSteps int
 	// MaxSimilarity drops, at sealing, a task more similar than this to an
 	// accepted task of a smaller id (0: no de-duplication).
 	MaxSimilarity float64
-}
-
-// DefaultConfig is a small run for a laptop.
-func DefaultConfig() Config {
-	return Config{
-		PoolTarget: 8, Rounds: 2, Seeds: 6, PerSeed: 1, Iterations: 2, Attempts: 2, MinSuccess: 0.5,
-		MaxTurns: 24, EvalBaseline: true, EvalSuite: "builtin", EvalAttempts: 3,
-	}
 }
 
 // StageConfig wires the stage.

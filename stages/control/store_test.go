@@ -42,7 +42,7 @@ func TestStoreFaults(t *testing.T) {
 	}
 	taskRef, bundle := setup(t, testinfra.Store(t))
 
-	c := DefaultConfig()
+	c := Config{Settings: DefaultSettings()}
 	c.Seeds, c.Rounds, c.PoolTarget, c.Iterations, c.Attempts, c.EvalBaseline, c.EvalSuite = 1, 1, 1, 1, 1, false, ""
 	c.MaxSimilarity = 0.9
 	c.Model = schemas.ModelDims{Vocab: 512, Layers: 2, TopK: 2, Experts: 8}

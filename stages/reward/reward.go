@@ -39,9 +39,7 @@ import (
 type Config struct {
 	Store store.ObjectStore
 	Trial trial.Options
-	// Reward's mode applies to every run; its scale is the default for a
-	// run whose run.started froze none.
-	Reward verifier.RewardFunc
+	Settings
 	// Log is where each run's run.started is read, for the reward scale
 	// the run froze before it began.
 	Log *engine.Log
@@ -50,17 +48,23 @@ type Config struct {
 	TempDir          string
 }
 
-// New returns the reward stage.
-func New(cfg Config) engine.Stage {
+// New returns the reward stage; an error means its settings score
+// nothing (an unknown mode, a scale that is not a finite number above 0).
+func New(cfg Config) (engine.Stage, error) {
+	rf, err := verifier.NewRewardFunc(cfg.Mode, cfg.Scale)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.MaxSnapshotBytes <= 0 {
 		cfg.MaxSnapshotBytes = 1 << 30
 	}
-	s := &stage{cfg: cfg, scales: map[string]float64{}}
-	return engine.NewStage("reward", []string{schemas.RolloutCompleted}, s.handle)
+	s := &stage{cfg: cfg, rf: rf, scales: map[string]float64{}}
+	return engine.NewStage("reward", []string{schemas.RolloutCompleted}, s.handle), nil
 }
 
 type stage struct {
 	cfg    Config
+	rf     verifier.RewardFunc
 	mu     sync.Mutex
 	scales map[string]float64
 }
@@ -68,7 +72,7 @@ type stage struct {
 // rewardFunc is the stage's reward function with the scale run.started
 // froze for run.
 func (s *stage) rewardFunc(ctx context.Context, run string) (verifier.RewardFunc, error) {
-	rf := s.cfg.Reward
+	rf := s.rf
 	if s.cfg.Log == nil {
 		return rf, nil
 	}

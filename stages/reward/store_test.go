@@ -55,10 +55,6 @@ func TestStoreFaults(t *testing.T) {
 	ev := testinfra.RootEvent(t, "rw", schemas.RolloutCompleted, "greet", schemas.RolloutCompletedPayload{
 		TaskID: "greet", Purpose: "train", Snapshot: ref,
 	})
-	rf, err := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) {
 			if _, _, _, err := trial.PutBundle(ctx, st, "rw", "greet", tk); err != nil {
@@ -69,7 +65,11 @@ func TestStoreFaults(t *testing.T) {
 			}
 		},
 		Stage: func(t *testing.T, st store.ObjectStore) engine.Stage {
-			return New(Config{Store: st, Trial: trial.Options{Backend: bw}, Reward: rf, TempDir: t.TempDir()})
+			s, err := New(Config{Store: st, Trial: trial.Options{Backend: bw}, Settings: Settings{Mode: verifier.ModeCount, Scale: 1}, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
 		},
 		Event: ev,
 	}.Run(t)

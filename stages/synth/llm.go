@@ -28,16 +28,11 @@ import (
 )
 
 // LLMConfig is the llm generator: a chat model behind an OpenAI-compatible
-// endpoint extends a parent task's files.
+// endpoint extends a parent task's files. Client reaches the endpoint the
+// settings name, with their timeout.
 type LLMConfig struct {
+	LLMSettings
 	Client *chat.Client
-	// Model is sent in every request and recorded in lineage.
-	Model       string
-	Temperature float64
-	MaxTokens   int
-	// Seed is mixed with the run seed and the candidate's event id into
-	// each request's seed.
-	Seed uint64
 	// MaxReplyBytes bounds the completion's text (default 512 KiB).
 	MaxReplyBytes int
 }

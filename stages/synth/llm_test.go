@@ -161,7 +161,7 @@ func outcome(t *testing.T, f family, ep http.Handler, key string) (engine.Event,
 	t.Cleanup(srv.Close)
 	client := &chat.Client{URL: srv.URL, APIKey: key, Backoff: 10 * time.Millisecond, Attempts: 3, Timeout: 30 * time.Second}
 	testinfra.RunStage(t, l, New(Config{Store: st, Trial: trial.Options{Backend: testinfra.Bubblewrap(t)}, Generator: LLM,
-		LLM: &LLMConfig{Client: client, Model: "scripted", Temperature: 0.2, MaxTokens: 4096, Seed: 7, MaxReplyBytes: 64 << 10}}), testinfra.Runner(1))
+		LLM: &LLMConfig{LLMSettings: LLMSettings{Model: "scripted", Temperature: 0.2, MaxTokens: 4096, Seed: 7}, Client: client, MaxReplyBytes: 64 << 10}}), testinfra.Runner(1))
 	ev, err := engine.NewRootEvent(llmRun, schemas.SynthRequested, "round-1",
 		schemas.SynthRequestedPayload{Round: 1, SeedIDs: []string{f.parent.ID()}, PerSeed: 1, Seed: 1})
 	if err != nil {

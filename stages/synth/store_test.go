@@ -25,7 +25,7 @@ func llmStage(t *testing.T, st store.ObjectStore, ep http.Handler) *stage {
 	t.Cleanup(srv.Close)
 	client := &chat.Client{URL: srv.URL, APIKey: apiKey, Backoff: time.Millisecond, Attempts: 1, Timeout: 10 * time.Second}
 	return &stage{cfg: Config{Store: st, StepsPerRound: 2, TempDir: t.TempDir(), Generator: LLM,
-		LLM: &LLMConfig{Client: client, Model: "scripted", MaxTokens: 4096, Seed: 7}}}
+		LLM: &LLMConfig{Client: client, LLMSettings: LLMSettings{Model: "scripted", MaxTokens: 4096, Seed: 7}}}}
 }
 
 // A round that grows from stored seeds reads their lineage: a store fault

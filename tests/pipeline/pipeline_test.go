@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/eval"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -31,7 +31,7 @@ func TestControlDrivesToTheFirstBatch(t *testing.T) {
 
 	c := &cfg.Stages.Control
 	c.Seeds, c.Rounds, c.PoolTarget, c.Attempts, c.MaxTurns = 3, 2, 4, 1, 3
-	cfg.Stages.Eval = config.Eval{Suite: "builtin", Tasks: 2, Seed: 99, Attempts: 2}
+	cfg.Stages.Eval = eval.Settings{Suite: "builtin", Tasks: 2, Seed: 99, Attempts: 2}
 	// Control and eval are Serial: their runners handle one event at a
 	// time whatever the configured concurrency.
 	pipelinetest.Run(t, cfg, l, st, testinfra.Runner(2), []string{"control", "synth", "audit", "rollout", "reward", "eval"})

@@ -51,7 +51,7 @@ func BenchmarkSynthesizeAndAudit(b *testing.B) {
 		}
 		verdict := audit.Audit(audit.Evidence{Task: tk,
 			Oracle: audit.Run{SolutionExit: v.Oracle.SolutionExit, Report: v.Oracle.Report},
-			Null:   audit.Run{SolutionExit: null.SolutionExit, Report: null.Report}}, audit.DefaultConfig())
+			Null:   audit.Run{SolutionExit: null.SolutionExit, Report: null.Report}}, audit.DefaultSettings())
 		if verdict.Accept {
 			accepted++
 		}

@@ -54,7 +54,7 @@ func TestAuditRejectsNearDuplicatesOfHarborEvalDirs(t *testing.T) {
 		t.Fatalf("references %+v, want the one task of the directory", refs)
 	}
 	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: trial.Options{Backend: bw},
-		Audit: audit.DefaultConfig(), References: refs}), testinfra.Runner(2))
+		Settings: audit.DefaultSettings(), References: refs}), testinfra.Runner(2))
 
 	copied, err := harbor.From(held).Name("syn-copied").Instruction(strings.ToUpper(held.Instruction)).Build()
 	if err != nil {

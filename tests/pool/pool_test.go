@@ -33,7 +33,7 @@ func TestSynthesiseAndAudit(t *testing.T) {
 	opt := trial.Options{Backend: bw}
 	rc := testinfra.Runner(2)
 	testinfra.RunStage(t, l, synth.New(synth.Config{Store: st, Trial: opt}), rc)
-	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
+	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: audit.DefaultSettings()}), rc)
 
 	publish := func(key string, p schemas.SynthRequestedPayload) {
 		ev, err := engine.NewRootEvent("pool", schemas.SynthRequested, key, p)
@@ -123,7 +123,7 @@ func TestHostileBundleFailsAlone(t *testing.T) {
 	l := testinfra.Log(t)
 	opt := trial.Options{Backend: bw}
 	rc := testinfra.Runner(2)
-	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Audit: audit.DefaultConfig()}), rc)
+	testinfra.RunStage(t, l, audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: audit.DefaultSettings()}), rc)
 
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

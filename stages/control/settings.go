@@ -1,0 +1,57 @@
+package control
+
+import "github.com/t1pipe/t1/config/check"
+
+// Settings shape a run: synthesis rounds, training iterations,
+// evaluation (stages.control in pipeline.yaml).
+type Settings struct {
+	// PoolTarget is how many accepted tasks end synthesis early.
+	PoolTarget int `yaml:"pool_target"`
+	// Rounds bounds synthesis rounds.
+	Rounds int `yaml:"rounds"`
+	// Seeds is round 0's fresh tasks.
+	Seeds int `yaml:"seeds"`
+	// PerSeed is the children tried per accepted task in later rounds.
+	PerSeed int `yaml:"per_seed"`
+	// Iterations of rollout → reward → critic → PPO.
+	Iterations int `yaml:"iterations"`
+	// TasksPerIteration samples the pool each iteration (0: every task).
+	TasksPerIteration int `yaml:"tasks_per_iteration"`
+	// Attempts is the attempts per task and iteration.
+	Attempts int `yaml:"attempts"`
+	// MinSuccess is the fraction of attempts that must be scored for an
+	// iteration to go on with what succeeded.
+	MinSuccess float64 `yaml:"min_success"`
+	// MaxTurns bounds each rollout (0: the rollout stage's default).
+	MaxTurns int `yaml:"max_turns"`
+	// EvalEvery evaluates every K-th policy version (0: only the last).
+	EvalEvery int `yaml:"eval_every"`
+	// EvalBaseline also evaluates the initial policy.
+	EvalBaseline bool `yaml:"eval_baseline"`
+	// SFTSteps, when above 0, fine-tunes the initial policy on
+	// demonstrations of the pool's reference solutions before the first
+	// iteration (base → SFT → RL).
+	SFTSteps int `yaml:"sft_steps"`
+}
+
+// DefaultSettings is a small run for a laptop.
+func DefaultSettings() Settings {
+	return Settings{PoolTarget: 6, Rounds: 2, Seeds: 4, PerSeed: 1, Iterations: 2, Attempts: 2, MinSuccess: 0.5, MaxTurns: 6, EvalBaseline: true}
+}
+
+// Check reports every invalid setting.
+func (s Settings) Check(r check.Report) {
+	r.AtLeast("pool_target", s.PoolTarget, 1)
+	r.AtLeast("rounds", s.Rounds, 1)
+	r.AtLeast("seeds", s.Seeds, 1)
+	r.AtLeast("per_seed", s.PerSeed, 1)
+	r.AtLeast("iterations", s.Iterations, 1)
+	r.AtLeast("tasks_per_iteration", s.TasksPerIteration, 0)
+	r.AtLeast("attempts", s.Attempts, 1)
+	r.AtLeast("max_turns", s.MaxTurns, 1)
+	r.AtLeast("eval_every", s.EvalEvery, 0)
+	r.AtLeast("sft_steps", s.SFTSteps, 0)
+	if s.MinSuccess <= 0 || s.MinSuccess > 1 {
+		r("min_success", "must be in (0, 1], got %v", s.MinSuccess)
+	}
+}

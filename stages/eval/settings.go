@@ -1,0 +1,54 @@
+package eval
+
+import (
+	"path/filepath"
+
+	"github.com/t1pipe/t1/config/check"
+)
+
+// Settings configure the held-out suite (stages.eval in pipeline.yaml).
+type Settings struct {
+	// Suite names the suite; empty turns evaluation off.
+	Suite string `yaml:"suite"`
+	// Tasks is the built-in tasks (0: none, only Dirs), grown through
+	// Rounds extensions from the suite's own seed stream, Seed.
+	Tasks  int    `yaml:"tasks"`
+	Rounds int    `yaml:"rounds"`
+	Seed   uint64 `yaml:"seed"`
+	// Attempts is the attempts per task.
+	Attempts int `yaml:"attempts"`
+	// Dirs are Harbor task directories (or dataset roots) added to the
+	// suite.
+	Dirs []string `yaml:"dirs"`
+}
+
+// DefaultSettings evaluate on three built-in tasks.
+func DefaultSettings() Settings {
+	return Settings{Suite: "builtin", Tasks: 3, Rounds: 1, Seed: 1000, Attempts: 2, Dirs: []string{}}
+}
+
+// Check reports every invalid setting.
+func (s Settings) Check(r check.Report) {
+	if s.Suite == "" {
+		return
+	}
+	r.AtLeast("attempts", s.Attempts, 1)
+	r.AtLeast("tasks", s.Tasks, 0)
+	r.AtLeast("rounds", s.Rounds, 0)
+	if s.Tasks == 0 && len(s.Dirs) == 0 {
+		r("", "suite %q has no tasks: set tasks or dirs, or an empty suite to turn evaluation off", s.Suite)
+	}
+}
+
+// Resolve returns the suite s configures, its directories made absolute
+// against the working directory, which a stage may not share.
+func (s Settings) Resolve() (Suite, error) {
+	dirs := make([]string, len(s.Dirs))
+	for i, d := range s.Dirs {
+		var err error
+		if dirs[i], err = filepath.Abs(d); err != nil {
+			return Suite{}, err
+		}
+	}
+	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Dirs: dirs}, nil
+}

@@ -1,0 +1,31 @@
+package reward
+
+import (
+	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/harbor/verifier"
+)
+
+// Settings configure scoring (stages.reward in pipeline.yaml).
+type Settings struct {
+	// Mode is count (the recipe), fraction or binary (ablations); it
+	// applies to every run.
+	Mode verifier.Mode `yaml:"mode"`
+	// Scale is the reward per passed assertion, frozen in run.started; a
+	// run whose run.started froze none is scored with this one.
+	Scale float64 `yaml:"scale"`
+}
+
+// DefaultSettings score the count of passed assertions.
+func DefaultSettings() Settings { return Settings{Mode: verifier.ModeCount, Scale: 1} }
+
+// Check reports every invalid setting.
+func (s Settings) Check(r check.Report) {
+	switch s.Mode {
+	case verifier.ModeCount, verifier.ModeFraction, verifier.ModeBinary:
+	default:
+		r("mode", "unknown mode %q (want count, fraction or binary)", s.Mode)
+	}
+	if !(s.Scale > 0) {
+		r("scale", "must be above 0, got %v", s.Scale)
+	}
+}

@@ -1,0 +1,76 @@
+package synth
+
+import (
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/t1pipe/t1/config/check"
+)
+
+// Settings configure recursive task synthesis (stages.synth in
+// pipeline.yaml).
+type Settings struct {
+	// Generator grows accepted tasks into the next round's candidates:
+	// Builtin (taskgen's typed executable steps) or LLM (a chat model
+	// behind an OpenAI-compatible endpoint extends each parent's files).
+	// Round 0's fresh tasks come from the built-in steps either way.
+	Generator string `yaml:"generator"`
+	// LLM is the llm generator's endpoint and sampling.
+	LLM LLMSettings `yaml:"llm"`
+}
+
+// LLMSettings are the llm generator's endpoint and sampling. The API key
+// is read only from the environment variable APIKeyEnv names, never from
+// the file.
+type LLMSettings struct {
+	// URL is the server's base URL, with or without /v1;
+	// /v1/chat/completions is appended.
+	URL string `yaml:"url"`
+	// Model is sent in every request and recorded in lineage.
+	Model       string  `yaml:"model"`
+	APIKeyEnv   string  `yaml:"api_key_env"`
+	Temperature float64 `yaml:"temperature"`
+	// MaxTokens bounds the completion's tokens.
+	MaxTokens int `yaml:"max_tokens"`
+	// Timeout bounds one request.
+	Timeout time.Duration `yaml:"timeout"`
+	// Seed is mixed with the run seed and each candidate's event id into
+	// the request's seed.
+	Seed uint64 `yaml:"seed"`
+}
+
+// DefaultSettings grow tasks with the built-in steps.
+func DefaultSettings() Settings {
+	return Settings{Generator: Builtin, LLM: LLMSettings{Temperature: 0.7, MaxTokens: 8192, Timeout: 5 * time.Minute}}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Check reports every invalid setting.
+func (s Settings) Check(r check.Report) {
+	l := s.LLM
+	switch s.Generator {
+	case Builtin:
+	case LLM:
+		if l.URL == "" {
+			r("llm.url", "required when generator is llm")
+		}
+		if l.Model == "" {
+			r("llm.model", "required when generator is llm")
+		}
+	default:
+		r("generator", "unknown generator %q (want builtin or llm)", s.Generator)
+	}
+	if l.URL != "" && !strings.HasPrefix(l.URL, "http://") && !strings.HasPrefix(l.URL, "https://") {
+		r("llm.url", "want an http:// or https:// URL, got %q", l.URL)
+	}
+	if l.APIKeyEnv != "" && !envName.MatchString(l.APIKeyEnv) {
+		r("llm.api_key_env", "%q is not an environment variable name (the key itself belongs in the environment, not here)", l.APIKeyEnv)
+	}
+	if l.Temperature < 0 || l.Temperature > 2 {
+		r("llm.temperature", "want [0, 2], got %g", l.Temperature)
+	}
+	r.AtLeast("llm.max_tokens", l.MaxTokens, 1)
+	r.Positive("llm.timeout", l.Timeout)
+}
