@@ -6,7 +6,7 @@ BIN     := bin/t1
 PKGS    := ./...
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all setup build run test bench lint clean
+.PHONY: all setup build run test test-short bench lint clean
 
 all: build
 
@@ -42,6 +42,11 @@ run: build
 
 test: setup
 	$(GO) test -count=1 -timeout 12m $(PKGS)
+
+# The fast loop: unit and stage tests; whole-pipeline, fault and hostile
+# scenarios and the slowest sandbox cases skip with -short.
+test-short: setup
+	$(GO) test -short -count=1 -timeout 5m $(PKGS)
 
 # Benchmarks; compare runs with benchstat (go install golang.org/x/perf/cmd/benchstat@latest).
 bench: setup

@@ -200,6 +200,9 @@ func TestOutlivesAckWaitStillOnce(t *testing.T) {
 
 // With heartbeats a handler running 3x AckWait is delivered exactly once.
 func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out several ack deadlines: skipped with -short")
+	}
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32

@@ -20,6 +20,7 @@ var tinyAblation = strings.NewReplacer("  id: tiny\n", "  id: abl\n", "    sft_s
 // `t1 ablate` runs the base run and its variant one after the other on one
 // seed, each with its own settings, and writes one report comparing them.
 func TestAblateRunsVariantsSideBySide(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := writeConfig(t, tinyAblation)

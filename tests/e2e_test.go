@@ -23,9 +23,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if t1Bin, err = testinfra.BuildT1(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	// The long scenarios drive the t1 command; -short runs none of them.
+	if !testinfra.Short() {
+		if t1Bin, err = testinfra.BuildT1(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -102,6 +105,7 @@ func readStatus(t *testing.T, data, cfg string) (status, error) {
 // can inspect it meanwhile through the owner's endpoints, and running again
 // finishes the work without a duplicate event.
 func TestInterruptInspectResume(t *testing.T) {
+	testinfra.Long(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
 	const n = 2000

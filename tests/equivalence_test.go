@@ -295,6 +295,7 @@ func (w *eventWatch) await(t *testing.T, limit time.Duration, what string, f fun
 // a `t1 infra up` process, with `t1 run --no-stages` starting and following
 // the run, stores exactly what the single-process run stores.
 func TestWorkersMatchOneProcess(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
@@ -310,6 +311,7 @@ func TestWorkersMatchOneProcess(t *testing.T) {
 // attempt to a restarted worker, which plays it once: one trajectory for
 // the attempt and a run equal to the uninterrupted one.
 func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
@@ -448,6 +450,7 @@ var crashPoints = []struct {
 // ends the run with the digest of an uninterrupted run: no trajectory,
 // reward, policy version or event stored twice, nothing lost.
 func TestCrashRestartEquivalence(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	all := os.Getenv("T1_CRASH_POINTS") == "all"

@@ -45,6 +45,7 @@ training:
 // second `t1 run` finds the run complete without redoing anything; the
 // attempts export as ATIF.
 func TestRunPipelineEndToEnd(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
@@ -261,6 +262,7 @@ func checkReport(t *testing.T, data, cfg string) {
 // `t1 run` interrupted mid-iteration stops cleanly and, run again, ends
 // the run with every decision taken once and no attempt played twice.
 func TestRunPipelineInterruptResume(t *testing.T) {
+	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")

@@ -339,6 +339,9 @@ func FuzzDecodeRoutedExperts(f *testing.F) {
 // TestConcurrentRequests: parallel requests over HTTP each get exactly what
 // they get alone (the prefix cache and the server are shared).
 func TestConcurrentRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("many concurrent generations: skipped with -short")
+	}
 	ref, tok := testReference(t)
 	url := serve(t, ref)
 	cl, err := NewSGLang(SGLangOptions{URL: url, Timeout: 60 * time.Second})

@@ -46,9 +46,13 @@ func BuildT1(dir string) (string, error) { return build(dir, "t1", "./runners/t1
 // trainer running it: it reads {job}, writes {out}, and trains with the
 // reference backend on the test's store (StoreConfig) with options, a
 // trainer.ReferenceOptions (testinfra cannot import trainer, whose tests
-// use it). Tests append the stand-in's other flags.
+// use it). Tests append the stand-in's other flags. Linking the program
+// takes seconds, so -short skips the test.
 func ExecTrainer(t testing.TB, options any) []string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the stand-in external trainer: skipped with -short")
+	}
 	dir := t.TempDir()
 	bin, err := build(dir, "exectrainer", "./trainer/testdata/exectrainer")
 	if err != nil {

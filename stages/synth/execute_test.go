@@ -71,6 +71,9 @@ func TestExecuteDropsAChildThatAddsNothing(t *testing.T) {
 // Three rounds from a handful of seeds: every task is kept by execution
 // and each round's solution is longer than its parent's.
 func TestThreeRoundsGrowSolutions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three rounds of sandboxed synthesis: skipped with -short")
+	}
 	opt := trial.Options{Backend: backend(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ const natsOutage = 3 * time.Second
 // and started again on the same port and store directory; the stages ride
 // it out over their reconnecting TCP connection.
 func TestNATSRestartEmbedded(t *testing.T) {
+	testinfra.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -83,6 +84,7 @@ func TestNATSRestartEmbedded(t *testing.T) {
 // directory and a free port is killed mid-run and started again; the
 // stages reach it through bus.mode external.
 func TestNATSRestartExternal(t *testing.T) {
+	testinfra.Long(t)
 	bin := testinfra.NATSServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -216,6 +218,7 @@ func (p *natsProcess) kill() {
 // a reason that names the version it needs, a transient failure is retried
 // after a delayed nak, and leases work.
 func TestExternalServerFeatures(t *testing.T) {
+	testinfra.Long(t)
 	p := &natsProcess{bin: testinfra.NATSServer(t), dir: t.TempDir(), port: freePort(t)}
 	p.start(t)
 	t.Cleanup(p.kill)

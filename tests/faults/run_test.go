@@ -132,6 +132,7 @@ func checkSameEvents(t *testing.T, faulted, clean runSummary) {
 // directory: the run completes with the same events as a run without the
 // restart. About 75 s; T1_FAULT_PIPELINE=1 runs it.
 func TestNATSRestartWholePipeline(t *testing.T) {
+	testinfra.Long(t)
 	if os.Getenv("T1_FAULT_PIPELINE") == "" {
 		t.Skip("the whole pipeline under a NATS restart takes about 75 s; T1_FAULT_PIPELINE=1 runs it")
 	}
@@ -187,6 +188,7 @@ var outageAt = []string{schemas.TaskSynthesized, schemas.SFTRequested, schemas.B
 // with the same events as a run without the outages. T1_FAULT_PIPELINE=1
 // runs it.
 func TestS3OutagesWholePipeline(t *testing.T) {
+	testinfra.Long(t)
 	sc := testinfra.StoreConfig(t)
 	px := startProxy(t, sc.Endpoint)
 	t.Setenv("AWS_ACCESS_KEY_ID", sc.AccessKey)

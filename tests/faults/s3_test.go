@@ -24,6 +24,7 @@ const s3Outage = 10 * time.Second
 // back-off and finish with nothing lost, no failed events and no dead
 // letters.
 func TestS3Outage(t *testing.T) {
+	testinfra.Long(t)
 	outage := s3Outage
 	if v := os.Getenv("T1_FAULT_S3_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -32,9 +32,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if t1Bin, err = testinfra.BuildT1(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	// The long scenarios drive the t1 command; -short runs none of them.
+	if !testinfra.Short() {
+		if t1Bin, err = testinfra.BuildT1(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	code := testinfra.Main(m)
 	os.RemoveAll(dir)
@@ -93,6 +96,7 @@ func sparse(t *testing.T, path string, size int64) {
 // file and the problem, both good ones are imported, and the command
 // exits non-zero counting the refusals.
 func TestImportRefusesHostileTasks(t *testing.T) {
+	testinfra.Long(t)
 	cases := []struct {
 		name string
 		dir  func(t *testing.T) string

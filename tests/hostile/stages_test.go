@@ -66,6 +66,7 @@ func (in stageInput) taskID() string { return "h-" + in.name }
 // problems logged; the good attempts are all scored; nothing is
 // dead-lettered; `t1 status` counts the failures.
 func TestHostileInputsThroughStages(t *testing.T) {
+	testinfra.Long(t)
 	conf := pipelinetest.Config(t)
 	logs := captureLogs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

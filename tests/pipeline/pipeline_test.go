@@ -23,6 +23,7 @@ const run = "tiny"
 // From run.started to the first batch: synthesis rounds, audit, the sealed
 // pool, rollouts and rewards of iteration 0, and its batch manifest.
 func TestControlDrivesToTheFirstBatch(t *testing.T) {
+	testinfra.Long(t)
 	cfg := pipelinetest.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

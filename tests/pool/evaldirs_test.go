@@ -23,6 +23,7 @@ import (
 // evaluation suite's Harbor directories is rejected as its near-duplicate,
 // naming it; an unrelated task is not.
 func TestAuditRejectsNearDuplicatesOfHarborEvalDirs(t *testing.T) {
+	testinfra.Long(t)
 	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

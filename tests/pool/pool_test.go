@@ -27,6 +27,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
 func TestSynthesiseAndAudit(t *testing.T) {
+	testinfra.Long(t)
 	bw := testinfra.Bubblewrap(t)
 	st := testinfra.Store(t)
 	l := testinfra.Log(t)

@@ -28,28 +28,43 @@ import (
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
-// Run runs the conformance suite against backend.
+// Run runs the conformance suite against backend. With -short it leaves
+// out the cases that wait out timeouts or fill limits (seconds each), and
+// keeps every check of the API's contract and of isolation.
 func Run(t *testing.T, backend sandbox.Backend) {
-	t.Run("Exec", func(t *testing.T) { testExec(t, backend) })
-	t.Run("ExecEnvironmentScrubbed", func(t *testing.T) { testEnv(t, backend) })
-	t.Run("ExecTimeout", func(t *testing.T) { testExecTimeout(t, backend) })
-	t.Run("ExecBackgroundDiesWithCommand", func(t *testing.T) { testExecBackground(t, backend) })
-	t.Run("OutputBounded", func(t *testing.T) { testOutputBounded(t, backend) })
-	t.Run("NonUTF8AndClosedStdout", func(t *testing.T) { testOddOutput(t, backend) })
-	t.Run("ShellState", func(t *testing.T) { testShellState(t, backend) })
-	t.Run("ShellTimeout", func(t *testing.T) { testShellTimeout(t, backend) })
-	t.Run("ShellExitRestarts", func(t *testing.T) { testShellExit(t, backend) })
-	t.Run("ShellOddOutput", func(t *testing.T) { testShellOddOutput(t, backend) })
-	t.Run("UploadDownload", func(t *testing.T) { testUploadDownload(t, backend) })
-	t.Run("SnapshotRestore", func(t *testing.T) { testSnapshotRestore(t, backend) })
-	t.Run("Dockerfile", func(t *testing.T) { testDockerfile(t, backend) })
-	t.Run("DiskLimit", func(t *testing.T) { testDiskLimit(t, backend) })
-	t.Run("FileSizeLimit", func(t *testing.T) { testFileSizeLimit(t, backend) })
-	t.Run("CPUMemoryFilesLimits", func(t *testing.T) { testRlimits(t, backend) })
-	t.Run("ForkBomb", func(t *testing.T) { testForkBomb(t, backend) })
-	t.Run("HostFilesUnreachable", func(t *testing.T) { testHostFiles(t, backend) })
-	t.Run("NoNetwork", func(t *testing.T) { testNetwork(t, backend) })
-	t.Run("CloseKillsEverything", func(t *testing.T) { testClose(t, backend) })
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, sandbox.Backend)
+		slow bool
+	}{
+		{"Exec", testExec, false},
+		{"ExecEnvironmentScrubbed", testEnv, false},
+		{"ExecTimeout", testExecTimeout, true},
+		{"ExecBackgroundDiesWithCommand", testExecBackground, false},
+		{"OutputBounded", testOutputBounded, true},
+		{"NonUTF8AndClosedStdout", testOddOutput, false},
+		{"ShellState", testShellState, false},
+		{"ShellTimeout", testShellTimeout, true},
+		{"ShellExitRestarts", testShellExit, true},
+		{"ShellOddOutput", testShellOddOutput, false},
+		{"UploadDownload", testUploadDownload, false},
+		{"SnapshotRestore", testSnapshotRestore, false},
+		{"Dockerfile", testDockerfile, false},
+		{"DiskLimit", testDiskLimit, true},
+		{"FileSizeLimit", testFileSizeLimit, false},
+		{"CPUMemoryFilesLimits", testRlimits, true},
+		{"ForkBomb", testForkBomb, true},
+		{"HostFilesUnreachable", testHostFiles, false},
+		{"NoNetwork", testNetwork, false},
+		{"CloseKillsEverything", testClose, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.slow && testing.Short() {
+				t.Skip("waits out a timeout or fills a limit: skipped with -short")
+			}
+			c.test(t, backend)
+		})
+	}
 }
 
 // Start starts a sandbox and closes it when the test ends.
