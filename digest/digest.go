@@ -48,9 +48,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // WallClock lists the columns left out of table digests as sorted

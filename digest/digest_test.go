@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -69,7 +70,7 @@ func TestDigest(t *testing.T) {
 	// bytes rather than the first run's under the same key.
 	cfg := testinfra.StoreConfig(t)
 	cfg.Prefix += "-b"
-	stb, err := store.Open(context.Background(), cfg)
+	stb, err := s3.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -30,6 +29,7 @@ import (
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 )

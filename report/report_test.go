@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // putRaw writes a Parquet file of rows with the given metadata straight to

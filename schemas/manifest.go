@@ -11,8 +11,8 @@ import (
 	"io"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // ManifestFormat is the version of the BatchManifest JSON.

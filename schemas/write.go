@@ -15,7 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // DefaultZstdLevel is the zstd level of every table. parquet-go's default

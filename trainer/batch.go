@@ -10,9 +10,9 @@ import (
 	"path"
 	"slices"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // BadInputError marks a failure caused by the input (a batch whose tables

@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // sampleBatch samples one sequence per prompt from m at bf16 (the serving

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // PolicyFits checks that a policy of shape c can train on a batch sampled

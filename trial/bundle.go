@@ -10,8 +10,8 @@ import (
 	"io"
 
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // BundleKey is where a run keeps the bundle of a task.

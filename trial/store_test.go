@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store/errorstore"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/store"
 )
 
 func TestOpenReferenceFromStoreAndDir(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/config"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
+	"github.com/t1pipe/t1/store"
 )
 
 type ablationSummary struct {

@@ -19,9 +19,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 type queryOpts struct {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 

@@ -26,7 +26,7 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // Event types.

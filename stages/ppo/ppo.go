@@ -10,9 +10,9 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 

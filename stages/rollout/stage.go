@@ -19,10 +19,10 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 

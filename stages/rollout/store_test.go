@@ -12,11 +12,11 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 	"github.com/t1pipe/t1/trial"
 )
 

@@ -10,11 +10,11 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 

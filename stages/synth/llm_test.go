@@ -17,10 +17,10 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )

@@ -12,10 +12,10 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/chat"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 )
 
 // llmStage is a synth stage using the llm generator against ep.

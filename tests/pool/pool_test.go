@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
