@@ -18,6 +18,7 @@ import (
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -232,7 +233,7 @@ func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context
 				return rollout.Policy{}, err
 			}
 		}
-		ck, err := trainer.LoadCheckpoint(ctx, st, trainer.PolicyPrefix(run, v))
+		ck, err := trainer.LoadCheckpoint(ctx, st, keys.Policy(run, v))
 		if err != nil {
 			return rollout.Policy{}, err
 		}
