@@ -8,6 +8,8 @@
 //
 // # Layout
 //
+//	key                                         built by        stored             format
+//
 //	runs/<run>/
 //	├── <table>/<column>=NNNN/part-<h>.parquet  TableObject     content-addressed  Parquet
 //	├── batches/iter=NNNN/manifest-<h>.json     Manifest        content-addressed  JSON
@@ -17,14 +19,14 @@
 //	├── lineage/<task>.json                     Lineage         store-once         JSON
 //	├── synth/
 //	│   └── llm/<task>.json                     SynthReply      store-once         JSON
-//	├── policy/vNNNNNN/                         Policy          checkpoint (below)
+//	├── policy/vNNNNNN/                         Policy          a checkpoint:
 //	│   ├── config.json                                         put                JSON
 //	│   ├── tokenizer.json                                      put                JSON
 //	│   ├── optimizer.safetensors                               put, optional      safetensors
 //	│   └── model.safetensors                                   put, last          safetensors
-//	├── critic/vNNNNNN/                         Critic          checkpoint, as policy/
+//	├── critic/vNNNNNN/                         Critic          a checkpoint, as policy/
 //	├── training/iter=NNNN/policy-vNNNNNN.json  TrainingReport  store-once         JSON
-//	├── blobs/item-NNNNN.bin                    Blob            put, deterministic bytes
+//	├── blobs/item-NNNNN.bin                    Blob            put                bytes
 //	├── report.md                               Report          put                Markdown
 //	├── report.html                             ReportHTML      put                HTML
 //	├── ablation.md                             Ablation        put                Markdown
@@ -94,6 +96,7 @@
 // blobs/: the demo pipeline (stages/demo): bytes that are a pure function
 // of the seed and the index.
 //
-// report.md, report.html: t1 report, on demand; t1 demo writes its own
-// report.md. ablation.md, ablation.html: t1 ablate, on its base run.
+// report.md, report.html: t1 run when the run ends, t1 report on demand
+// (t1 demo writes its own report.md). ablation.md, ablation.html: t1
+// ablate, on its base run.
 package keys
