@@ -16,10 +16,12 @@
 //	            loss-region ids never change
 //	Scripted    fixed replies (FromSolution: a reference solution one
 //	            command per turn), for demonstrations and tests
+//	AttemptRows a finished episode as its rows of the tokens, routing,
+//	            turns and trajectories tables
 //
 // Conversations are rendered by the reference model's chat template,
 // moe.Chat, in which content is always ordinary text: an instruction or a
 // command's output that spells a special token cannot forge a turn. The
 // rollout stage (stages/rollout) plays episodes with this package and
-// stores their rows; t1 rollout plays one from the command line.
+// stores their AttemptRows; t1 rollout plays one from the command line.
 package agent

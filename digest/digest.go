@@ -31,6 +31,7 @@ package digest
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -48,9 +49,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // WallClock lists the columns left out of table digests as sorted
@@ -171,7 +173,7 @@ func orNone(s string) string {
 // and returns the run's digest. A claim check whose object is missing or
 // does not match its size or SHA-256 is an error naming the key.
 func Compute(ctx context.Context, l *engine.Log, st store.ObjectStore, run string) (*Digest, error) {
-	if err := engine.ValidRun(run); err != nil {
+	if err := keys.ValidRun(run); err != nil {
 		return nil, err
 	}
 	c := collector{files: map[string]schemas.FileRef{}, objects: map[string]schemas.ObjectRef{},
@@ -401,13 +403,13 @@ func attemptKey(row parquet.Row, cols []string, ident []int) string {
 	return b.String()
 }
 
-// objectKinds digests the non-Parquet objects by kind, the key segment
-// after runs/<run>/.
+// objectKinds digests the non-Parquet objects by kind (keys.Kind; "other"
+// for a key outside the layout).
 func (c *collector) objectKinds(ctx context.Context, st store.ObjectStore, d *Digest) error {
 	byKind := map[string][]string{}
 	for key, ref := range c.objects {
-		kind := objectKind(key)
-		if kind == "batches" {
+		kind := cmp.Or(keys.Kind(key), "other")
+		if kind == keys.KindBatches {
 			continue // see the package documentation
 		}
 		sum, err := objectHash(ctx, st, kind, ref)
@@ -428,20 +430,12 @@ func (c *collector) objectKinds(ctx context.Context, st store.ObjectStore, d *Di
 	return nil
 }
 
-func objectKind(key string) string {
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) < 4 || parts[0] != "runs" {
-		return "other"
-	}
-	return parts[2]
-}
-
 // objectHash verifies ref against the stored bytes and returns the
 // object's content hash for the digest. A checkpoint's claim check names
 // its prefix and the SHA-256 of its weights file.
 func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref schemas.ObjectRef) (string, error) {
 	key := ref.Key
-	if kind == "policy" || kind == "critic" {
+	if kind == keys.KindPolicy || kind == keys.KindCritic {
 		key = path.Join(ref.Key, moe.WeightsFile)
 	}
 	rc, _, err := st.Get(ctx, key)
@@ -452,7 +446,7 @@ func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref sche
 	h := sha256.New()
 	var data bytes.Buffer
 	var w io.Writer = h
-	if kind == "snapshots" {
+	if kind == keys.KindSnapshots {
 		w = io.MultiWriter(h, &data)
 	}
 	n, err := io.Copy(w, rc)
@@ -463,7 +457,7 @@ func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref sche
 	if n != ref.Bytes || sum != ref.SHA256 {
 		return "", fmt.Errorf("%s: %d bytes with SHA-256 %s, the reference says %d bytes with %s", key, n, sum, ref.Bytes, ref.SHA256)
 	}
-	if kind != "snapshots" {
+	if kind != keys.KindSnapshots {
 		return sum, nil
 	}
 	return tarHash(key, &data)

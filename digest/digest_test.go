@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -69,7 +71,7 @@ func TestDigest(t *testing.T) {
 	// bytes rather than the first run's under the same key.
 	cfg := testinfra.StoreConfig(t)
 	cfg.Prefix += "-b"
-	stb, err := store.Open(context.Background(), cfg)
+	stb, err := s3.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestDigest(t *testing.T) {
 	if _, err := schemas.WriteTable(ctx, st, "a", 0, []schemas.TrajectoryRow{{Run: "a", TaskID: "t2", Purpose: "train"}}, schemas.WriterOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, "runs/a/snapshots/iter=0000/train/v0/t2/a0.tar", strings.NewReader("x"), 1, store.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, keys.Snapshot("a", keys.Attempt{Purpose: "train", Task: "t2"}), strings.NewReader("x"), 1, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := compute(t, la, st, "a"); d.SHA256 != da.SHA256 {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // BranchResult counts what a branch replay did.
@@ -22,7 +24,7 @@ type BranchResult struct {
 // again: ids are derived, so what was already published is not repeated).
 func (l *Log) Branch(ctx context.Context, st Stage, run, into string, from ReplayFrom, configHash string) (BranchResult, error) {
 	var res BranchResult
-	if err := ValidRun(into); err != nil {
+	if err := keys.ValidRun(into); err != nil {
 		return res, err
 	}
 	if into == run {

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // Counts are a stream's messages by run, then by event type.
@@ -78,7 +80,7 @@ func (l *Log) HasEvent(ctx context.Context, run, typ string) (bool, error) {
 func subjectCounts(ctx context.Context, stream jetstream.Stream, prefix, run string) (Counts, error) {
 	filter := prefix + ".>"
 	if run != "" {
-		if err := ValidRun(run); err != nil {
+		if err := keys.ValidRun(run); err != nil {
 			return nil, err
 		}
 		filter = prefix + "." + run + ".>"

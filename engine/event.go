@@ -51,18 +51,7 @@ func (e Event) Decode(v any) error {
 	return nil
 }
 
-var (
-	runRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	typeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
-)
-
-// ValidRun reports whether run can be used in subjects and object keys.
-func ValidRun(run string) error {
-	if !runRe.MatchString(run) {
-		return fmt.Errorf("run id %q: want 1-64 of [a-z0-9-], starting with a letter or digit", run)
-	}
-	return nil
-}
+var typeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 
 // ValidType reports whether typ is a dotted lower-case event type.
 func ValidType(typ string) error {

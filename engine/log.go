@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // Header names carried on every event message.
@@ -125,7 +127,7 @@ func (l *Log) Stream() jetstream.Stream { return l.stream }
 func (l *Log) DeadLetters() jetstream.Stream { return l.dlq }
 
 func (l *Log) message(ctx context.Context, ev *Event) (*nats.Msg, error) {
-	if err := ValidRun(ev.Run); err != nil {
+	if err := keys.ValidRun(ev.Run); err != nil {
 		return nil, fmt.Errorf("engine: publish: %w", err)
 	}
 	if err := ValidType(ev.Type); err != nil {

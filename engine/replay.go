@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // ReplayFrom says where a replay starts: a stream sequence, a time, or
@@ -45,7 +47,7 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 // does not grow with the other runs in the log. An invalid run id is a
 // Permanent error: no retry can make it one.
 func (l *Log) ReplayRun(ctx context.Context, run string, types []string, fn func(Event) error) error {
-	if err := ValidRun(run); err != nil {
+	if err := keys.ValidRun(run); err != nil {
 		return Permanent(fmt.Errorf("engine: replay: %w", err))
 	}
 	if len(types) == 0 {

@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // RunnerConfig tunes how a stage consumes its events. Zero values take the
@@ -495,7 +497,7 @@ func (r *Runner) fail(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 // and type to publish it under.
 func (r *Runner) failure(subject string, ev Event, seq, deliveries uint64, reason string) (Event, bool) {
 	run, typ, ok := splitSubject(subject)
-	if !ok || ValidRun(run) != nil || ValidType(typ) != nil {
+	if !ok || keys.ValidRun(run) != nil || ValidType(typ) != nil {
 		return Event{}, false
 	}
 	causeID := ev.ID

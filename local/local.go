@@ -25,8 +25,9 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/infra/telemetry"
+	"github.com/t1pipe/t1/store"
 )
 
 // Endpoints is the content of <data>/endpoints.json.
@@ -222,10 +223,10 @@ func (in *Infra) openBus(ctx context.Context, peer *Endpoints, log *slog.Logger)
 
 func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 	cfg := in.Config.Store
-	var sc store.Config
+	var sc s3.Config
 	switch {
 	case cfg.Mode == config.External:
-		sc = store.Config{
+		sc = s3.Config{
 			Endpoint: cfg.External.Endpoint, Bucket: cfg.Bucket, Region: cfg.External.Region,
 			Secure: cfg.External.Secure, Prefix: cfg.External.Prefix,
 		}
@@ -234,14 +235,14 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		if err != nil {
 			return err
 		}
-		sc = store.Config{Endpoint: peer.S3, Bucket: peer.Bucket, AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
+		sc = s3.Config{Endpoint: peer.S3, Bucket: peer.Bucket, AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
 		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = peer.S3, peer.Bucket, peer.Credentials
 	default:
 		dir := filepath.Join(in.DataDir, "s3")
-		var gw *store.Embedded
+		var gw *s3.Embedded
 		err := quietStdout(func() error {
 			var err error
-			gw, err = store.StartEmbedded(ctx, store.EmbeddedOptions{
+			gw, err = s3.StartEmbedded(ctx, s3.EmbeddedOptions{
 				Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
 			})
 			return err
@@ -251,9 +252,9 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		}
 		in.closers = append(in.closers, func() { _ = gw.Close() })
 		sc = gw.Config()
-		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, store.CredentialsPath(dir)
+		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, s3.CredentialsPath(dir)
 	}
-	s, err := store.Open(ctx, sc)
+	s, err := s3.Open(ctx, sc)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // Checkpoint file names, in a local directory or under a store prefix.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // trainedCheckpoint is a default-tokenizer model after two SFT steps.
@@ -93,15 +95,15 @@ func TestCheckpointDir(t *testing.T) {
 func TestCheckpointStore(t *testing.T) {
 	st := openStore(t)
 	c := trainedCheckpoint(t)
-	if err := c.Save(context.Background(), st, "runs/test/policy/v2"); err != nil {
+	if err := c.Save(context.Background(), st, keys.Policy("test", 2)); err != nil {
 		t.Fatal(err)
 	}
-	back, err := Load(context.Background(), st, "runs/test/policy/v2")
+	back, err := Load(context.Background(), st, keys.Policy("test", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameCheckpoint(t, c, back)
-	if _, err := Load(context.Background(), st, "runs/test/policy/none"); err == nil || !strings.Contains(err.Error(), "runs/test/policy/none/config.json") {
+	if _, err := Load(context.Background(), st, keys.Policy("test", 3)); err == nil || !strings.Contains(err.Error(), keys.Policy("test", 3)+"/config.json") {
 		t.Fatalf("missing checkpoint: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -28,6 +28,7 @@ import (
 	"github.com/t1pipe/t1/stages/rollout"
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 )
@@ -229,7 +230,7 @@ func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context
 				return rollout.Policy{}, err
 			}
 		}
-		ck, err := trainer.LoadCheckpoint(ctx, st, trainer.PolicyPrefix(run, v))
+		ck, err := trainer.LoadCheckpoint(ctx, st, keys.Policy(run, v))
 		if err != nil {
 			return rollout.Policy{}, err
 		}

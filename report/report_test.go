@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -115,7 +115,7 @@ func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 			write(t, st, run, it, []metricsV11{{metricsV10: base, ApproxKL: 0.002, GradNorm: 1.5, RoutingMismatches: 3}})
 		}
 		rep, _ := json.Marshal(map[string]any{"metrics": map[string]any{"replay": f.replay, "logprob_gap": base.LogProbGap}})
-		if _, err := st.Put(ctx, trainer.TrainingKey(run, it, int64(it)), bytes.NewReader(rep), int64(len(rep)), store.PutOptions{}); err != nil {
+		if _, err := st.Put(ctx, keys.TrainingReport(run, it, int64(it)), bytes.NewReader(rep), int64(len(rep)), store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var trajs []schemas.TrajectoryRow
@@ -298,9 +298,16 @@ func TestLoadUnknownRun(t *testing.T) {
 func TestLoadBadTable(t *testing.T) {
 	l, st := testinfra.Log(t), testinfra.Store(t)
 	fixture{run: "broken", replay: true, gap: 0.02}.seed(t, l, st)
+	part := func(t schemas.Table, partition int, sha string) string {
+		key, err := keys.TableObject("broken", t.Name, t.Partition, partition, sha)
+		if err != nil {
+			panic(err)
+		}
+		return key
+	}
 	for _, tc := range []struct{ key, data string }{
-		{"runs/broken/metrics/iter=0003/part-0000000000000000000000000000dead.parquet", "not parquet at all"},
-		{"runs/broken/eval_results/policy=0009/part-0000000000000000000000000000beef.parquet", "PAR1 truncated"},
+		{part(schemas.MetricsTable, 3, "0000000000000000000000000000dead"), "not parquet at all"},
+		{part(schemas.EvalResultsTable, 9, "0000000000000000000000000000beef"), "PAR1 truncated"},
 	} {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(tc.key))), func(t *testing.T) {
 			ctx := context.Background()

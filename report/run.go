@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -207,7 +208,7 @@ type EvalResult struct {
 // (Status unstarted). A run without events is an error listing the runs
 // the log holds; so is a table object that does not read, naming it.
 func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) (*Run, error) {
-	if err := engine.ValidRun(run); err != nil {
+	if err := keys.ValidRun(run); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	r := &Run{ID: run, Status: StatusRunning, Events: map[string]uint64{}}
@@ -331,27 +332,27 @@ func unknownRun(ctx context.Context, log *engine.Log, run string) error {
 
 // objects lists the Parquet objects of one of the run's tables, sorted.
 func objects(ctx context.Context, st store.ObjectStore, run string, t schemas.Table) ([]string, error) {
-	prefix := schemas.TablePrefix(run, t)
-	var keys []string
+	prefix := keys.TablePrefix(run, t.Name)
+	var objs []string
 	for info, err := range st.List(ctx, prefix) {
 		if err != nil {
 			return nil, fmt.Errorf("report: list %s: %w", prefix, err)
 		}
 		if strings.HasSuffix(info.Key, ".parquet") {
-			keys = append(keys, info.Key)
+			objs = append(objs, info.Key)
 		}
 	}
-	sort.Strings(keys)
-	return keys, nil
+	sort.Strings(objs)
+	return objs, nil
 }
 
 // eachRow calls fn for every row of every object of table t in the run.
 func eachRow(ctx context.Context, st store.ObjectStore, run string, t schemas.Table, fn func(key string, v schemas.Version, c *cols, i int)) error {
-	keys, err := objects(ctx, st, run, t)
+	objs, err := objects(ctx, st, run, t)
 	if err != nil {
 		return err
 	}
-	for _, key := range keys {
+	for _, key := range objs {
 		if err := readObject(ctx, st, key, t, fn); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
@@ -411,7 +412,7 @@ func (r *Run) loadMetrics(ctx context.Context, st store.ObjectStore) error {
 // trainingReplay reads whether the update that made policy version v
 // replayed routing, from the trainer's report; nil when there is none.
 func trainingReplay(ctx context.Context, st store.ObjectStore, run string, iteration int, v int64) (*bool, error) {
-	key := trainer.TrainingKey(run, iteration, v)
+	key := keys.TrainingReport(run, iteration, v)
 	rc, _, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

@@ -11,8 +11,9 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // putRaw writes a Parquet file of rows with the given metadata straight to
@@ -141,7 +142,7 @@ func TestTruncatedAndCorrupted(t *testing.T) {
 	_, err = ReadArrow(ctx, st, "bad/swapped.parquet", nil, "", nil, nil)
 	wantErr(t, err, "bad/swapped.parquet", "SHA-256", "metadata")
 
-	_, err = ReadRows[TokenRow](ctx, st, "runs/bad/tokens/iter=0001/missing.parquet", nil)
+	_, err = ReadRows[TokenRow](ctx, st, keys.TablePrefix("bad", TokensTable.Name)+"iter=0001/missing.parquet", nil)
 	wantErr(t, err, "missing.parquet", "not found")
 }
 

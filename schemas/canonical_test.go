@@ -3,6 +3,8 @@ package schemas
 import (
 	"context"
 	"testing"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // Rows that differ only in wall-clock columns share one object: the
@@ -47,7 +49,7 @@ func TestWallClockColumnsStayOutOfKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := ObjectKey("wc", RewardsTable, 0, ref.SHA256); ref.Key != want {
+	if want, _ := keys.TableObject("wc", RewardsTable.Name, RewardsTable.Partition, 0, ref.SHA256); ref.Key != want {
 		t.Fatalf("rewards key %s, want %s", ref.Key, want)
 	}
 }

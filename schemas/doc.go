@@ -7,7 +7,8 @@
 // # Objects
 //
 // Every table object is one Parquet file at a content-addressed,
-// hive-partitioned key:
+// hive-partitioned key (keys.TableObject; package keys draws the whole
+// layout of a run's objects):
 //
 //	runs/<run>/<table>/<partition>=NNNN/part-<sha256[:32]>.parquet
 //

@@ -1,5 +1,7 @@
 package schemas
 
+import "github.com/t1pipe/t1/keys"
+
 // Event types (ARCHITECTURE.md §2). Payloads below carry the same names.
 const (
 	RunStarted       = "run.started"
@@ -186,6 +188,11 @@ type RolloutRequestedPayload struct {
 	// Bundle is the task's bundle; a branch replayed into a new run still
 	// finds it. Empty means the run's own bundle of TaskID.
 	Bundle ObjectRef `json:"bundle"`
+}
+
+// AttemptID is the attempt p requests, as its object keys name it.
+func (p RolloutRequestedPayload) AttemptID() keys.Attempt {
+	return keys.Attempt{Iteration: p.Iteration, Purpose: p.Purpose, Suite: p.Suite, PolicyVersion: p.PolicyVersion, Task: p.TaskID, Attempt: p.Attempt}
 }
 
 // DriftCounts counts TITO repairs at turn boundaries.

@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }

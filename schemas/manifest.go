@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // ManifestFormat is the version of the BatchManifest JSON.
@@ -53,7 +53,7 @@ func (m *BatchManifest) Validate() error {
 	if m.Format != ManifestFormat {
 		return fmt.Errorf("batch manifest: format %d, this build reads %d", m.Format, ManifestFormat)
 	}
-	if err := engine.ValidRun(m.Run); err != nil {
+	if err := keys.ValidRun(m.Run); err != nil {
 		return fmt.Errorf("batch manifest: %w", err)
 	}
 	d := m.Model
@@ -129,12 +129,8 @@ func checkRef(f FileRef, t Table) error {
 	return nil
 }
 
-// ManifestKey is where a batch manifest with content hash sha lives.
-func ManifestKey(run string, iteration int, sha string) string {
-	return fmt.Sprintf("runs/%s/batches/iter=%04d/manifest-%s.json", run, iteration, sha[:32])
-}
-
-// WriteManifest validates m and stores it under its content hash.
+// WriteManifest validates m and stores it under its content hash
+// (keys.Manifest).
 func WriteManifest(ctx context.Context, st store.ObjectStore, m *BatchManifest) (ObjectRef, error) {
 	if err := m.Validate(); err != nil {
 		return ObjectRef{}, err
@@ -145,7 +141,7 @@ func WriteManifest(ctx context.Context, st store.ObjectStore, m *BatchManifest) 
 	}
 	b = append(b, '\n')
 	sum := sha256.Sum256(b)
-	ref := ObjectRef{Key: ManifestKey(m.Run, m.Iteration, hex.EncodeToString(sum[:])), Bytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+	ref := ObjectRef{Key: keys.Manifest(m.Run, m.Iteration, hex.EncodeToString(sum[:])), Bytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 	_, err = st.PutIfAbsent(ctx, ref.Key, bytes.NewReader(b), int64(len(b)), store.PutOptions{
 		ContentType: "application/json", Metadata: map[string]string{"sha256": ref.SHA256},
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // ErrSchema is wrapped by errors about a file's table name or schema

@@ -98,7 +98,8 @@ const (
 )
 
 // TaskRow is one synthesized or imported task. The Harbor bundle itself
-// is an object (BundleKey) because it is a directory tree, not a row.
+// is an object (BundleKey, at keys.Bundle) because it is a directory
+// tree, not a row.
 type TaskRow struct {
 	Run         string   `parquet:"run,dict"`
 	TaskID      string   `parquet:"task_id"`

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/t1pipe/t1/keys"
 )
 
 // fill sets every field of the struct v points to from rng. Slices get
@@ -159,7 +161,7 @@ func roundTrip[T Row](t *testing.T, rows []T) {
 	}
 	var zero T
 	tbl := zero.Table()
-	if !strings.HasPrefix(ref.Key, "runs/rt/"+tbl.Name+"/"+tbl.Partition+"=0003/part-") || ref.Rows != int64(len(rows)) ||
+	if !strings.HasPrefix(ref.Key, keys.TablePrefix("rt", tbl.Name)+tbl.Partition+"=0003/part-") || ref.Rows != int64(len(rows)) ||
 		ref.Table != tbl.Name || ref.SchemaVersion != tbl.Version.String() {
 		t.Fatalf("ref %+v", ref)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/store"
 )
 
 // DefaultZstdLevel is the zstd level of every table. parquet-go's default
@@ -144,8 +144,8 @@ func (w *Writer[T]) Write(rows []T) error {
 func (w *Writer[T]) Rows() int64 { return w.rows }
 
 // Commit finishes the file and stores it at
-// runs/<run>/<table>/<partition column>=NNNN/part-<hash[:32]>.parquet,
-// where hash is the file's SHA-256, or, for a table with wall-clock
+// runs/<run>/<table>/<partition column>=NNNN/part-<hash[:32]>.parquet
+// (keys.TableObject), where hash is the file's SHA-256, or, for a table with wall-clock
 // columns (Table.WallClock), the SHA-256 of its rows without them. The
 // same rows give the same key: a second Commit of them finds the object
 // present and returns the FileRef of the stored object without writing —
@@ -165,7 +165,7 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 	if w.ident != nil {
 		id = hex.EncodeToString(w.ident.Sum(nil))
 	}
-	key, err := ObjectKey(run, w.table, partition, id)
+	key, err := keys.TableObject(run, w.table.Name, w.table.Partition, partition, id)
 	if err != nil {
 		return FileRef{}, err
 	}
@@ -238,22 +238,4 @@ func WriteTable[T Row](ctx context.Context, st store.ObjectStore, run string, pa
 		return FileRef{}, err
 	}
 	return w.Commit(ctx, st, run, partition)
-}
-
-// TablePrefix is the key prefix of all of a run's objects of table t.
-func TablePrefix(run string, t Table) string { return "runs/" + run + "/" + t.Name + "/" }
-
-// ObjectKey is the hive-style key of a table object with content hash
-// sha (hex; see Writer.Commit): runs/<run>/<table>/<partition>=NNNN/part-<sha[:32]>.parquet.
-func ObjectKey(run string, t Table, partition int, sha string) (string, error) {
-	if err := engine.ValidRun(run); err != nil {
-		return "", err
-	}
-	if partition < 0 {
-		return "", fmt.Errorf("%s: negative %s partition %d", t.Name, t.Partition, partition)
-	}
-	if len(sha) < 32 {
-		return "", fmt.Errorf("%s: content hash %q too short", t.Name, sha)
-	}
-	return fmt.Sprintf("%s%s=%04d/part-%s.parquet", TablePrefix(run, t), t.Partition, partition, sha[:32]), nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 )
 
 // tinyPipeline is the whole pipeline at its smallest: two seed tasks, one
@@ -220,7 +221,7 @@ func checkReport(t *testing.T, data, cfg string) {
 		HTML    string `json:"report_html"`
 		HTMLKey string `json:"report_html_key"`
 	}
-	if err := json.Unmarshal(out, &files); err != nil || filepath.Dir(files.HTML) != dir || files.HTMLKey != "runs/tiny/report.html" {
+	if err := json.Unmarshal(out, &files); err != nil || filepath.Dir(files.HTML) != dir || files.HTMLKey != keys.ReportHTML("tiny") {
 		t.Fatalf("report: %+v %v %s", files, err, out)
 	}
 	page, err := os.ReadFile(files.HTML)
@@ -250,7 +251,7 @@ func checkReport(t *testing.T, data, cfg string) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
-	stored, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "tiny", "report.html"))
+	stored, _ := filepath.Glob(filepath.Join(data, "s3", "*", filepath.FromSlash(keys.ReportHTML("tiny"))))
 	if len(stored) != 1 {
 		t.Fatalf("stored report.html: %v", stored)
 	}

@@ -10,9 +10,10 @@ import (
 	"path"
 	"slices"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // BadInputError marks a failure caused by the input (a batch whose tables
@@ -263,12 +264,6 @@ func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []s
 	return nil
 }
 
-// PolicyPrefix is where policy version v's checkpoint lives.
-func PolicyPrefix(run string, v int64) string { return fmt.Sprintf("runs/%s/policy/v%06d", run, v) }
-
-// CriticPrefix is where critic version v's checkpoint lives.
-func CriticPrefix(run string, v int64) string { return fmt.Sprintf("runs/%s/critic/v%06d", run, v) }
-
 // CheckpointRef is the claim check of a checkpoint stored under prefix:
 // the prefix as key, and the size and SHA-256 of its weights file.
 func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (schemas.ObjectRef, error) {
@@ -342,7 +337,7 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectR
 // version 0 from initial when it is absent. A missing version other than
 // 0 (or a missing version 0 without initial) is a BadInputError.
 func EnsurePolicy(ctx context.Context, st store.ObjectStore, run string, v int64, initial func(context.Context) (*moe.Checkpoint, error)) error {
-	prefix := PolicyPrefix(run, v)
+	prefix := keys.Policy(run, v)
 	_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
 	if err == nil {
 		return nil

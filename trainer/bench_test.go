@@ -6,11 +6,12 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // sampleBatch samples one sequence per prompt from m at bf16 (the serving
@@ -104,7 +105,7 @@ func BenchmarkReplayGap(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, PolicyPrefix(run, 0)); err != nil {
+			if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, keys.Policy(run, 0)); err != nil {
 				b.Fatal(err)
 			}
 			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay}})
@@ -112,7 +113,7 @@ func BenchmarkReplayGap(b *testing.B) {
 			var actions, mism, sets int64
 			for it := range iterations {
 				man := sampleBatch(b, st, run, it, int64(it), m, prompts, newTokens)
-				res, err := tr.TrainActor(context.Background(), ActorJob{Manifest: man, Policy: PolicyPrefix(run, int64(it)), Out: PolicyPrefix(run, int64(it+1)), Version: int64(it + 1)})
+				res, err := tr.TrainActor(context.Background(), ActorJob{Manifest: man, Policy: keys.Policy(run, int64(it)), Out: keys.Policy(run, int64(it+1)), Version: int64(it + 1)})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // PolicyFits checks that a policy of shape c can train on a batch sampled
@@ -75,7 +76,7 @@ func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits
 // maxVersion, and its prefix; prefix is "" (and version 0) when there is
 // none, so the critic starts fresh.
 func LatestCritic(ctx context.Context, st store.ObjectStore, run string, maxVersion int64) (int64, string, error) {
-	base := strings.TrimSuffix(CriticPrefix(run, 0), "v000000")
+	base := keys.Critics(run)
 	best := int64(-1)
 	for info, err := range st.List(ctx, base) {
 		if err != nil {
@@ -93,7 +94,7 @@ func LatestCritic(ctx context.Context, st store.ObjectStore, run string, maxVers
 	if best < 0 {
 		return 0, "", nil
 	}
-	return best, CriticPrefix(run, best), nil
+	return best, keys.Critic(run, best), nil
 }
 
 // ValueRows turns a critic's per-chunk figures into the values table's
@@ -142,15 +143,9 @@ func ValueRows(b *Batch, vals []ChunkValues, criticVersion int64) ([]schemas.Val
 	return rows, nil
 }
 
-// TrainingKey is where the full report of the actor update that made
-// policy version of run's iteration lives.
-func TrainingKey(run string, iteration int, version int64) string {
-	return fmt.Sprintf("runs/%s/training/iter=%04d/policy-v%06d.json", run, iteration, version)
-}
-
 // TrainingReport is the trainer's full account of one actor update,
-// stored (as JSON) at TrainingKey once the new policy and its metrics row
-// are stored; it marks the update as done.
+// stored (as JSON) at keys.TrainingReport once the new policy and its
+// metrics row are stored; it marks the update as done.
 type TrainingReport struct {
 	Metrics ActorMetrics `json:"metrics"`
 	// Event is the policy.updated payload the update announced.

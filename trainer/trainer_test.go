@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 const run = "tr"
@@ -102,7 +103,7 @@ func policy(t *testing.T, st store.ObjectStore) *moe.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, PolicyPrefix(run, 0)); err != nil {
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(context.Background(), st, keys.Policy(run, 0)); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -187,7 +188,7 @@ func TestTrainerUsesTheSamplingTemperature(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 1, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: true}})
-			res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+			res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,12 +214,12 @@ func TestReferenceTrainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, replay := range []bool{true, false} {
-		out := PolicyPrefix(run, 1)
+		out := keys.Policy(run, 1)
 		if !replay {
-			out = PolicyPrefix(run, 2)
+			out = keys.Policy(run, 2)
 		}
 		tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Clip: 0.2, Adam: moe.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, MaxGradNorm: 1, Replay: replay}})
-		res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: out, Version: 1})
+		res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: out, Version: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +243,7 @@ func TestReferenceTrainer(t *testing.T) {
 		}
 	}
 	// The current policy is untouched.
-	cur, err := LoadCheckpoint(ctx, st, PolicyPrefix(run, 0))
+	cur, err := LoadCheckpoint(ctx, st, keys.Policy(run, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,22 +252,22 @@ func TestReferenceTrainer(t *testing.T) {
 	}
 	// A checkpoint that does not exist is bad input.
 	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Replay: true}})
-	if _, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: "runs/tr/policy/missing", Out: PolicyPrefix(run, 9), Version: 9}); !IsBad(err) {
+	if _, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 99), Out: keys.Policy(run, 9), Version: 9}); !IsBad(err) {
 		t.Fatalf("missing checkpoint: %v", err)
 	}
 	// Nor does one whose weights are garbage.
 	junk := []byte("not safetensors")
-	if _, err := st.Put(ctx, PolicyPrefix(run, 7)+"/"+moe.ConfigFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, keys.Policy(run, 7)+"/"+moe.ConfigFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, PolicyPrefix(run, 7)+"/"+moe.WeightsFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, keys.Policy(run, 7)+"/"+moe.WeightsFile, bytes.NewReader(junk), int64(len(junk)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 7), Out: PolicyPrefix(run, 8), Version: 8})
+	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 7), Out: keys.Policy(run, 8), Version: 8})
 	if !IsBad(err) || !strings.Contains(err.Error(), "does not load") {
 		t.Fatalf("corrupt checkpoint: %v", err)
 	}
-	if _, err := st.Stat(ctx, PolicyPrefix(run, 8)+"/"+moe.WeightsFile); err == nil {
+	if _, err := st.Stat(ctx, keys.Policy(run, 8)+"/"+moe.WeightsFile); err == nil {
 		t.Fatal("a failed update wrote a checkpoint")
 	}
 }
@@ -278,15 +279,15 @@ func TestExecTrainer(t *testing.T) {
 	man, _ := sampled(t, st, m)
 	argv := testinfra.ExecTrainer(t, nil)
 	e := &Exec{Argv: append(argv, "-manifest", "{manifest}", "-checkpoint", "{checkpoint}")}
-	res, err := e.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	res, err := e.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Checkpoint != PolicyPrefix(run, 1) || res.Metrics.Actions != man.Tokens || res.Metrics.Steps != 1 || !res.Metrics.Replay {
+	if res.Checkpoint != keys.Policy(run, 1) || res.Metrics.Actions != man.Tokens || res.Metrics.Steps != 1 || !res.Metrics.Replay {
 		t.Fatalf("result %+v", res)
 	}
 	fail := &Exec{Argv: []string{argv[0], "-exit", "7"}}
-	_, err = fail.TrainActor(ctx, ActorJob{Manifest: man, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1})
+	_, err = fail.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 	if !IsBad(err) || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("failing trainer: %v", err)
 	}
@@ -297,7 +298,7 @@ func TestExecTrainer(t *testing.T) {
 	// An actor-only trainer handed a critic job answers with an actor
 	// result, which is refused.
 	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
-	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
+	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
 	if !IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
 		t.Fatalf("actor result to a critic job: %v", err)
 	}
@@ -339,12 +340,12 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 		}
 	}
 
-	job := CriticJob{Manifest: man, Batch: b, Out: CriticPrefix(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 0.95}}
+	job := CriticJob{Manifest: man, Batch: b, Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 0.95}}
 	want, err := ref.TrainCritic(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job.Batch, job.Out = nil, CriticPrefix(run, 1)+"-exec"
+	job.Batch, job.Out = nil, keys.Critic(run, 1)+"-exec"
 	got, err := ex.TrainCritic(ctx, job)
 	if err != nil {
 		t.Fatal(err)
@@ -357,11 +358,11 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	}
 	same("critic", want.Checkpoint, got.Checkpoint)
 	// The next iteration starts from the stored critic, without warm-up.
-	job = CriticJob{Manifest: man, Batch: b, Critic: want.Checkpoint, Out: CriticPrefix(run, 2), Version: 2, GAE: job.GAE}
+	job = CriticJob{Manifest: man, Batch: b, Critic: want.Checkpoint, Out: keys.Critic(run, 2), Version: 2, GAE: job.GAE}
 	if want, err = ref.TrainCritic(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	job.Batch, job.Out = nil, CriticPrefix(run, 2)+"-exec"
+	job.Batch, job.Out = nil, keys.Critic(run, 2)+"-exec"
 	if got, err = ex.TrainCritic(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -370,12 +371,12 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	}
 	same("second critic", want.Checkpoint, got.Checkpoint)
 
-	sj := SFTJob{Run: run, Data: man.TokenFiles, Steps: 2, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 1), Version: 1}
+	sj := SFTJob{Run: run, Data: man.TokenFiles, Steps: 2, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1}
 	wantS, err := ref.TrainSFT(ctx, sj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sj.Out = PolicyPrefix(run, 1) + "-exec"
+	sj.Out = keys.Policy(run, 1) + "-exec"
 	gotS, err := ex.TrainSFT(ctx, sj)
 	if err != nil {
 		t.Fatal(err)
@@ -389,12 +390,12 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aj := ActorJob{Manifest: withVals, Policy: PolicyPrefix(run, 0), Out: PolicyPrefix(run, 2), Version: 2}
+	aj := ActorJob{Manifest: withVals, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 2), Version: 2}
 	wantA, err := ref.TrainActor(ctx, aj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	aj.Out = PolicyPrefix(run, 2) + "-exec"
+	aj.Out = keys.Policy(run, 2) + "-exec"
 	gotA, err := ex.TrainActor(ctx, aj)
 	if err != nil {
 		t.Fatal(err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 )
 
 // Rows are the table rows of a batch, as rollout and reward stored them.

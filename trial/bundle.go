@@ -10,14 +10,12 @@ import (
 	"io"
 
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
-// BundleKey is where a run keeps the bundle of a task.
-func BundleKey(run, taskID string) string { return "runs/" + run + "/bundles/" + taskID + ".tar.gz" }
-
-// PutBundle stores t's deterministic bundle under BundleKey, once: equal
+// PutBundle stores t's deterministic bundle under keys.Bundle, once: equal
 // tasks give equal bytes, so a repeated put (a redelivered event) finds
 // the object present and succeeds. It returns the SHA-256 and size of the
 // bundle stored, which are the stored object's, not t's, if a different
@@ -28,7 +26,7 @@ func PutBundle(ctx context.Context, st store.ObjectStore, run, taskID string, t 
 	if err != nil {
 		return "", "", 0, err
 	}
-	key = BundleKey(run, taskID)
+	key = keys.Bundle(run, taskID)
 	stored, _, err := store.PutOnceSum(ctx, st, key, bytes.NewReader(data), store.Sum{Size: int64(len(data)), SHA256: sum},
 		store.PutOptions{ContentType: "application/gzip"})
 	if err != nil {
@@ -83,7 +81,7 @@ func (e *BadBundle) Unwrap() error { return e.Err }
 // than the store's.
 func Fetch(ctx context.Context, st store.ObjectStore, run, taskID string, ref schemas.ObjectRef, dir string) (*harbor.Task, schemas.ObjectRef, error) {
 	if ref.Key == "" {
-		ref.Key = BundleKey(run, taskID)
+		ref.Key = keys.Bundle(run, taskID)
 	}
 	t, err := FetchBundle(ctx, st, ref.Key, ref.SHA256, dir)
 	return t, ref, err

@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store/errorstore"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -45,7 +46,7 @@ func TestPutBundleStoreFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, want, _ := tk.BundleBytes()
-	if key != BundleKey("r", "greet") || sum != want || size != int64(len(data)) {
+	if key != keys.Bundle("r", "greet") || sum != want || size != int64(len(data)) {
 		t.Fatalf("retry: %s %s %d, want %s %d", key, sum, size, want, len(data))
 	}
 	// A different task stored under the id first is the id's bundle: its

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/store"
 )
 
 // Backends.

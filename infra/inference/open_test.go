@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/store"
 )
 
 func TestOpenReferenceFromStoreAndDir(t *testing.T) {
@@ -24,7 +25,7 @@ func TestOpenReferenceFromStoreAndDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := &moe.Checkpoint{Model: m, Tokenizer: tok, Meta: map[string]string{"policy_version": "12"}}
-	if err := ck.Save(context.Background(), st, "runs/r1/policy/v12"); err != nil {
+	if err := ck.Save(context.Background(), st, keys.Policy("r1", 12)); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -36,7 +37,7 @@ func TestOpenReferenceFromStoreAndDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []string{"runs/r1/policy/v12", dir} {
+	for _, ref := range []string{keys.Policy("r1", 12), dir} {
 		eng, err := Open(context.Background(), Options{Backend: BackendReference, Checkpoint: ref, Precision: "bf16", Model: moe.DefaultConfig()}, st)
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
@@ -95,10 +96,10 @@ func TestUpdateWeightsFromDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&moe.Checkpoint{Model: m2, Tokenizer: tok}).Save(context.Background(), st, "runs/r/policy/v9"); err != nil {
+	if err := (&moe.Checkpoint{Model: m2, Tokenizer: tok}).Save(context.Background(), st, keys.Policy("r", 9)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.UpdateWeightsFromDisk(context.Background(), "runs/r/policy/v9", "9"); err != nil {
+	if err := cl.UpdateWeightsFromDisk(context.Background(), keys.Policy("r", 9), "9"); err != nil {
 		t.Fatal(err)
 	}
 	req := GenerateRequest{InputIDs: tok.Encode("<|user|>ls<|end|>"), SamplingParams: SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 12, Seed: 1}, ReturnLogprob: true}
@@ -113,7 +114,7 @@ func TestUpdateWeightsFromDisk(t *testing.T) {
 	if got.WeightVersion != "9" || !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) {
 		t.Fatalf("after update: version %s", got.WeightVersion)
 	}
-	if err := cl.UpdateWeightsFromDisk(context.Background(), "runs/r/policy/none", "10"); err == nil || !strings.Contains(err.Error(), "runs/r/policy/none") {
+	if err := cl.UpdateWeightsFromDisk(context.Background(), keys.Policy("r", 10), "10"); err == nil || !strings.Contains(err.Error(), keys.Policy("r", 10)) {
 		t.Fatalf("missing checkpoint: %v", err)
 	}
 	if ref.WeightVersion() != "9" {

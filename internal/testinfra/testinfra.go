@@ -23,12 +23,13 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 var (
-	gateway *store.Embedded
+	gateway *s3.Embedded
 	workDir string
 )
 
@@ -101,7 +102,7 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	gateway, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: filepath.Join(tmp, "s3")})
+	gateway, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: filepath.Join(tmp, "s3")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedded S3:", err)
 		return 1
@@ -133,11 +134,11 @@ func FreshStore(t testing.TB) store.ObjectStore {
 	return open(t, cfg)
 }
 
-func open(t testing.TB, cfg store.Config) store.ObjectStore {
+func open(t testing.TB, cfg s3.Config) store.ObjectStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, cfg)
+	st, err := s3.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func open(t testing.TB, cfg store.Config) store.ObjectStore {
 // StoreConfig is the configuration behind Store: the shared gateway's
 // endpoint and credentials and the test's own prefix. Tests that reach the
 // gateway another way (through a proxy, from a subprocess) start from it.
-func StoreConfig(t testing.TB) store.Config {
+func StoreConfig(t testing.TB) s3.Config {
 	t.Helper()
 	if gateway == nil {
 		t.Fatal("testinfra.Store needs TestMain to call testinfra.Main")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -13,9 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/config"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
+	"github.com/t1pipe/t1/store"
 )
 
 type ablationSummary struct {
@@ -117,31 +119,30 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, cfgs []config.Con
 	if err != nil {
 		return nil, err
 	}
-	if sum.Report, _, err = writeRunFile(ctx, in, sum.Base, "", "ablation.md", "text/markdown", md); err != nil {
+	if sum.Report, err = writeRunFile(ctx, in, sum.Base, "", keys.Ablation(sum.Base), "text/markdown", md); err != nil {
 		return nil, err
 	}
-	if sum.HTML, _, err = writeRunFile(ctx, in, sum.Base, "", "ablation.html", "text/html; charset=utf-8", html); err != nil {
+	if sum.HTML, err = writeRunFile(ctx, in, sum.Base, "", keys.AblationHTML(sum.Base), "text/html; charset=utf-8", html); err != nil {
 		return nil, err
 	}
 	return sum, nil
 }
 
-// writeRunFile stores data as runs/<run>/<name> and writes the same file
-// as <dir>/<name>, dir defaulting to <data>/runs/<run>; it returns the
-// file's path and the object's key.
-func writeRunFile(ctx context.Context, in *local.Infra, run, dir, name, contentType string, data []byte) (path, key string, err error) {
-	key = "runs/" + run + "/" + name
+// writeRunFile stores data at key, an object of run directly under
+// runs/<run>/, and writes the same file as <dir>/<base of key>, dir
+// defaulting to <data>/runs/<run>; it returns the file's path.
+func writeRunFile(ctx context.Context, in *local.Infra, run, dir, key, contentType string, data []byte) (string, error) {
 	if _, err := in.Store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{ContentType: contentType}); err != nil {
-		return "", "", fmt.Errorf("store %s: %w", key, err)
+		return "", fmt.Errorf("store %s: %w", key, err)
 	}
 	if dir == "" {
 		dir = filepath.Join(in.DataDir, "runs", run)
 	}
-	path = filepath.Join(dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", err
+		return "", err
 	}
-	return path, key, os.WriteFile(path, data, 0o644)
+	file := filepath.Join(dir, path.Base(key))
+	return file, os.WriteFile(file, data, 0o644)
 }
 
 func printAblation(w io.Writer, s *ablationSummary) {

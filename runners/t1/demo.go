@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/stages/demo"
@@ -133,7 +134,8 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 		return err
 	}
 	sum.Dead = dead.Total()
-	if sum.Report, sum.ReportKey, err = writeRunFile(ctx, in, run, "", "report.md", "text/markdown", []byte(renderReport(sum))); err != nil {
+	sum.ReportKey = keys.Report(run)
+	if sum.Report, err = writeRunFile(ctx, in, run, "", sum.ReportKey, "text/markdown", []byte(renderReport(sum))); err != nil {
 		return err
 	}
 	if g.json {

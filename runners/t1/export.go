@@ -10,6 +10,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/atif"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
@@ -80,7 +81,7 @@ prompt length, completion token ids and sampler log-probs.`,
 					if err != nil {
 						return err
 					}
-					t, err := trial.FetchBundle(ctx, in.Store, trial.BundleKey(run, p.TaskID), "", filepath.Join(dir, "task"))
+					t, err := trial.FetchBundle(ctx, in.Store, keys.Bundle(run, p.TaskID), "", filepath.Join(dir, "task"))
 					os.RemoveAll(dir)
 					if err != nil {
 						return err

@@ -19,9 +19,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 type queryOpts struct {
@@ -116,13 +117,13 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 			where.columns(add)
 		}
 	}
-	var keys []string
-	for info, err := range st.List(ctx, schemas.TablePrefix(o.run, tbl)) {
+	var objs []string
+	for info, err := range st.List(ctx, keys.TablePrefix(o.run, tbl.Name)) {
 		if err != nil {
-			return fmt.Errorf("query: list %s: %w", schemas.TablePrefix(o.run, tbl), err)
+			return fmt.Errorf("query: list %s: %w", keys.TablePrefix(o.run, tbl.Name), err)
 		}
 		if strings.HasSuffix(info.Key, ".parquet") {
-			keys = append(keys, info.Key)
+			objs = append(objs, info.Key)
 		}
 	}
 	out, err := newSink(o.format, w)
@@ -131,7 +132,7 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 	}
 	mem := memory.NewGoAllocator()
 	left := o.limit
-	for _, key := range keys {
+	for _, key := range objs {
 		if o.limit > 0 && left <= 0 {
 			break
 		}

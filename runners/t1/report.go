@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
 )
@@ -81,10 +82,11 @@ func saveReport(ctx context.Context, in *local.Infra, runs []*report.Run, dir st
 		return f, err
 	}
 	run := runs[0].ID
-	if f.Report, f.ReportKey, err = writeRunFile(ctx, in, run, dir, "report.md", "text/markdown; charset=utf-8", md); err != nil {
+	f.ReportKey, f.HTMLKey = keys.Report(run), keys.ReportHTML(run)
+	if f.Report, err = writeRunFile(ctx, in, run, dir, f.ReportKey, "text/markdown; charset=utf-8", md); err != nil {
 		return f, err
 	}
-	if f.HTML, f.HTMLKey, err = writeRunFile(ctx, in, run, dir, "report.html", "text/html; charset=utf-8", html); err != nil {
+	if f.HTML, err = writeRunFile(ctx, in, run, dir, f.HTMLKey, "text/html; charset=utf-8", html); err != nil {
 		return f, err
 	}
 	return f, nil

@@ -10,10 +10,10 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/store"
 )
 
 // inferenceOptions converts the inference section.

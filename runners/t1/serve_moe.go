@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
@@ -245,12 +245,13 @@ func tasksExportCmd(g *globals) *cobra.Command {
 			defer in.Close()
 			ids := args
 			if len(ids) == 0 {
-				prefix := path.Dir(trial.BundleKey(run, "x")) + "/"
-				for o, err := range in.Store.List(cmd.Context(), prefix) {
+				for o, err := range in.Store.List(cmd.Context(), keys.Bundles(run)) {
 					if err != nil {
 						return err
 					}
-					ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), ".tar.gz"))
+					if id, ok := keys.BundleTask(run, o.Key); ok {
+						ids = append(ids, id)
+					}
 				}
 			}
 			if len(ids) == 0 {
@@ -258,7 +259,7 @@ func tasksExportCmd(g *globals) *cobra.Command {
 			}
 			for _, id := range ids {
 				dir := filepath.Join(out, id)
-				if _, err := trial.FetchBundle(cmd.Context(), in.Store, trial.BundleKey(run, id), "", dir); err != nil {
+				if _, err := trial.FetchBundle(cmd.Context(), in.Store, keys.Bundle(run, id), "", dir); err != nil {
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), dir)

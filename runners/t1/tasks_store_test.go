@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/keys"
 )
 
 func TestTasksCheck(t *testing.T) {
@@ -34,7 +35,7 @@ func TestTasksImportExport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(out, "runs/imp/bundles/t1--log-rotate.tar.gz") {
+	if !strings.Contains(out, keys.Bundle("imp", "t1--log-rotate")) {
 		t.Fatalf("%s", out)
 	}
 	dest := filepath.Join(t.TempDir(), "out")

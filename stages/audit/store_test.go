@@ -7,9 +7,10 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -31,7 +32,7 @@ func TestStoreFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := testinfra.RootEvent(t, "au", schemas.TaskSynthesized, "greet", schemas.TaskSynthesizedPayload{
-		TaskID: "greet", Bundle: schemas.ObjectRef{Key: trial.BundleKey("au", "greet"), Bytes: int64(len(data)), SHA256: sum},
+		TaskID: "greet", Bundle: schemas.ObjectRef{Key: keys.Bundle("au", "greet"), Bytes: int64(len(data)), SHA256: sum},
 	})
 	testinfra.StoreFaults{
 		Setup: func(t *testing.T, st store.ObjectStore) {

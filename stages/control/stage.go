@@ -13,10 +13,10 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
-	"github.com/t1pipe/t1/trial"
+	"github.com/t1pipe/t1/store"
 )
 
 // Config is the shape of a run: its settings and what control takes from
@@ -269,7 +269,7 @@ func (s *stage) dedup(ctx context.Context, run string, st *runState, ids []strin
 	for i, id := range ids {
 		ref := st.taskBundle[id]
 		if ref.Key == "" {
-			ref.Key = trial.BundleKey(run, id)
+			ref.Key = keys.Bundle(run, id)
 		}
 		rc, _, err := s.cfg.Store.Get(ctx, ref.Key)
 		if err != nil {

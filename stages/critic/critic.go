@@ -7,9 +7,10 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -72,7 +73,7 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 		return nil, err
 	}
 	next := int64(m.Iteration) + 1
-	prefix := trainer.CriticPrefix(m.Run, next)
+	prefix := keys.Critic(m.Run, next)
 	tr, err := s.cfg.Trainer.TrainCritic(ctx, trainer.CriticJob{Manifest: m, Batch: b, Critic: from, Out: prefix, Version: next, GAE: s.cfg.GAE})
 	if err != nil {
 		return nil, err

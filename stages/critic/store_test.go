@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/unstored"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/critic"
+	"github.com/t1pipe/t1/store"
 )
 
 // The store failing while the batch manifest is read — its check, its

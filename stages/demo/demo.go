@@ -26,7 +26,8 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/store"
 )
 
 // Event types.
@@ -75,11 +76,6 @@ type VerifiedPayload struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Key is where blob i of run lives.
-func Key(run string, i int) string {
-	return fmt.Sprintf("runs/%s/blobs/item-%05d.bin", run, i)
-}
-
 // Blob returns blob i's bytes, a pure function of seed and i, so a
 // redelivered producer rewrites identical objects.
 func Blob(seed uint64, i, size int) []byte {
@@ -111,7 +107,7 @@ func Producer(s store.ObjectStore) engine.Stage {
 		for i := c.First; i < c.First+c.Count; i++ {
 			blob := Blob(c.Seed, i, c.PayloadBytes)
 			sum := sha256.Sum256(blob)
-			key := Key(ev.Run, i)
+			key := keys.Blob(ev.Run, i)
 			if _, err := s.Put(ctx, key, bytes.NewReader(blob), int64(len(blob)), store.PutOptions{ContentType: "application/octet-stream"}); err != nil {
 				return err
 			}

@@ -10,9 +10,10 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -67,18 +68,18 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
 	next := m.PolicyVersion + 1
-	if done, err := s.done(ctx, trainer.TrainingKey(run, m.Iteration, next)); err != nil || done != nil {
+	if done, err := s.done(ctx, keys.TrainingReport(run, m.Iteration, next)); err != nil || done != nil {
 		return done, err
 	}
 	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
 	if err != nil {
 		return nil, err
 	}
-	cur := trainer.PolicyPrefix(run, m.PolicyVersion)
+	cur := keys.Policy(run, m.PolicyVersion)
 	if err := trainer.EnsurePolicy(ctx, s.cfg.Store, run, m.PolicyVersion, s.cfg.Initial); err != nil {
 		return nil, err
 	}
-	outPrefix := trainer.PolicyPrefix(run, next)
+	outPrefix := keys.Policy(run, next)
 	res, err := s.cfg.Trainer.TrainActor(ctx, trainer.ActorJob{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
 	if err != nil {
 		return nil, fmt.Errorf("train policy %d on iteration %d: %w", m.PolicyVersion, m.Iteration, err)
@@ -104,7 +105,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
 	}
 	report, _ := json.MarshalIndent(trainer.TrainingReport{Metrics: res.Metrics, Event: *ev}, "", "  ")
-	key := trainer.TrainingKey(run, m.Iteration, next)
+	key := keys.TrainingReport(run, m.Iteration, next)
 	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, key, report, store.PutOptions{ContentType: "application/json"})
 	if err != nil {
 		return nil, fmt.Errorf("training report: %w", err)

@@ -21,13 +21,13 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/critic"
 	"github.com/t1pipe/t1/stages/ppo"
-	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -116,7 +116,7 @@ func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
 			t.Fatal(err)
 		}
 		p := schemas.RolloutRequestedPayload{TaskID: "list-files", Attempt: a, Purpose: schemas.PurposeTrain, Iteration: iteration, Seed: uint64(a)}
-		ar, err := rollout.AttemptRows(run, p, res, m.Cfg.Experts, "", time.Second)
+		ar, err := agent.AttemptRows(run, p, res, m.Cfg.Experts, "", time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestCriticThenPPO(t *testing.T) {
 	if err := e.wait(t, schemas.PolicyUpdated, 1)[0].Decode(&pu); err != nil {
 		t.Fatal(err)
 	}
-	if pu.PolicyVersion != 1 || pu.PreviousVersion != 0 || pu.Checkpoint.Key != trainer.PolicyPrefix(e.run, 1) || pu.LogProbGap <= 0 {
+	if pu.PolicyVersion != 1 || pu.PreviousVersion != 0 || pu.Checkpoint.Key != keys.Policy(e.run, 1) || pu.LogProbGap <= 0 {
 		t.Fatalf("policy.updated %+v", pu)
 	}
 	ck, err := trainer.LoadCheckpoint(ctx, e.st, pu.Checkpoint.Key)
@@ -276,7 +276,7 @@ func TestCriticThenPPO(t *testing.T) {
 		r.RoutingFlips != 0 || r.LogProbGap != pu.LogProbGap || r.ExplainedVariance != cu.ExplainedVariance {
 		t.Fatalf("metrics row %+v", r)
 	}
-	rc, _, err := e.st.Get(ctx, trainer.TrainingKey(e.run, 0, 1))
+	rc, _, err := e.st.Get(ctx, keys.TrainingReport(e.run, 0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,10 +351,10 @@ func TestBadInputFails(t *testing.T) {
 	if n := testinfra.Count(t, e.l, "t1."+e.run+"."+schemas.PolicyUpdated); n != 0 {
 		t.Fatalf("%d policy.updated after a failed update", n)
 	}
-	if _, err := e.st.Stat(ctx, trainer.PolicyPrefix(e.run, 1)+"/"+moe.WeightsFile); err == nil {
+	if _, err := e.st.Stat(ctx, keys.Policy(e.run, 1)+"/"+moe.WeightsFile); err == nil {
 		t.Fatal("a failed update left a new policy")
 	}
-	if _, err := trainer.LoadCheckpoint(ctx, e.st, trainer.PolicyPrefix(e.run, 0)); err != nil {
+	if _, err := trainer.LoadCheckpoint(ctx, e.st, keys.Policy(e.run, 0)); err != nil {
 		t.Fatalf("the previous policy is gone: %v", err)
 	}
 
@@ -400,7 +400,7 @@ func TestExecTrainerStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pu.Checkpoint.Key != trainer.PolicyPrefix(e.run, 1) || ck.Model.W.Tensor("lm_head").Data[0] != trained.W.Tensor("lm_head").Data[0] {
+	if pu.Checkpoint.Key != keys.Policy(e.run, 1) || ck.Model.W.Tensor("lm_head").Data[0] != trained.W.Tensor("lm_head").Data[0] {
 		t.Fatalf("policy.updated %+v does not hold the external trainer's checkpoint", pu)
 	}
 

@@ -30,8 +30,8 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 

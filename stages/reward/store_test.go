@@ -13,9 +13,10 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -51,7 +52,7 @@ func TestStoreFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(snap.Bytes())
-	ref := schemas.ObjectRef{Key: "runs/rw/snapshots/greet.tar", Bytes: int64(snap.Len()), SHA256: hex.EncodeToString(sum[:])}
+	ref := schemas.ObjectRef{Key: keys.Snapshot("rw", keys.Attempt{Purpose: "train", Task: "greet"}), Bytes: int64(snap.Len()), SHA256: hex.EncodeToString(sum[:])}
 	ev := testinfra.RootEvent(t, "rw", schemas.RolloutCompleted, "greet", schemas.RolloutCompletedPayload{
 		TaskID: "greet", Purpose: "train", Snapshot: ref,
 	})

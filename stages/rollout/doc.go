@@ -7,7 +7,7 @@
 //
 // Purpose sft replays the task's reference solution through the same
 // harness (agent.FromSolution), so a demonstration's tokens are exactly
-// what the policy sees. An attempt marker (MarkerKey), written once the
-// outputs are all stored, makes a redelivered request announce the stored
-// attempt again rather than play a second episode.
+// what the policy sees. An attempt marker (keys.AttemptMarker), written
+// once the outputs are all stored, makes a redelivered request announce
+// the stored attempt again rather than play a second episode.
 package rollout

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/t1pipe/t1/agent"
@@ -19,10 +18,10 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/schemas/routing"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -55,22 +54,6 @@ func NewStage(cfg StageConfig) engine.Stage {
 
 type stage struct{ cfg StageConfig }
 
-// attemptName identifies an attempt within a run and iteration.
-func attemptName(p schemas.RolloutRequestedPayload) string {
-	purpose := p.Purpose
-	if p.Suite != "" {
-		purpose += "-" + p.Suite
-	}
-	return fmt.Sprintf("iter=%04d/%s/v%d/%s/a%d", p.Iteration, purpose, p.PolicyVersion, p.TaskID, p.Attempt)
-}
-
-// MarkerKey is the object written once an attempt's outputs are all
-// stored: a redelivered request finds it and announces the same outputs
-// again instead of playing a second episode.
-func MarkerKey(run string, p schemas.RolloutRequestedPayload) string {
-	return "runs/" + run + "/attempts/" + attemptName(p) + ".json"
-}
-
 func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	var p schemas.RolloutRequestedPayload
 	if err := ev.Decode(&p); err != nil {
@@ -79,7 +62,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if p.TaskID == "" || p.Attempt < 0 || p.Iteration < 0 || (p.Purpose != "train" && p.Purpose != "eval" && p.Purpose != "sft") {
 		return engine.Permanent(fmt.Errorf("rollout.requested: task %q, attempt %d, iteration %d, purpose %q", p.TaskID, p.Attempt, p.Iteration, p.Purpose))
 	}
-	key := engine.WithKey(attemptName(p))
+	key := engine.WithKey(p.AttemptID().Name())
 	if done, err := s.done(ctx, ev.Run, p); err != nil || done != nil {
 		if err != nil {
 			return err
@@ -92,7 +75,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 		return err
 	}
 	data, _ := json.Marshal(c)
-	marker := MarkerKey(ev.Run, p)
+	marker := keys.AttemptMarker(ev.Run, p.AttemptID())
 	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, marker, data, store.PutOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("attempt marker: %w", err)
@@ -110,7 +93,7 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 // done returns the outcome an earlier delivery stored in the attempt's
 // marker, or nil when there is none.
 func (s *stage) done(ctx context.Context, run string, p schemas.RolloutRequestedPayload) (*schemas.RolloutCompletedPayload, error) {
-	key := MarkerKey(run, p)
+	key := keys.AttemptMarker(run, p.AttemptID())
 	rc, _, err := s.cfg.Store.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -199,7 +182,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 		},
 	}
 	if res.LossDrift != 0 {
-		return nil, engine.Permanent(fmt.Errorf("attempt %s: %d loss-region tokens drifted from the sampler's", attemptName(p), res.LossDrift))
+		return nil, engine.Permanent(fmt.Errorf("attempt %s: %d loss-region tokens drifted from the sampler's", p.AttemptID().Name(), res.LossDrift))
 	}
 	if c.Snapshot, err = s.snapshot(ctx, run, p, sb); err != nil {
 		return nil, err
@@ -216,7 +199,7 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	key := "runs/" + run + "/snapshots/" + attemptName(p) + ".tar"
+	key := keys.Snapshot(run, p.AttemptID())
 	// Another delivery of this attempt may have stored its snapshot first.
 	// An overwrite would change the bytes under the hash that delivery may
 	// already have announced, so the stored one is this attempt's.
@@ -228,74 +211,9 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 	return schemas.ObjectRef{Key: key, Bytes: stored.Size, SHA256: stored.SHA256}, nil
 }
 
-// Rows are the table rows of one attempt.
-type Rows struct {
-	Tokens     []schemas.TokenRow
-	Routing    []schemas.RoutingRow
-	Turns      []schemas.TurnRow
-	Trajectory schemas.TrajectoryRow
-}
-
-// AttemptRows turns a finished episode into its table rows. experts is the
-// model's expert count (for the routing codec).
-func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *agent.Result, experts int, snapshotKey string, took time.Duration) (*Rows, error) {
-	rows := &Rows{}
-	att := int32(p.Attempt)
-	for i, ch := range res.Chunks {
-		row := schemas.TokenRow{
-			Run: run, TaskID: p.TaskID, Attempt: att, Chunk: int32(i), Iteration: int32(p.Iteration), PolicyVersion: p.PolicyVersion,
-			TokenIDs: ints32(ch.IDs), LogProbs: ch.LogProbs, LossMask: ch.Loss, TurnOffsets: ints32(ch.Turns),
-			DriftRepair:  ch.Opened,
-			StrictPrefix: int32(ch.Repairs[schemas.RepairStrictPrefix]), ClippedNorm: int32(ch.Repairs[schemas.RepairClippedNorm]),
-			TextRetokened: int32(ch.Repairs[schemas.RepairTextRetokened]),
-			Temperature:   float32(res.Sampling.Temperature), TopP: float32(res.Sampling.TopP),
-		}
-		if row.DriftRepair == "" {
-			row.DriftRepair = schemas.RepairNone
-		}
-		rows.Tokens = append(rows.Tokens, row)
-		r := res.Routing[i]
-		if r == nil {
-			continue
-		}
-		rec, err := record(r, experts, len(ch.IDs))
-		if err != nil {
-			return nil, fmt.Errorf("chunk %d routing: %w", i, err)
-		}
-		rr, err := schemas.NewRoutingRow(run, p.TaskID, p.Attempt, i, rec, routing.Packed)
-		if err != nil {
-			return nil, err
-		}
-		rows.Routing = append(rows.Routing, rr)
-	}
-	var at time.Duration
-	for _, t := range res.Turns {
-		exit := int32(0)
-		for _, e := range t.ExitCodes {
-			exit = int32(e)
-		}
-		rows.Turns = append(rows.Turns, schemas.TurnRow{
-			// Text columns hold UTF-8; the exact bytes the policy saw are
-			// the token ids.
-			Run: run, TaskID: p.TaskID, Attempt: att, Turn: int32(t.Index), Chunk: int32(t.Chunk),
-			Action: strings.ToValidUTF8(t.Reply, "\uFFFD"), Observation: strings.ToValidUTF8(t.Observation, "\uFFFD"),
-			ExitCode: exit, CompletionTokens: int32(t.Sampled),
-			StartMS: at.Milliseconds(), DurationMS: t.Duration.Milliseconds(),
-		})
-		at += t.Duration
-	}
-	rows.Trajectory = schemas.TrajectoryRow{
-		Run: run, TaskID: p.TaskID, Attempt: att, Iteration: int32(p.Iteration), Purpose: p.Purpose, Suite: p.Suite,
-		PolicyVersion: p.PolicyVersion, Seed: p.Seed, Turns: int32(len(res.Turns)), Tokens: int64(res.Sampled),
-		Chunks: int32(len(res.Chunks)), Compactions: int32(res.Repairs["compaction"]), Termination: res.Termination,
-		SnapshotKey: snapshotKey, DurationMS: took.Milliseconds(),
-	}
-	return rows, nil
-}
-
 // write stores the attempt's four tables and fills their references.
 func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *agent.Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
-	rows, err := AttemptRows(run, p, res, pol.Experts, c.Snapshot.Key, took)
+	rows, err := agent.AttemptRows(run, p, res, pol.Experts, c.Snapshot.Key, took)
 	if err != nil {
 		return engine.Permanent(err)
 	}
@@ -317,40 +235,4 @@ func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequeste
 	}
 	c.Trajectory, err = schemas.WriteTable(ctx, s.cfg.Store, run, p.Iteration, []schemas.TrajectoryRow{rows.Trajectory}, wo)
 	return err
-}
-
-func ints32(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
-}
-
-// record converts the sampler's routing into the codec's record of a
-// chunk of tokens ids. The sampler never forwards a chunk's last token
-// (SGLang returns [tokens−1, layers, top_k]); its row repeats the token
-// before it. It changes no loss: the last position predicts nothing and
-// no later position attends to it.
-func record(r *moe.Routing, experts, tokens int) (*routing.Record, error) {
-	if r.Tokens != tokens-1 || r.Tokens < 1 {
-		return nil, fmt.Errorf("routing covers %d tokens of a %d-token chunk, want %d", r.Tokens, tokens, tokens-1)
-	}
-	rec, err := routing.NewRecord(tokens, r.Layers, r.TopK, experts)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int, r.TopK)
-	for t := range tokens {
-		src := min(t, r.Tokens-1)
-		for l := range r.Layers {
-			for j, e := range r.At(src, l) {
-				ids[j] = int(e)
-			}
-			if err := rec.Set(t, l, ids); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return rec, nil
 }

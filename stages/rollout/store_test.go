@@ -12,11 +12,12 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -99,7 +100,7 @@ func TestMarkerStoredByAnotherDelivery(t *testing.T) {
 	c := storeCase(t)
 	st := testinfra.FreshStore(t)
 	c.Setup(t, st)
-	marker := MarkerKey(storeRun, storeRequest)
+	marker := keys.AttemptMarker(storeRun, storeRequest.AttemptID())
 	theirs, _ := json.Marshal(schemas.RolloutCompletedPayload{TaskID: "greet", Purpose: "sft", Turns: 99, Termination: "theirs"})
 	if _, err := st.Put(context.Background(), marker, bytes.NewReader(theirs), int64(len(theirs)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestSnapshotStoredByAnotherDelivery(t *testing.T) {
 	c.Setup(t, st)
 	theirs := []byte("another delivery's snapshot")
 	sum := sha256.Sum256(theirs)
-	key := "runs/" + storeRun + "/snapshots/" + attemptName(storeRequest) + ".tar"
+	key := keys.Snapshot(storeRun, storeRequest.AttemptID())
 	if _, _, err := store.PutOnceSum(context.Background(), st, key, bytes.NewReader(theirs),
 		store.Sum{Size: int64(len(theirs)), SHA256: hex.EncodeToString(sum[:])}, store.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestSnapshotStoredByAnotherDelivery(t *testing.T) {
 		t.Fatalf("announced snapshot %+v, want the stored %+v", p.Snapshot, want)
 	}
 	// The marker holds what was announced.
-	rc, _, err := st.Get(context.Background(), MarkerKey(storeRun, storeRequest))
+	rc, _, err := st.Get(context.Background(), keys.AttemptMarker(storeRun, storeRequest.AttemptID()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,10 @@ import (
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -61,9 +62,9 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 		return nil, err
 	}
 	next := p.PolicyVersion + 1
-	prefix := trainer.PolicyPrefix(run, next)
+	prefix := keys.Policy(run, next)
 	res, err := s.cfg.Trainer.TrainSFT(ctx, trainer.SFTJob{Run: run, Data: p.Data, Steps: max(p.Epochs, 1),
-		Policy: trainer.PolicyPrefix(run, p.PolicyVersion), Out: prefix, Version: next})
+		Policy: keys.Policy(run, p.PolicyVersion), Out: prefix, Version: next})
 	if err != nil {
 		return nil, fmt.Errorf("sft policy %d: %w", p.PolicyVersion, err)
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/rollout"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -63,7 +63,7 @@ func demonstrations(t *testing.T, st store.ObjectStore, tok *moe.Tokenizer) ([]s
 		if err != nil {
 			t.Fatal(err)
 		}
-		ar, err := rollout.AttemptRows(run, schemas.RolloutRequestedPayload{TaskID: "greet", Attempt: a, Purpose: schemas.PurposeTrain}, res, 8, "", time.Second)
+		ar, err := agent.AttemptRows(run, schemas.RolloutRequestedPayload{TaskID: "greet", Attempt: a, Purpose: schemas.PurposeTrain}, res, 8, "", time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	testinfra.RunStage(t, l, New(Config{Store: st, Trainer: trainer.NewReference(st, sftOptions()), Initial: initial}), runnerCfg)
 	done := request(t, l, "0", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: []schemas.FileRef{ref}, Epochs: 6})
 	t.Logf("SFT loss %.3f → %.3f", before, done.Loss)
-	if done.PolicyVersion != 1 || done.Checkpoint.Key != trainer.PolicyPrefix(run, 1) || !(done.Loss < before) {
+	if done.PolicyVersion != 1 || done.Checkpoint.Key != keys.Policy(run, 1) || !(done.Loss < before) {
 		t.Fatalf("sft.completed %+v (loss before %.3f)", done, before)
 	}
 	ck, err := trainer.LoadCheckpoint(ctx, st, done.Checkpoint.Key)

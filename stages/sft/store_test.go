@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/sft"
+	"github.com/t1pipe/t1/store/errorstore"
 	"github.com/t1pipe/t1/trainer"
 )
 

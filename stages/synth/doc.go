@@ -14,7 +14,7 @@
 // fresh sandbox: the reference solution passes every assertion of a
 // per-assertion report, the child adds assertions, and the parent's
 // solution, run on the child's environment, fails every one of them. A
-// kept task gets its lineage (LineageKey; the generator that grew it), its
+// kept task gets its lineage (keys.Lineage; the generator that grew it), its
 // bundle and a tasks row; a dropped one a synth.discarded with the reason.
 //
 // The llm generator's failures sort by whose they are. A reply that cannot
@@ -23,7 +23,7 @@
 // errors, timeouts, 5xx, 408 and 429 are retried with back-off, then
 // returned as transient errors for the engine to redeliver. Any other 4xx
 // fails the candidate permanently, with the status and the server's
-// message and never the API key. A reply is stored (ReplyKey) before it is
+// message and never the API key. A reply is stored (keys.SynthReply) before it is
 // judged, so a redelivered candidate is judged on the same reply, and the
 // request's seed derives from the run seed and the candidate's event id.
 package synth

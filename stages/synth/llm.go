@@ -22,8 +22,9 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/chat"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -43,11 +44,6 @@ const DefaultMaxReplyBytes = 512 << 10
 
 // maxReplyFiles bounds the files one reply may write.
 const maxReplyFiles = 64
-
-// ReplyKey is where a run keeps the model's reply for a candidate task, so
-// a redelivered candidate is judged on the same reply rather than a new
-// one.
-func ReplyKey(run, taskID string) string { return "runs/" + run + "/synth/llm/" + taskID + ".json" }
 
 // Reply is the JSON object the model must answer with, alone or as the only
 // content of one ```json fenced block:
@@ -302,7 +298,7 @@ func (s *stage) llmCandidate(ctx context.Context, ev engine.Event, p schemas.Syn
 	if root == "" {
 		root = p.ParentID
 	}
-	lin := Lineage{TaskID: id, ParentID: p.ParentID, RootID: root, Round: p.Round, Generator: LLM, Model: g.Model, Reply: ReplyKey(ev.Run, id)}
+	lin := Lineage{TaskID: id, ParentID: p.ParentID, RootID: root, Round: p.Round, Generator: LLM, Model: g.Model, Reply: keys.SynthReply(ev.Run, id)}
 	md := t.Config.Metadata
 	return s.keep(ctx, ev, out, lin, t, md.Category, md.Difficulty, solutionLines(t))
 }
@@ -310,7 +306,7 @@ func (s *stage) llmCandidate(ctx context.Context, ev engine.Event, p schemas.Syn
 // reply is the model's answer for candidate id: the stored one when an
 // earlier delivery got it, else a new request, stored before it is judged.
 func (s *stage) reply(ctx context.Context, ev engine.Event, p schemas.SynthCandidatePayload, id string, parent *harbor.Task) (*chat.Response, error) {
-	key := ReplyKey(ev.Run, id)
+	key := keys.SynthReply(ev.Run, id)
 	if resp, err := s.storedReply(ctx, key); resp != nil || err != nil {
 		return resp, err
 	}

@@ -17,10 +17,11 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
@@ -144,7 +145,7 @@ func (f family) store(t *testing.T, st store.ObjectStore) {
 		t.Fatal(err)
 	}
 	lin, _ := json.Marshal(Lineage{TaskID: f.parent.ID(), RootID: f.parent.ID(), Steps: f.parentRefs, Generator: Builtin})
-	if _, err := st.Put(ctx, LineageKey(llmRun, f.parent.ID()), bytes.NewReader(lin), int64(len(lin)), store.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, keys.Lineage(llmRun, f.parent.ID()), bytes.NewReader(lin), int64(len(lin)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -209,7 +210,7 @@ func TestLLMGeneratorKeepsAGoodExtensionByExecution(t *testing.T) {
 		t.Fatalf("request %+v", r)
 	}
 	ctx := context.Background()
-	rc, _, err := st.Get(ctx, LineageKey(llmRun, p.TaskID))
+	rc, _, err := st.Get(ctx, keys.Lineage(llmRun, p.TaskID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestLLMGeneratorFailsOnAClientError(t *testing.T) {
 	if strings.Contains(string(ev.Payload), wrong) {
 		t.Fatal("the key reached the event")
 	}
-	for obj, err := range st.List(context.Background(), "runs/"+llmRun+"/synth/") {
+	for obj, err := range st.List(context.Background(), keys.Run(llmRun)+keys.KindSynth+"/") {
 		t.Fatalf("a reply was stored: %s, %v", obj.Key, err)
 	}
 }

@@ -13,8 +13,9 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
@@ -34,9 +35,6 @@ type Config struct {
 	Generator string
 	LLM       *LLMConfig
 }
-
-// LineageKey is where a run keeps a task's lineage.
-func LineageKey(run, taskID string) string { return "runs/" + run + "/lineage/" + taskID + ".json" }
 
 // New returns the synth stage.
 func New(cfg Config) engine.Stage {
@@ -120,9 +118,9 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 }
 
 func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
-	rc, _, err := s.cfg.Store.Get(ctx, LineageKey(run, id))
+	rc, _, err := s.cfg.Store.Get(ctx, keys.Lineage(run, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, engine.Permanent(fmt.Errorf("seed task %s has no lineage at %s", id, LineageKey(run, id)))
+		return nil, engine.Permanent(fmt.Errorf("seed task %s has no lineage at %s", id, keys.Lineage(run, id)))
 	}
 	if err != nil {
 		return nil, err
@@ -204,7 +202,7 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 func (s *stage) keep(ctx context.Context, ev engine.Event, out engine.Emitter, lin Lineage, t *harbor.Task, category, difficulty string, steps int) error {
 	id := lin.TaskID
 	data, _ := json.Marshal(lin)
-	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, LineageKey(ev.Run, id), data, store.PutOptions{ContentType: "application/json"})
+	stored, mine, err := store.PutOnce(ctx, s.cfg.Store, keys.Lineage(ev.Run, id), data, store.PutOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("lineage %s: %w", id, err)
 	}

@@ -12,10 +12,11 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/chat"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 )
 
 // llmStage is a synth stage using the llm generator against ep.
@@ -94,7 +95,7 @@ func TestLineageStoredByAnotherDelivery(t *testing.T) {
 	}
 	st := testinfra.FreshStore(t)
 	theirs, _ := json.Marshal(Lineage{TaskID: f.child.ID(), ParentID: "their-parent", RootID: "their-root", Round: 1})
-	if _, err := st.Put(context.Background(), LineageKey(llmRun, f.child.ID()), bytes.NewReader(theirs), int64(len(theirs)), store.PutOptions{}); err != nil {
+	if _, err := st.Put(context.Background(), keys.Lineage(llmRun, f.child.ID()), bytes.NewReader(theirs), int64(len(theirs)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := &stage{cfg: Config{Store: st, TempDir: t.TempDir()}}
@@ -119,7 +120,7 @@ func TestReplyStoredByAnotherDelivery(t *testing.T) {
 	f := newFamily(t)
 	st := testinfra.FreshStore(t)
 	id := "llm-x"
-	key := ReplyKey(llmRun, id)
+	key := keys.SynthReply(llmRun, id)
 	theirs, _ := json.Marshal(chat.Response{ID: "theirs", Choices: []chat.Choice{{Message: chat.Message{Role: "assistant", Content: "their reply"}}}})
 	if _, err := st.Put(context.Background(), key, bytes.NewReader(theirs), int64(len(theirs)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestReplyStoredByAnotherDelivery(t *testing.T) {
 // an unreadable reply that fails the candidate for good.
 func TestStoredReplyCutShort(t *testing.T) {
 	st := testinfra.FreshStore(t)
-	key := ReplyKey(llmRun, "llm-x")
+	key := keys.SynthReply(llmRun, "llm-x")
 	data, _ := json.Marshal(chat.Response{ID: "r", Choices: []chat.Choice{{Message: chat.Message{Role: "assistant", Content: "a reply"}}}})
 	if _, err := st.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
 		t.Fatal(err)

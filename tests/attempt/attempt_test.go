@@ -17,6 +17,7 @@ import (
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
@@ -131,7 +132,7 @@ func TestRolloutAndReward(t *testing.T) {
 		if p.Attempt == 0 && p.Reward != float64(oracle.Total) { // the branch froze no scale: the stage's 1
 			t.Fatalf("re-scored oracle attempt: %+v", p)
 		}
-		if !strings.HasPrefix(p.Rewards.Key, "runs/att-rescore/") {
+		if !strings.HasPrefix(p.Rewards.Key, keys.Run("att-rescore")) {
 			t.Fatalf("branch rewards stored at %s", p.Rewards.Key)
 		}
 	}
@@ -188,7 +189,7 @@ func TestRolloutAndReward(t *testing.T) {
 		}
 	}
 	req := schemas.RolloutRequestedPayload{TaskID: tk.Name, Attempt: 0, Purpose: "train", PolicyVersion: 0, Seed: 11, MaxTurns: 12}
-	if err := st.Delete(ctx, rollout.MarkerKey(run, req)); err != nil {
+	if err := st.Delete(ctx, keys.AttemptMarker(run, req.AttemptID())); err != nil {
 		t.Fatal(err)
 	}
 	again, err := engine.NewRootEvent(run, schemas.RolloutRequested, "again", req)
@@ -259,7 +260,7 @@ func TestHostileEpisode(t *testing.T) {
 		res.Turns[4].ParseError == "" || !strings.Contains(res.Turns[5].Observation, "still alive") {
 		t.Fatalf("turns: %+v", res.Turns)
 	}
-	rows, err := rollout.AttemptRows("hostile", schemas.RolloutRequestedPayload{TaskID: "x", Purpose: "train"}, res, 8, "", time.Second)
+	rows, err := agent.AttemptRows("hostile", schemas.RolloutRequestedPayload{TaskID: "x", Purpose: "train"}, res, 8, "", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
 )
 
@@ -38,7 +38,7 @@ func TestS3Outage(t *testing.T) {
 	sc := testinfra.StoreConfig(t)
 	px := startProxy(t, sc.Endpoint)
 	sc.Endpoint = px.addr
-	st, err := store.Open(ctx, sc)
+	st, err := s3.Open(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

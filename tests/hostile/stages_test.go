@@ -21,10 +21,11 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
 )
 
@@ -82,6 +83,9 @@ func TestHostileInputsThroughStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot of a tampered attempt: the good bundle, announced with
+	// another hash.
+	tampered := keys.Snapshot(run, keys.Attempt{Purpose: "sft", Task: "h-snapshot-tampered", Attempt: 91})
 	verifierTask := func(script string) string {
 		d := copyTask(t)
 		if err := os.WriteFile(filepath.Join(d, "tests", "test.sh"), []byte("#!/bin/bash\nmkdir -p /logs/verifier\n"+script), 0o755); err != nil {
@@ -122,13 +126,13 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 		{name: "verifier-hangs", task: withFile(t, verifierTask("sleep 300\n"), "task.toml",
 			"version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\ncategory = \"file-operations\"\n\n[verifier]\ntimeout_sec = 2.0\n"), want: unsolved},
 		{name: "snapshot-missing", task: corpus("good"), want: "not found", completed: &schemas.RolloutCompletedPayload{
-			TaskID: "h-snapshot-missing", Attempt: 90, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: "runs/" + run + "/snapshots/absent.tar"}}},
+			TaskID: "h-snapshot-missing", Attempt: 90, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: keys.Snapshot(run, keys.Attempt{Purpose: "sft", Task: "h-snapshot-missing", Attempt: 90})}}},
 		{name: "snapshot-tampered", task: corpus("good"), want: "sha256", completed: &schemas.RolloutCompletedPayload{
-			TaskID: "h-snapshot-tampered", Attempt: 91, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: "runs/" + run + "/snapshots/tampered.tar",
+			TaskID: "h-snapshot-tampered", Attempt: 91, Purpose: "sft", Snapshot: schemas.ObjectRef{Key: tampered,
 				Bytes: int64(len(goodBundle)), SHA256: strings.Repeat("0", 64)}}},
 		{name: "good-2", task: corpus("good"), want: fallback},
 	}
-	if _, err := st.Put(ctx, "runs/"+run+"/snapshots/tampered.tar", bytes.NewReader(goodBundle), int64(len(goodBundle)), store.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, tampered, bytes.NewReader(goodBundle), int64(len(goodBundle)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -156,7 +160,7 @@ printf '{"results": {"tool": {"name": "t"}, "summary": {"tests": 1, "passed": 1}
 				t.Fatal(err)
 			}
 		case in.bundle != nil:
-			if _, err := st.Put(ctx, trial.BundleKey(run, in.taskID()), bytes.NewReader(in.bundle), int64(len(in.bundle)), store.PutOptions{}); err != nil {
+			if _, err := st.Put(ctx, keys.Bundle(run, in.taskID()), bytes.NewReader(in.bundle), int64(len(in.bundle)), store.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
 	"github.com/t1pipe/t1/stages/synth"
+	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trial"
 )
@@ -135,7 +136,7 @@ func TestHostileBundleFailsAlone(t *testing.T) {
 		tw.Write([]byte("x\n"))
 	}
 	tw.Close()
-	evil := trial.BundleKey("pool", "evil")
+	evil := keys.Bundle("pool", "evil")
 	if _, err := st.Put(ctx, evil, bytes.NewReader(buf.Bytes()), int64(buf.Len()), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}

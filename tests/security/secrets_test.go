@@ -26,7 +26,7 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/local"
@@ -45,7 +45,7 @@ const (
 
 var (
 	t1Bin   string
-	gateway *store.Embedded
+	gateway *s3.Embedded
 	s3Root  string // the gateway's directory: the bucket's objects as files
 	workDir string
 )
@@ -74,11 +74,11 @@ func run(m *testing.M) int {
 	}
 	s3Root = filepath.Join(tmp, "s3")
 	creds, _ := json.Marshal(map[string]string{"access_key": s3Access, "secret_key": s3Secret})
-	if err := os.WriteFile(store.CredentialsPath(s3Root), creds, 0o600); err != nil {
+	if err := os.WriteFile(s3.CredentialsPath(s3Root), creds, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if gateway, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: s3Root}); err != nil {
+	if gateway, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: s3Root}); err != nil {
 		fmt.Fprintln(os.Stderr, "embedded S3:", err)
 		return 1
 	}
@@ -186,7 +186,7 @@ stages:
 		t.Fatal(err)
 	}
 	t.Cleanup(in.Close)
-	log.Info("opened", "store", store.Config{Endpoint: ep.Endpoint, Bucket: ep.Bucket, AccessKey: s3Access, SecretKey: s3Secret})
+	log.Info("opened", "store", s3.Config{Endpoint: ep.Endpoint, Bucket: ep.Bucket, AccessKey: s3Access, SecretKey: s3Secret})
 	playAttempt(t, ctx, in, task)
 
 	nEvents := scanStreams(t, ctx, in)
@@ -286,7 +286,7 @@ func scanStreams(t *testing.T, ctx context.Context, in *local.Infra) int {
 // it read.
 func scanObjects(t *testing.T, ctx context.Context) int {
 	t.Helper()
-	st, err := store.Open(ctx, gateway.Config())
+	st, err := s3.Open(ctx, gateway.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func scanObjects(t *testing.T, ctx context.Context) int {
 func scanFiles(t *testing.T, root string) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || p == store.CredentialsPath(s3Root) || p == t1Bin {
+		if err != nil || !d.Type().IsRegular() || p == s3.CredentialsPath(s3Root) || p == t1Bin {
 			return err
 		}
 		data, err := os.ReadFile(p)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/store"
 )
 
 // Config is the default configuration on the bubblewrap sandbox, with

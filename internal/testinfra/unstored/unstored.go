@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
 )
@@ -20,7 +21,7 @@ import (
 // Ref is a well-formed reference to a one-row object of table that
 // is not stored, for manifests and events that are written, not read.
 func Ref(run string, table schemas.Table, name string) schemas.FileRef {
-	return schemas.FileRef{Key: "runs/" + run + "/" + table.Name + "/" + name + ".parquet", Table: table.Name,
+	return schemas.FileRef{Key: keys.TablePrefix(run, table.Name) + name + ".parquet", Table: table.Name,
 		SchemaVersion: table.Version.String(), Rows: 1, Bytes: 1, SHA256: strings.Repeat("ab", 32)}
 }
 

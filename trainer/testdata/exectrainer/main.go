@@ -7,7 +7,7 @@
 //
 //	exectrainer -job FILE -out FILE [-manifest FILE] [-checkpoint DIR] [-reference FILE] [-exit N]
 //
-// The -reference file is JSON: {"store": store.Config, "options": trainer.ReferenceOptions}.
+// The -reference file is JSON: {"store": s3.Config, "options": trainer.ReferenceOptions}.
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -70,14 +70,14 @@ func main() {
 // file's contents.
 func train(job trainer.JobFile, refPath string) (any, error) {
 	var ref struct {
-		Store   store.Config
+		Store   s3.Config
 		Options trainer.ReferenceOptions
 	}
 	if err := readJSON(refPath, &ref); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, ref.Store)
+	st, err := s3.Open(ctx, ref.Store)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package rollout
+package agent
 
 import (
 	"context"
@@ -6,38 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 
 // An episode's rows carry its token stream, its repairs, the sampling
 // settings the log-probs are relative to, and one turn row per turn.
 func TestAttemptRows(t *testing.T) {
-	tok, err := moe.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := moe.NewChat(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	sb, err := testinfra.Bubblewrap(t).Start(ctx, sandbox.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	pol := agent.NewScripted(tp, []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
-	res, err := agent.Run(ctx, pol, tp, sh, "Say one and two.", agent.Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
+	tp := template(t)
+	pol := NewScripted(tp, []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
+	res, err := Run(context.Background(), pol, tp, shell(t), "Say one and two.", Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,39 +1,18 @@
-// Package store is t1's object storage: a small ObjectStore interface and
-// its one implementation, S3, which speaks the S3 protocol through minio-go
-// to any S3-compatible endpoint (AWS, MinIO, Ceph, SeaweedFS, …) or to an
-// embedded gateway on local disk.
+// Package s3 is the adapter of t1's object storage: Store implements
+// store.ObjectStore (see package store for the contract) by speaking the S3
+// protocol through minio-go to any S3-compatible endpoint (AWS, MinIO,
+// Ceph, SeaweedFS, …) or to an embedded gateway on local disk. It passes
+// the conformance suite store/storetest.
 //
-// # Contract
+// # Uploads
 //
-// Keys are non-empty strings, "/" used as a path separator by convention.
-// Get, GetRange and Stat of a missing key return errors wrapping
-// ErrNotFound; Delete of a missing key succeeds; PutIfAbsent of an existing
-// key returns an error wrapping ErrExists, and of several concurrent
-// PutIfAbsent calls for one key exactly one succeeds. Put accepts size -1
-// for streams of unknown length and uploads them in 16 MiB parts. List is
-// recursive and yields keys in ascending byte order. The storetest
-// sub-package holds the conformance suite every endpoint must pass; the
-// errorstore sub-package wraps a store to make chosen calls fail.
-//
-// PutIfAbsent relies on S3 conditional writes (If-None-Match: *), which the
+// Put uploads streams of unknown length in 16 MiB parts. PutIfAbsent relies on S3 conditional writes (If-None-Match: *), which the
 // server checks atomically when the object is published, for single and
 // multipart uploads alike. AWS S3 documents them and the embedded gateway
 // honours them; an endpoint that ignores the header would silently
 // overwrite, which the conformance suite detects. minio-go drops the header
 // from CompleteMultipartUpload, so conditional uploads of more than 16 MiB
 // or of unknown size drive their parts through the low-level client.
-//
-// # Store once
-//
-// A handler may run more than once for one input (a redelivery, or two
-// deliveries at once) and, when its result is not a function of its input
-// alone (a model's reply, a trainer's report, an episode), two runs can
-// compute different results for one key. Whichever is stored first is the
-// result: an event that names a key, or the hash of the bytes under it,
-// must stay true once published, so such a key is never overwritten.
-// PutOnce and PutOnceSum store with PutIfAbsent and, when another writer
-// stored first, return that writer's object (its bytes, or its size and
-// SHA-256) for the caller to announce instead of its own.
 //
 // # External mode
 //
@@ -63,4 +42,4 @@
 // breaks it. Close restores the previous working directory. Only one
 // embedded gateway may run per process at a time; it can be closed and
 // started again.
-package store
+package s3

@@ -1,4 +1,4 @@
-package store
+package s3
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/t1pipe/t1/store"
 )
 
 // probeTimeout bounds the connectivity check in Open so that a dead endpoint
@@ -71,15 +73,15 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// S3 is an ObjectStore on any S3-compatible endpoint.
-type S3 struct {
+// Store is a store.ObjectStore on any S3-compatible endpoint.
+type Store struct {
 	client *minio.Client
 	core   minio.Core
 	bucket string
 	prefix string
 }
 
-var _ ObjectStore = (*S3)(nil)
+var _ store.ObjectStore = (*Store)(nil)
 
 // Open connects to the endpoint in cfg, checks within a few seconds that it
 // answers and accepts the credentials, and creates the bucket if it does not
@@ -89,7 +91,7 @@ var _ ObjectStore = (*S3)(nil)
 //
 // which still wraps the underlying cause (e.g. syscall.ECONNREFUSED).
 // Secrets never appear in errors.
-func Open(ctx context.Context, cfg Config) (*S3, error) {
+func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("store: open: no bucket configured")
 	}
@@ -113,7 +115,7 @@ func Open(ctx context.Context, cfg Config) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", host, err)
 	}
-	s := &S3{
+	s := &Store{
 		client: client,
 		core:   minio.Core{Client: client},
 		bucket: cfg.Bucket,
@@ -235,33 +237,33 @@ func normalizePrefix(p string) string {
 	return p + "/"
 }
 
-func (s *S3) object(key string) (string, error) {
+func (s *Store) object(key string) (string, error) {
 	if key == "" {
 		return "", errors.New("empty key")
 	}
 	return s.prefix + key, nil
 }
 
-// Put implements ObjectStore.
-func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error) {
+// Put implements store.ObjectStore.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
 	return s.put(ctx, "put", key, r, size, opts, false)
 }
 
-// PutIfAbsent implements ObjectStore with an S3 conditional write
+// PutIfAbsent implements store.ObjectStore with an S3 conditional write
 // (If-None-Match: *), which the server evaluates atomically at the moment the
 // object would become visible, including at the completion of a multipart
 // upload.
-func (s *S3) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64, opts PutOptions) (ObjectInfo, error) {
+func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
 	return s.put(ctx, "put-if-absent", key, r, size, opts, true)
 }
 
-func (s *S3) put(ctx context.Context, op, key string, r io.Reader, size int64, opts PutOptions, ifAbsent bool) (ObjectInfo, error) {
+func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64, opts store.PutOptions, ifAbsent bool) (store.ObjectInfo, error) {
 	name, err := s.object(key)
 	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, err)
+		return store.ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, err)
 	}
 	if err := checkLength(r, size); err != nil {
-		return ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, err)
+		return store.ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, err)
 	}
 	meta := lowerKeys(opts.Metadata)
 	po := minio.PutObjectOptions{ContentType: opts.ContentType, UserMetadata: meta}
@@ -281,16 +283,16 @@ func (s *S3) put(ctx context.Context, op, key string, r io.Reader, size int64, o
 		up, err = s.putIfAbsentParts(ctx, name, r, size, po)
 	}
 	if err != nil {
-		if errors.Is(err, ErrExists) || (ifAbsent && isPreconditionFailed(err)) {
-			return ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, ErrExists)
+		if errors.Is(err, store.ErrExists) || (ifAbsent && isPreconditionFailed(err)) {
+			return store.ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, store.ErrExists)
 		}
-		return ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, cause(err))
+		return store.ObjectInfo{}, fmt.Errorf("store: %s %q: %w", op, key, cause(err))
 	}
 	ct := opts.ContentType
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	return ObjectInfo{
+	return store.ObjectInfo{
 		Key:          key,
 		Size:         up.Size,
 		ETag:         up.ETag,
@@ -305,12 +307,12 @@ func (s *S3) put(ctx context.Context, op, key string, r io.Reader, size int64, o
 // CompleteMultipartUpload, which would make the write unconditional, so the
 // parts are driven here and the condition goes on the completion, where the
 // server checks it atomically as it publishes the object.
-func (s *S3) putIfAbsentParts(ctx context.Context, name string, r io.Reader, size int64, po minio.PutObjectOptions) (minio.UploadInfo, error) {
+func (s *Store) putIfAbsentParts(ctx context.Context, name string, r io.Reader, size int64, po minio.PutObjectOptions) (minio.UploadInfo, error) {
 	// All data goes over the wire before the server can refuse the
 	// completion; a quick look first spares that in the common case of a
 	// retried, already finished write.
 	if _, err := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{}); err == nil {
-		return minio.UploadInfo{}, ErrExists
+		return minio.UploadInfo{}, store.ErrExists
 	}
 	partSize := int64(unknownSizePartSize)
 	if size >= 0 {
@@ -406,21 +408,21 @@ func checkLength(r io.Reader, size int64) error {
 	return nil
 }
 
-// Get implements ObjectStore.
-func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error) {
+// Get implements store.ObjectStore.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, store.ObjectInfo, error) {
 	name, err := s.object(key)
 	if err != nil {
-		return nil, ObjectInfo{}, fmt.Errorf("store: get %q: %w", key, err)
+		return nil, store.ObjectInfo{}, fmt.Errorf("store: get %q: %w", key, err)
 	}
 	rc, oi, _, err := s.core.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, ObjectInfo{}, s.readError("get", key, err)
+		return nil, store.ObjectInfo{}, s.readError("get", key, err)
 	}
 	return rc, s.info(oi), nil
 }
 
-// GetRange implements ObjectStore.
-func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+// GetRange implements store.ObjectStore.
+func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	name, err := s.object(key)
 	if err != nil {
 		return nil, fmt.Errorf("store: get range %q: %w", key, err)
@@ -445,22 +447,22 @@ func (s *S3) GetRange(ctx context.Context, key string, offset, length int64) (io
 	return rc, nil
 }
 
-// Stat implements ObjectStore.
-func (s *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+// Stat implements store.ObjectStore.
+func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
 	name, err := s.object(key)
 	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("store: stat %q: %w", key, err)
+		return store.ObjectInfo{}, fmt.Errorf("store: stat %q: %w", key, err)
 	}
 	oi, err := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{})
 	if err != nil {
-		return ObjectInfo{}, s.readError("stat", key, err)
+		return store.ObjectInfo{}, s.readError("stat", key, err)
 	}
 	return s.info(oi), nil
 }
 
-// List implements ObjectStore.
-func (s *S3) List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error] {
-	return func(yield func(ObjectInfo, error) bool) {
+// List implements store.ObjectStore.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[store.ObjectInfo, error] {
+	return func(yield func(store.ObjectInfo, error) bool) {
 		// The client's iterator runs until its context ends; cancelling on
 		// return lets callers break out of the loop without leaking it.
 		ctx, cancel := context.WithCancel(ctx)
@@ -468,7 +470,7 @@ func (s *S3) List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, erro
 		opts := minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}
 		for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
 			if oi.Err != nil {
-				yield(ObjectInfo{}, fmt.Errorf("store: list %q: %w", prefix, cause(oi.Err)))
+				yield(store.ObjectInfo{}, fmt.Errorf("store: list %q: %w", prefix, cause(oi.Err)))
 				return
 			}
 			if !yield(s.info(oi), nil) {
@@ -478,8 +480,8 @@ func (s *S3) List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, erro
 	}
 }
 
-// Delete implements ObjectStore.
-func (s *S3) Delete(ctx context.Context, key string) error {
+// Delete implements store.ObjectStore.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	name, err := s.object(key)
 	if err != nil {
 		return fmt.Errorf("store: delete %q: %w", key, err)
@@ -491,8 +493,8 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-func (s *S3) info(oi minio.ObjectInfo) ObjectInfo {
-	info := ObjectInfo{
+func (s *Store) info(oi minio.ObjectInfo) store.ObjectInfo {
+	info := store.ObjectInfo{
 		Key:          strings.TrimPrefix(oi.Key, s.prefix),
 		Size:         oi.Size,
 		ETag:         oi.ETag,
@@ -505,9 +507,9 @@ func (s *S3) info(oi minio.ObjectInfo) ObjectInfo {
 	return info
 }
 
-func (s *S3) readError(op, key string, err error) error {
+func (s *Store) readError(op, key string, err error) error {
 	if isNotFound(err) {
-		return fmt.Errorf("store: %s %q: %w", op, key, ErrNotFound)
+		return fmt.Errorf("store: %s %q: %w", op, key, store.ErrNotFound)
 	}
 	return fmt.Errorf("store: %s %q: %w", op, key, cause(err))
 }

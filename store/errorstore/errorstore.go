@@ -19,7 +19,7 @@ import (
 	"iter"
 	"sync"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // Op is a method of store.ObjectStore.

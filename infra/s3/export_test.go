@@ -1,4 +1,4 @@
-package store
+package s3
 
 // SetForceSidecar makes StartEmbedded keep metadata in a sidecar directory
 // even where extended attributes work.

@@ -1,4 +1,4 @@
-package store_test
+package s3_test
 
 import (
 	"bytes"
@@ -14,14 +14,15 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/storetest"
+	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/storetest"
 )
 
 // shared is the one embedded gateway of this test binary; TestRestart
 // replaces it with a restarted instance on the same directory.
 var (
-	shared    *store.Embedded
+	shared    *s3.Embedded
 	sharedDir string
 	origWD    string
 )
@@ -44,7 +45,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	sharedDir = filepath.Join(tmp, "s3")
-	shared, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: sharedDir})
+	shared, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: sharedDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -57,9 +58,9 @@ func run(m *testing.M) int {
 	return code
 }
 
-func openShared(t testing.TB) *store.S3 {
+func openShared(t testing.TB) *s3.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), shared.Config())
+	s, err := s3.Open(t.Context(), shared.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestConformanceEmbedded(t *testing.T) {
 func TestPrefix(t *testing.T) {
 	cfg := shared.Config()
 	cfg.Prefix = "/tenant-a/"
-	s, err := store.Open(t.Context(), cfg)
+	s, err := s3.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +120,9 @@ func TestConformanceExternal(t *testing.T) {
 	if endpoint == "" || bucket == "" {
 		t.Skip("T1_TEST_S3_ENDPOINT and T1_TEST_S3_BUCKET not set")
 	}
-	cfg := store.Config{Endpoint: endpoint, Bucket: bucket, Secure: os.Getenv("T1_TEST_S3_SECURE") == "1"}
+	cfg := s3.Config{Endpoint: endpoint, Bucket: bucket, Secure: os.Getenv("T1_TEST_S3_SECURE") == "1"}
 	storetest.Run(t, func(t *testing.T) store.ObjectStore {
-		s, err := store.Open(t.Context(), cfg)
+		s, err := s3.Open(t.Context(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +157,8 @@ func TestWorkingDirectoryPinnedWhileRunning(t *testing.T) {
 
 func TestSecondEmbeddedFails(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "other")
-	_, err := store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: dir})
-	if !errors.Is(err, store.ErrEmbeddedRunning) {
+	_, err := s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: dir})
+	if !errors.Is(err, s3.ErrEmbeddedRunning) {
 		t.Fatalf("second StartEmbedded = %v, want ErrEmbeddedRunning", err)
 	}
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
@@ -173,7 +174,7 @@ func TestSecondEmbeddedFails(t *testing.T) {
 }
 
 func TestCredentialsFile(t *testing.T) {
-	path := store.CredentialsPath(sharedDir)
+	path := s3.CredentialsPath(sharedDir)
 	if filepath.Dir(path) != filepath.Dir(sharedDir) {
 		t.Errorf("credentials file %s is not next to %s", path, sharedDir)
 	}
@@ -217,7 +218,7 @@ func TestRestart(t *testing.T) {
 	}
 
 	var err error
-	shared, err = store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: sharedDir})
+	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestFixedPort(t *testing.T) {
 	}
 	port := freePort(t)
 	var err error
-	shared, err = store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: sharedDir, Port: port, Bucket: "t1-data"})
+	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir, Port: port, Bucket: "t1-data"})
 	if err != nil {
 		t.Fatalf("start on port %d: %v", port, err)
 	}
@@ -265,7 +266,7 @@ func TestFixedPort(t *testing.T) {
 	}
 	defer l.Close()
 	taken := l.Addr().(*net.TCPAddr).Port
-	_, err = store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: sharedDir, Port: taken})
+	_, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir, Port: taken})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("start on a taken port = %v, want an address-in-use error", err)
 	} else {
@@ -274,7 +275,7 @@ func TestFixedPort(t *testing.T) {
 	if wd, _ := os.Getwd(); wd != origWD {
 		t.Errorf("working directory after failed start = %s, want %s", wd, origWD)
 	}
-	shared, err = store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: sharedDir})
+	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir})
 	if err != nil {
 		t.Fatalf("start after a failed start: %v", err)
 	}
@@ -289,14 +290,14 @@ func TestSidecarMetadata(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		var err error
-		if shared, err = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: sharedDir}); err != nil {
+		if shared, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: sharedDir}); err != nil {
 			t.Fatalf("restart shared gateway: %v", err)
 		}
 	})
-	store.SetForceSidecar(true)
+	s3.SetForceSidecar(true)
 	dir := filepath.Join(t.TempDir(), "s3")
-	e, err := store.StartEmbedded(t.Context(), store.EmbeddedOptions{Dir: dir})
-	store.SetForceSidecar(false)
+	e, err := s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: dir})
+	s3.SetForceSidecar(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,14 +307,14 @@ func TestSidecarMetadata(t *testing.T) {
 		}
 	})
 	storetest.Run(t, func(t *testing.T) store.ObjectStore {
-		s, err := store.Open(t.Context(), e.Config())
+		s, err := s3.Open(t.Context(), e.Config())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	})
 
-	s, err := store.Open(t.Context(), e.Config())
+	s, err := s3.Open(t.Context(), e.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestOpenURLEndpointAndEnvCredentials(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", cfg.SecretKey)
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_REGION", cfg.Region)
-	s, err := store.Open(t.Context(), store.Config{Endpoint: "http://" + cfg.Endpoint, Bucket: cfg.Bucket})
+	s, err := s3.Open(t.Context(), s3.Config{Endpoint: "http://" + cfg.Endpoint, Bucket: cfg.Bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +349,7 @@ func TestOpenURLEndpointAndEnvCredentials(t *testing.T) {
 func TestOpenCreatesBucket(t *testing.T) {
 	cfg := shared.Config()
 	cfg.Bucket = "t1-created-on-open"
-	s, err := store.Open(t.Context(), cfg)
+	s, err := s3.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestOpenCreatesBucket(t *testing.T) {
 		t.Errorf("object not in the new bucket's directory: %v", err)
 	}
 	// Opening again finds the bucket in place.
-	if _, err := store.Open(t.Context(), cfg); err != nil {
+	if _, err := s3.Open(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -374,60 +375,60 @@ func TestOpenErrors(t *testing.T) {
 
 	cases := []struct {
 		name    string
-		cfg     store.Config
+		cfg     s3.Config
 		want    string // exact error, or a substring when prefixed with "~"
 		wantIs  error
 		oneLine bool
 	}{
 		{
 			name:    "unreachable",
-			cfg:     store.Config{Endpoint: endpoint, Bucket: "t1-data", AccessKey: "AKIA", SecretKey: secret},
+			cfg:     s3.Config{Endpoint: endpoint, Bucket: "t1-data", AccessKey: "AKIA", SecretKey: secret},
 			want:    fmt.Sprintf(`store: cannot reach S3 endpoint %s (bucket "t1-data"): connection refused`, endpoint),
 			wantIs:  syscall.ECONNREFUSED,
 			oneLine: true,
 		},
 		{
 			name:    "unreachable URL",
-			cfg:     store.Config{Endpoint: "http://" + endpoint, Bucket: "t1-data", AccessKey: "AKIA", SecretKey: secret},
+			cfg:     s3.Config{Endpoint: "http://" + endpoint, Bucket: "t1-data", AccessKey: "AKIA", SecretKey: secret},
 			want:    fmt.Sprintf(`store: cannot reach S3 endpoint %s (bucket "t1-data"): connection refused`, endpoint),
 			wantIs:  syscall.ECONNREFUSED,
 			oneLine: true,
 		},
 		{
 			name:    "wrong secret",
-			cfg:     store.Config{Endpoint: good.Endpoint, Bucket: good.Bucket, Region: good.Region, AccessKey: good.AccessKey, SecretKey: secret},
+			cfg:     s3.Config{Endpoint: good.Endpoint, Bucket: good.Bucket, Region: good.Region, AccessKey: good.AccessKey, SecretKey: secret},
 			want:    fmt.Sprintf("~store: S3 endpoint %s denied access to bucket %q", good.Endpoint, good.Bucket),
 			oneLine: true,
 		},
 		{
 			name: "no credentials",
-			cfg:  store.Config{Endpoint: endpoint, Bucket: "t1-data"},
+			cfg:  s3.Config{Endpoint: endpoint, Bucket: "t1-data"},
 			want: "~no S3 credentials",
 		},
 		{
 			name: "half credentials",
-			cfg:  store.Config{Endpoint: endpoint, Bucket: "t1-data", SecretKey: secret},
+			cfg:  s3.Config{Endpoint: endpoint, Bucket: "t1-data", SecretKey: secret},
 			want: "~incomplete S3 credentials",
 		},
 		{
 			name: "short bucket name",
-			cfg:  store.Config{Endpoint: endpoint, Bucket: "t1", AccessKey: "a", SecretKey: secret},
+			cfg:  s3.Config{Endpoint: endpoint, Bucket: "t1", AccessKey: "a", SecretKey: secret},
 			want: "~Bucket name cannot be shorter than 3 characters",
 		},
 		{
 			name: "no bucket",
-			cfg:  store.Config{Endpoint: endpoint, AccessKey: "a", SecretKey: secret},
+			cfg:  s3.Config{Endpoint: endpoint, AccessKey: "a", SecretKey: secret},
 			want: "~no bucket",
 		},
 		{
 			name: "bad scheme",
-			cfg:  store.Config{Endpoint: "ftp://" + endpoint, Bucket: "t1-data", AccessKey: "a", SecretKey: secret},
+			cfg:  s3.Config{Endpoint: "ftp://" + endpoint, Bucket: "t1-data", AccessKey: "a", SecretKey: secret},
 			want: "~scheme must be http or https",
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := store.Open(t.Context(), c.cfg)
+			_, err := s3.Open(t.Context(), c.cfg)
 			if err == nil {
 				t.Fatal("Open succeeded")
 			}

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
+	"github.com/t1pipe/t1/store"
 )
 
 // LargeSize is the size of the multipart round-trip objects: above 64 MiB

@@ -6,29 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"strconv"
+	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
 )
 
-var prefixes atomic.Int64
-
-// prefixed is a client of the shared gateway confined to a prefix of its
-// own, empty however often the test runs.
-func prefixed(t *testing.T) store.ObjectStore {
-	t.Helper()
-	cfg := shared.Config()
-	cfg.Prefix = "once-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + strconv.FormatInt(prefixes.Add(1), 10)
-	s, err := store.Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
 func sumOf(data []byte) store.Sum {
 	h := sha256.Sum256(data)
@@ -39,7 +26,7 @@ func sumOf(data []byte) store.Sum {
 // them back, not its own.
 func TestPutOnce(t *testing.T) {
 	ctx := context.Background()
-	st := prefixed(t)
+	st := testinfra.FreshStore(t)
 	got, mine, err := store.PutOnce(ctx, st, "k", []byte("first"), store.PutOptions{ContentType: "application/json"})
 	if err != nil || !mine || string(got) != "first" {
 		t.Fatalf("first put: %q, mine %v, %v", got, mine, err)
@@ -60,7 +47,7 @@ func TestPutOnce(t *testing.T) {
 // object back, is an error that wraps it: nothing was learnt to announce.
 func TestPutOnceStoreFailures(t *testing.T) {
 	ctx := context.Background()
-	st := prefixed(t)
+	st := testinfra.FreshStore(t)
 	if _, err := st.Put(ctx, "taken", strings.NewReader("theirs"), 6, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +80,7 @@ func TestPutOnceStoreFailures(t *testing.T) {
 
 func TestPutOnceSum(t *testing.T) {
 	ctx := context.Background()
-	st := prefixed(t)
+	st := testinfra.FreshStore(t)
 	a, b := []byte("snapshot a"), []byte("snapshot b, another episode")
 	got, mine, err := store.PutOnceSum(ctx, st, "s", bytes.NewReader(a), sumOf(a), store.PutOptions{ContentType: "application/x-tar", Metadata: map[string]string{"x": "1"}})
 	if err != nil || !mine || got != sumOf(a) {

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/t1pipe/t1/infra/store"
-	"github.com/t1pipe/t1/infra/store/errorstore"
-	"github.com/t1pipe/t1/infra/store/storetest"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/store/errorstore"
+	"github.com/t1pipe/t1/store/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
