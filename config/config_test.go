@@ -328,7 +328,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			"bad run id",
 			"run:\n  id: Demo_1\n",
-			`p.yaml:2:7: run.id: "Demo_1" is not a valid run id: use 1-64 characters from a-z, 0-9 and '-'`,
+			`p.yaml:2:7: run.id: "Demo_1" is not a valid run id: use 1-64 characters from a-z, 0-9 and '-', starting with a letter or digit`,
 		},
 		{
 			"external bus without urls",

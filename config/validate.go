@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/t1pipe/t1/infra/telemetry"
+	objkeys "github.com/t1pipe/t1/keys"
 )
 
 var (
-	runID      = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 	streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 	// S3 bucket naming: 3-63 characters, as minio-go enforces for every
 	// endpoint.
@@ -32,8 +32,9 @@ func (c Config) problems() []problem {
 		return false
 	}
 
-	if !runID.MatchString(c.Run.ID) {
-		bad("run.id", "%q is not a valid run id: use 1-64 characters from a-z, 0-9 and '-'", c.Run.ID)
+	// The run id is a subject token and the first component of every key.
+	if objkeys.ValidRun(c.Run.ID) != nil {
+		bad("run.id", "%q is not a valid run id: use 1-64 characters from a-z, 0-9 and '-', starting with a letter or digit", c.Run.ID)
 	}
 	if c.Data == "" {
 		bad("data", "required")
