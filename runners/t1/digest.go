@@ -29,11 +29,7 @@ Objects under runs/<run>/ that no event names are not part of the run and are ig
 			if run == "" {
 				return fmt.Errorf("--run is required")
 			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{})
+			in, err := g.open(cmd.Context(), local.Options{})
 			if err != nil {
 				return err
 			}

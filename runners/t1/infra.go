@@ -17,16 +17,12 @@ func infraCmd(g *globals) *cobra.Command {
 			"written to <data>/endpoints.json for other t1 processes and the nats CLI.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{Serve: true})
+			in, err := g.open(cmd.Context(), local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
 			defer in.Close()
-			if !in.Owner && (cfg.Bus.Mode == "embedded" || cfg.Store.Mode == "embedded") {
+			if !in.Owner && (in.Config.Bus.Mode == "embedded" || in.Config.Store.Mode == "embedded") {
 				return fmt.Errorf("data directory %s is already served by process %d", in.DataDir, in.Endpoints.PID)
 			}
 			if g.json {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/local"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -77,6 +78,16 @@ func newRoot() *cobra.Command {
 		poolCmd(g),
 	)
 	return root
+}
+
+// open resolves the configuration and brings up what opts asks of its
+// bus and store (or connects to the process that serves them).
+func (g *globals) open(ctx context.Context, opts local.Options) (*local.Infra, error) {
+	cfg, err := g.load()
+	if err != nil {
+		return nil, err
+	}
+	return local.Open(ctx, cfg, opts)
 }
 
 // load resolves the configuration and applies flag and environment

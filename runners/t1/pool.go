@@ -33,11 +33,7 @@ largest categories (1.0 means at most five categories: a narrow pool), and every
 			if run == "" {
 				return fmt.Errorf("--run is required")
 			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{})
+			in, err := g.open(cmd.Context(), local.Options{})
 			if err != nil {
 				return err
 			}

@@ -69,11 +69,7 @@ pyarrow.ipc.open_stream(sys.stdin.buffer).`,
 					return err
 				}
 			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{})
+			in, err := g.open(cmd.Context(), local.Options{})
 			if err != nil {
 				return err
 			}

@@ -53,11 +53,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Show streams, stage consumers, dead letters and event counts per run and type",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			in, err := local.Open(cmd.Context(), cfg, local.Options{NoStore: true})
+			in, err := g.open(cmd.Context(), local.Options{NoStore: true})
 			if err != nil {
 				return err
 			}
