@@ -28,4 +28,9 @@
 // bus.external.password_env, and S3 credentials from AWS_*. The loader itself
 // reads no environment; flags and variables that override a field (such as
 // --data and T1_DATA) are applied by the runner, which then calls Validate.
+//
+// Relative paths (data, stages.eval.dirs, an inference.checkpoint that is a
+// local directory, training.trainer.dir) are relative to the directory t1
+// was started in; pipeline.WithWorkDir carries it past the embedded S3
+// gateway, which moves the process's working directory to its store root.
 package config

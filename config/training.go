@@ -57,7 +57,7 @@ type TrainerBackend struct {
 	// {out} must appear: it is where the command reports the new
 	// checkpoint; so must {job} or {kind}, which tell it what to do.
 	Command []string `yaml:"command"`
-	// Dir is the command's working directory ("" = t1's).
+	// Dir is the command's working directory ("" = the one t1 started in).
 	Dir string `yaml:"dir"`
 }
 

@@ -60,6 +60,11 @@ type Infra struct {
 	Endpoints Endpoints
 	// Owner is true when this process runs the embedded servers.
 	Owner bool
+	// WorkDir is the working directory Open was called in. The embedded S3
+	// gateway changes the process's working directory to its store root,
+	// so relative paths of the configuration resolve against WorkDir, not
+	// against what os.Getwd says once Open returns.
+	WorkDir string
 
 	closers []func()
 }
@@ -92,7 +97,11 @@ func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err erro
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	in := &Infra{Config: cfg, DataDir: dataDir}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	in := &Infra{Config: cfg, DataDir: dataDir, WorkDir: wd}
 	defer func() {
 		if err != nil {
 			in.Close()

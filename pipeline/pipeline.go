@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/t1pipe/t1/agent"
@@ -45,6 +47,15 @@ type Option func(*options)
 
 type options struct {
 	policies func(rollout.Policies) rollout.Policies
+	workDir  string
+}
+
+// WithWorkDir resolves the configuration's relative paths (evaluation
+// directories, a local initial checkpoint, the exec trainer's working
+// directory) against dir instead of the process's working directory,
+// which the embedded S3 gateway changes: pass local.Infra.WorkDir.
+func WithWorkDir(dir string) Option {
+	return func(o *options) { o.workDir = dir }
 }
 
 // WithPolicies has the rollout stage sample from what wrap makes of the
@@ -62,6 +73,19 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		o.workDir = wd
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(o.workDir, p)
+	}
 	sc := cfg.Stages
 	be, err := sandbox.ByName(cfg.Sandbox.Backend)
 	if err != nil {
@@ -74,11 +98,16 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	// The initial checkpoint is a local directory or an object-store prefix.
+	checkpoint := cfg.Inference.Checkpoint
+	if _, err := os.Stat(filepath.Join(abs(checkpoint), moe.ConfigFile)); checkpoint != "" && err == nil {
+		checkpoint = abs(checkpoint)
+	}
 	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
-		return inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, mcfg, st)
+		return inference.LoadCheckpoint(ctx, checkpoint, mcfg, st)
 	}
 	tc := cfg.Training
-	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: tc.Trainer.Dir},
+	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, "."))},
 		Reference: trainer.ReferenceOptions{
 			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
@@ -94,10 +123,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	suites := map[string]eval.Suite{}
 	var refs []harbor.Reference
 	if sc.Eval.Suite != "" {
-		su, err := sc.Eval.Resolve()
-		if err != nil {
-			return nil, err
-		}
+		su := sc.Eval.Resolve(o.workDir)
 		suites[sc.Eval.Suite] = su
 		// Training tasks must stay apart from every task of the suite.
 		if refs, err = eval.References(su); err != nil {

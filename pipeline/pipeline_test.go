@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,5 +83,25 @@ func TestHashFollowsWhatShapesEvents(t *testing.T) {
 		if build(t, c).Hash() == h {
 			t.Errorf("changing the %s kept the hash", name)
 		}
+	}
+}
+
+// Relative paths of the configuration are taken from the directory given
+// to WithWorkDir (the one t1 started in), not from the process's working
+// directory, which the embedded S3 gateway moves to its store root.
+func TestRelativePathsFollowTheWorkDir(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Sandbox.Backend = "process"
+	cfg.Stages.Eval.Dirs = []string{"harbor/testdata/tasks/disk-report"}
+	t.Chdir(t.TempDir())
+	if _, err := Build(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "disk-report") {
+		t.Fatalf("the directory resolved against the process's working directory: %v", err)
+	}
+	if _, err := Build(cfg, nil, nil, WithWorkDir(root)); err != nil {
+		t.Fatalf("the directory did not resolve against the work dir: %v", err)
 	}
 }

@@ -57,7 +57,7 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 				return err
 			}
 			defer in.Close()
-			p, err := pipeline.Build(cfg, in.Log, in.Store)
+			p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
 			if err != nil {
 				return err
 			}

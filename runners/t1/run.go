@@ -97,7 +97,7 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages bool) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
-	p, err := pipeline.Build(cfg, in.Log, in.Store)
+	p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ same stage never overlap; a second one exits with the holder's name.`,
 				return err
 			}
 			defer in.Close()
-			p, err := pipeline.Build(cfg, in.Log, in.Store)
+			p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
 			if err != nil {
 				return err
 			}

@@ -40,15 +40,17 @@ func (s Settings) Check(r check.Report) {
 	}
 }
 
-// Resolve returns the suite s configures, its directories made absolute
-// against the working directory, which a stage may not share.
-func (s Settings) Resolve() (Suite, error) {
+// Resolve returns the suite s configures, its relative directories taken
+// from workDir (the directory the configuration's paths are relative to,
+// which need not be the process's working directory by the time a stage
+// runs).
+func (s Settings) Resolve(workDir string) Suite {
 	dirs := make([]string, len(s.Dirs))
 	for i, d := range s.Dirs {
-		var err error
-		if dirs[i], err = filepath.Abs(d); err != nil {
-			return Suite{}, err
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(workDir, d)
 		}
+		dirs[i] = filepath.Clean(d)
 	}
-	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Dirs: dirs}, nil
+	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Dirs: dirs}
 }

@@ -32,7 +32,8 @@ func Config(t testing.TB) config.Config {
 // rc, until the test ends, and returns the pipeline.
 func Run(t testing.TB, cfg config.Config, l *engine.Log, st store.ObjectStore, rc engine.RunnerConfig, stages []string, opts ...pipeline.Option) *pipeline.Pipeline {
 	t.Helper()
-	p, err := pipeline.Build(cfg, l, st, opts...)
+	// The test binary's embedded gateway moved the working directory.
+	p, err := pipeline.Build(cfg, l, st, append([]pipeline.Option{pipeline.WithWorkDir(testinfra.WorkDir())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
