@@ -70,6 +70,11 @@ func TestLayering(t *testing.T) {
 			if (name == "report" || name == "digest") && under(imp, "stages") {
 				t.Errorf("%s imports stage %s", name, imp)
 			}
+			// The wiring sits above everything it wires.
+			lower := under(name, "stages") || under(name, "infra") || name == "agent" || name == "trainer" || name == "moe" || under(name, "harbor") || name == "trial"
+			if lower && (imp == "pipeline" || imp == "local" || imp == "config" || under(imp, "stages") && !under(name, "stages")) {
+				t.Errorf("%s imports %s, a layer above it", name, imp)
+			}
 		}
 		core := name == "schemas" || under(name, "schemas/") || name == "engine" || name == "rl" || name == "keys"
 		if !core {
