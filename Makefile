@@ -15,7 +15,7 @@ all: build
 # sandbox backend), python3-pytest (offline verifiers) and nats-server (the
 # fault tests against an external NATS process) are installed with
 # apt-get when missing, as root or with passwordless sudo; otherwise a note
-# says the sandboxes fall back to the plain process backend.
+# says that sandboxes cannot start (nothing falls back to running unisolated).
 setup:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required (https://go.dev/dl/)"; exit 1; }
 	$(GO) mod download
@@ -24,7 +24,7 @@ setup:
 	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
 	PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1 || missing="$$missing nats-server"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
-	note="sandboxes will use the plain process backend, which isolates nothing, offline verifiers lack pytest, and the external-NATS fault tests skip"; \
+	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, and the external-NATS fault tests skip"; \
 	if ! command -v apt-get >/dev/null 2>&1; then echo "note: missing$$missing and no apt-get: install them by hand; until then $$note"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \

@@ -8,10 +8,14 @@ import (
 
 // Sandbox configures the per-attempt sandboxes agents work in.
 type Sandbox struct {
-	// Backend is auto (bubblewrap when it works on this machine, else the
-	// plain process backend, with a warning), bwrap or process.
-	Backend string        `yaml:"backend"`
-	Limits  SandboxLimits `yaml:"limits"`
+	// Backend is auto or bwrap (bubblewrap, which must work on this
+	// machine: nothing falls back to less isolation), or process (commands
+	// on the host, isolating nothing), which needs AllowUnisolated.
+	Backend string `yaml:"backend"`
+	// AllowUnisolated permits sandboxes that isolate nothing. Off, a stage
+	// handed such a sandbox refuses it.
+	AllowUnisolated bool          `yaml:"allow_unisolated"`
+	Limits          SandboxLimits `yaml:"limits"`
 }
 
 // SandboxLimits are the default limits of every sandbox. Sizes are byte
@@ -63,7 +67,11 @@ func (s Sandbox) SandboxLimits() sandbox.Limits {
 
 func (s Sandbox) check(bad func(path, format string, args ...any)) {
 	switch s.Backend {
-	case "auto", "bwrap", "process":
+	case "auto", "bwrap":
+	case "process":
+		if !s.AllowUnisolated {
+			bad("sandbox.backend", "process runs every command on the host with no isolation; set sandbox.allow_unisolated: true to choose that, or use bwrap")
+		}
 	default:
 		bad("sandbox.backend", "unknown backend %q (want auto, bwrap or process)", s.Backend)
 	}

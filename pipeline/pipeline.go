@@ -87,11 +87,11 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return filepath.Join(o.workDir, p)
 	}
 	sc := cfg.Stages
-	be, err := sandbox.ByName(cfg.Sandbox.Backend)
+	be, err := sandbox.ByName(cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated)
 	if err != nil {
 		return nil, err
 	}
-	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits()}
+	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
 	mcfg := ModelConfig(cfg.Inference.Model)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
 	rw, err := reward.New(reward.Config{Store: st, Trial: opt, Settings: sc.Reward, Log: log})

@@ -12,7 +12,7 @@ import (
 
 func build(t *testing.T, cfg config.Config) *Pipeline {
 	t.Helper()
-	cfg.Sandbox.Backend = "process" // constructing needs no sandbox that works here
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true // constructing needs no sandbox that works here
 	p, err := Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestRelativePathsFollowTheWorkDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	cfg.Sandbox.Backend = "process"
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true
 	cfg.Stages.Eval.Dirs = []string{"harbor/testdata/tasks/disk-report"}
 	t.Chdir(t.TempDir())
 	if _, err := Build(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "disk-report") {

@@ -47,6 +47,29 @@ type Options struct {
 	SolveTimeout, VerifyTimeout time.Duration
 	// TempDir holds per-attempt directories; empty means os.TempDir().
 	TempDir string
+	// AllowUnisolated lets a sandbox that isolates nothing (the process
+	// backend) run solutions, agents and verifiers. Without it Start
+	// refuses one, whatever backend was handed in.
+	AllowUnisolated bool
+}
+
+// Start starts a fresh sandbox of the task in taskDir with the options'
+// backend and limits. It fails closed: a sandbox that reports no isolation
+// is closed again and refused (wrapping sandbox.ErrUnisolated) unless
+// AllowUnisolated is set.
+func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, error) {
+	if o.Backend == nil {
+		return nil, errors.New("trial: no sandbox backend")
+	}
+	sb, err := o.Backend.Start(ctx, sandbox.Spec{TaskDir: taskDir, Limits: o.Limits, TempDir: o.TempDir})
+	if err != nil {
+		return nil, err
+	}
+	if info := sb.Info(); !info.Isolated && !o.AllowUnisolated {
+		sb.Close()
+		return nil, fmt.Errorf("%w (%s): refusing it; install bubblewrap, or allow unisolated execution explicitly", sandbox.ErrUnisolated, info.Reason)
+	}
+	return sb, nil
 }
 
 // NoSolution is Outcome.SolutionExit when no solution ran.
@@ -90,10 +113,7 @@ func Oracle(taskDir string) *Solution {
 // a solution or verifier that fails is an Outcome.
 func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt Options) (Outcome, error) {
 	start := time.Now()
-	if opt.Backend == nil {
-		return Outcome{}, errors.New("trial: no sandbox backend")
-	}
-	sb, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: taskDir, Limits: opt.Limits, TempDir: opt.TempDir})
+	sb, err := opt.Start(ctx, taskDir)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("trial %s: %w", t.Name, err)
 	}

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -166,4 +167,21 @@ func TestBrokenVerifiers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A sandbox that isolates nothing is refused unless allowed: a backend
+// handed in through the Go API cannot bypass the configuration's choice.
+func TestStartRefusesUnisolated(t *testing.T) {
+	ctx := context.Background()
+	if sb, err := (Options{Backend: &sandbox.Plain{}}).Start(ctx, ""); !errors.Is(err, sandbox.ErrUnisolated) {
+		if sb != nil {
+			sb.Close()
+		}
+		t.Fatalf("unisolated sandbox started: %v", err)
+	}
+	sb, err := (Options{Backend: &sandbox.Plain{}, AllowUnisolated: true}).Start(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
 }

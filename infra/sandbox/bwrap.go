@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,29 +219,26 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	return cmd, nil
 }
 
-// Auto returns Bubblewrap when bwrap is installed and works here, else
-// Plain, logging a warning that nothing will be isolated.
-func Auto() Backend {
-	bw := &Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		slog.Warn("sandbox: falling back to the plain process backend, which isolates nothing", "reason", err)
-		return &Plain{Why: err.Error()}
-	}
-	return bw
-}
+// ErrUnisolated is what refusing an unisolated backend wraps.
+var ErrUnisolated = errors.New("sandbox: commands would run on the host unisolated")
 
-// ByName returns the backend called name: "auto", "bwrap" or "process".
-func ByName(name string) (Backend, error) {
+// ByName returns the backend called name: "auto" or "bwrap" (bubblewrap,
+// which must work on this machine: auto no longer falls back to anything)
+// or "process" (commands on the host as the calling user, no isolation),
+// which only allowUnisolated permits. Unisolated execution is a choice,
+// never a fallback: an agent's commands are an adversary's.
+func ByName(name string, allowUnisolated bool) (Backend, error) {
 	switch name {
-	case "", "auto":
-		return Auto(), nil
-	case "bwrap", "bubblewrap":
+	case "", "auto", "bwrap", "bubblewrap":
 		bw := &Bubblewrap{}
 		if err := bw.Available(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; install bubblewrap (apt-get install bubblewrap, or make setup), or choose unisolated execution explicitly: backend process with allow_unisolated", err)
 		}
 		return bw, nil
 	case "process", "plain":
+		if !allowUnisolated {
+			return nil, fmt.Errorf("%w: backend %q isolates nothing; allow it explicitly (sandbox.allow_unisolated: true, or --allow-unisolated), or use bwrap", ErrUnisolated, name)
+		}
 		return &Plain{}, nil
 	}
 	return nil, fmt.Errorf("sandbox: unknown backend %q (want auto, bwrap or process)", name)

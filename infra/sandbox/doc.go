@@ -43,8 +43,9 @@
 // and COPY); text inside commands is not translated, so a command that
 // names /app must use the mapped path instead. HOME and TMPDIR point at
 // the mapped /root and /tmp; Info().CommandPath maps a sandbox path to the
-// path commands see. Auto picks Bubblewrap when bwrap is installed
-// and a probe sandbox starts, else Plain.
+// path commands see. ByName returns Bubblewrap when bwrap is installed
+// and a probe sandbox starts, and otherwise an error saying what to
+// install: Plain only when unisolated execution was explicitly allowed.
 //
 // # Limits
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // Backend starts sandboxes. Implementations: Bubblewrap (isolated) and
-// Plain (no isolation); Auto picks one.
+// Plain (no isolation); ByName picks one, never Plain unless asked to.
 type Backend interface {
 	// Name is "bwrap" or "process".
 	Name() string

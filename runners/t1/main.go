@@ -25,6 +25,7 @@ type globals struct {
 	dataDir    string
 	json       bool
 	logLevel   string
+	unisolated bool
 }
 
 func main() {
@@ -54,6 +55,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.dataDir, "data", "", "data directory for embedded NATS and S3 (default: $T1_DATA, else the config's data, .t1)")
 	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default: the config's log_level)")
+	pf.BoolVar(&g.unisolated, "allow-unisolated", false, "allow sandboxes that isolate nothing (backend process), as sandbox.allow_unisolated does")
 	root.AddCommand(
 		versionCmd(g),
 		configCmd(g),
@@ -114,6 +116,9 @@ func (g *globals) load() (config.Config, error) {
 	}
 	if g.dataDir != "" {
 		cfg.Data = g.dataDir
+	}
+	if g.unisolated {
+		cfg.Sandbox.AllowUnisolated = true
 	}
 	if g.logLevel != "" {
 		cfg.LogLevel = g.logLevel

@@ -54,7 +54,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if backend == "" {
 				backend = cfg.Sandbox.Backend
 			}
-			be, err := sandbox.ByName(backend)
+			be, err := sandbox.ByName(backend, cfg.Sandbox.AllowUnisolated)
 			if err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if !verify {
 				return nil
 			}
-			rep, _, _, err := trial.Verify(ctx, sb, dir, t, trial.Options{Backend: be})
+			rep, _, _, err := trial.Verify(ctx, sb, dir, t, trial.Options{Backend: be, AllowUnisolated: cfg.Sandbox.AllowUnisolated})
 			if err != nil {
 				return err
 			}

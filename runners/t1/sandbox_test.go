@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/infra/sandbox"
 )
 
 // t1Sandbox runs a t1 sandbox command in process with stdin, returning its
@@ -38,7 +40,19 @@ func TestSandboxRunAndShell(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(task, "environment", "setup.sh"), []byte("echo from-setup > \"$HOME/greeting\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, backend := range []string{"auto", "process"} {
+	// The process backend isolates nothing: asked for without the allow
+	// option it is refused before anything runs.
+	if _, _, err := t1Sandbox(t, "", "sandbox", "run", "--backend", "process", "--", "true"); err == nil || !strings.Contains(err.Error(), "allow_unisolated") {
+		t.Errorf("process without --allow-unisolated: %v", err)
+	}
+	backends := []string{"process"}
+	if (&sandbox.Bubblewrap{}).Available() == nil || os.Getenv("T1_REQUIRE_BWRAP") == "1" {
+		backends = append(backends, "auto")
+	}
+	for _, backend := range backends {
+		t1Sandbox := func(t *testing.T, stdin string, args ...string) (string, int, error) {
+			return t1Sandbox(t, stdin, append([]string{"--allow-unisolated"}, args...)...)
+		}
 		out, code, err := t1Sandbox(t, "", "sandbox", "run", "--task", task, "--backend", backend, "--", "bash", "-c", "cat \"$HOME/greeting\"; echo err >&2; exit 3")
 		if err != nil || code != 3 || !strings.Contains(out, "from-setup\n") || !strings.Contains(out, "err\n") {
 			t.Errorf("%s: run: code %d, %v\n%s", backend, code, err, out)

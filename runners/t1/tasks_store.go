@@ -54,7 +54,7 @@ would fetch tools from the network). Prints every assertion's result and the rew
 			if backend == "" {
 				backend = cfg.Sandbox.Backend
 			}
-			be, err := sandbox.ByName(backend)
+			be, err := sandbox.ByName(backend, cfg.Sandbox.AllowUnisolated)
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ would fetch tools from the network). Prints every assertion's result and the rew
 			if err != nil {
 				return err
 			}
-			opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), Offline: trial.Offline(offline)}
+			opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), Offline: trial.Offline(offline), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
 			var results []checkResult
 			failed := 0
 			for _, dir := range expandTaskDirs(args) {

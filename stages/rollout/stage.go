@@ -143,7 +143,10 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if s.cfg.Trial.Backend == nil {
 		return nil, engine.Permanent(errors.New("rollout: no sandbox backend"))
 	}
-	sb, err := s.cfg.Trial.Backend.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: s.cfg.Trial.Limits, TempDir: s.cfg.Trial.TempDir})
+	sb, err := s.cfg.Trial.Start(ctx, dir)
+	if errors.Is(err, sandbox.ErrUnisolated) {
+		return nil, engine.Permanent(fmt.Errorf("sandbox for %s: %w", p.TaskID, err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox for %s: %w", p.TaskID, err)
 	}
