@@ -54,12 +54,19 @@ type Options struct {
 }
 
 // Start starts a fresh sandbox of the task in taskDir with the options'
-// backend and limits. It fails closed: a sandbox that reports no isolation
-// is closed again and refused (wrapping sandbox.ErrUnisolated) unless
-// AllowUnisolated is set.
+// backend and limits. It fails closed: unless AllowUnisolated is set, a
+// backend that does not isolate is refused before anything of the task
+// runs, and a sandbox that reports no isolation is closed again (both
+// wrap sandbox.ErrUnisolated).
 func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, error) {
 	if o.Backend == nil {
 		return nil, errors.New("trial: no sandbox backend")
+	}
+	// Start already builds the task's environment, so an unisolated
+	// backend is refused before it, and a sandbox that reports no
+	// isolation after it.
+	if !o.Backend.Isolates() && !o.AllowUnisolated {
+		return nil, fmt.Errorf("%w (backend %s): refusing it; install bubblewrap, or allow unisolated execution explicitly", sandbox.ErrUnisolated, o.Backend.Name())
 	}
 	sb, err := o.Backend.Start(ctx, sandbox.Spec{TaskDir: taskDir, Limits: o.Limits, TempDir: o.TempDir})
 	if err != nil {

@@ -31,6 +31,9 @@ type Bubblewrap struct {
 // Name implements Backend.
 func (bw *Bubblewrap) Name() string { return "bwrap" }
 
+// Isolates implements Backend.
+func (bw *Bubblewrap) Isolates() bool { return true }
+
 // Available reports whether bwrap is installed and can build a sandbox
 // here (user namespaces allowed). It runs a probe once and remembers the
 // answer.

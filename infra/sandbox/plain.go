@@ -26,6 +26,9 @@ type Plain struct {
 // Name implements Backend.
 func (p *Plain) Name() string { return "process" }
 
+// Isolates implements Backend: commands run on the host.
+func (p *Plain) Isolates() bool { return false }
+
 // Start implements Backend.
 func (p *Plain) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	l := &plainLauncher{why: p.Why}

@@ -13,6 +13,11 @@ import (
 type Backend interface {
 	// Name is "bwrap" or "process".
 	Name() string
+	// Isolates reports whether the backend's sandboxes isolate commands
+	// from the host. It is known before Start, which already runs the
+	// task's environment build: a caller that refuses unisolated execution
+	// must ask here, not after Start.
+	Isolates() bool
 	// Start prepares a fresh sandbox for spec: per-attempt directories,
 	// the task's environment (Dockerfile subset or setup.sh, run inside the
 	// sandbox), and the snapshot baseline taken after that. The returned

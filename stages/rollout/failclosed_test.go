@@ -17,18 +17,20 @@ import (
 	"github.com/t1pipe/t1/trial"
 )
 
-// The attack: the task's solution, played as a demonstration, copies a
-// host file it should never see. Handed the process backend without the
-// allow option, the stage fails the attempt for good before any command
-// runs, so the host file is never read.
+// The attack: the task's environment build and its solution, played as a
+// demonstration, copy a host file they should never see. Handed the
+// process backend without the allow option, the stage fails the attempt
+// for good before any of the task runs, so the host file is never read.
 func TestRefusesAnUnisolatedSandbox(t *testing.T) {
 	st := testinfra.FreshStore(t)
 	secret := filepath.Join(t.TempDir(), "secret")
 	stolen := filepath.Join(t.TempDir(), "stolen")
+	built := filepath.Join(t.TempDir(), "built")
 	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tk, err := harbor.NewBuilder("steal").Instruction("Do nothing.\n").
+		SetupScript("#!/bin/bash\ncp " + secret + " " + built + "\n").
 		Solution("#!/bin/bash\ncp " + secret + " " + stolen + "\n").
 		TestScript("#!/bin/bash\ntrue\n").Build()
 	if err != nil {
@@ -52,7 +54,9 @@ func TestRefusesAnUnisolatedSandbox(t *testing.T) {
 	if !engine.IsPermanent(err) || !errors.Is(err, sandbox.ErrUnisolated) {
 		t.Fatalf("an unisolated sandbox was not refused for good: %v", err)
 	}
-	if _, err := os.Stat(stolen); !os.IsNotExist(err) {
-		t.Fatalf("the solution ran on the host: %v", err)
+	for _, f := range []string{built, stolen} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Fatalf("the task ran on the host (%s): %v", filepath.Base(f), err)
+		}
 	}
 }
