@@ -31,6 +31,7 @@ import (
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 )
@@ -223,7 +224,7 @@ func ModelConfig(m config.InferenceModel) moe.Config {
 // key is read from its environment variable here, once, and goes nowhere
 // but the request header.
 func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
-	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
+	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator, Library: taskgen.Library(c.Library)}
 	if c.Generator != synth.LLM {
 		return cfg, nil
 	}

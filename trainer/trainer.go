@@ -84,6 +84,9 @@ type ActorMetrics struct {
 	// table and what the trainer trained on; anything but 0 is a bug.
 	LossDrift int64 `json:"loss_drift"`
 	Replay    bool  `json:"replay"`
+	// Skipped, when set, says why no step was taken (every advantage 0):
+	// the policy is the one the job started from.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // GAE is generalised advantage estimation's discount γ and trace decay
@@ -225,8 +228,14 @@ type ReferenceOptions struct {
 
 // ActorOptions configure the reference actor update.
 type ActorOptions struct {
-	Epochs int     // optimiser steps over the whole batch; default 1
-	Clip   float64 // PPO ε, symmetric; default 0.2
+	Epochs int // passes over the batch; default 1
+	// Minibatches splits each pass into this many optimiser steps over
+	// disjoint sets of chunks; default 1 (one full-batch step).
+	Minibatches int
+	Clip        float64 // PPO ε, symmetric; default 0.2
+	// NormalizeAdvantages standardises the batch's advantages (rl.Whiten)
+	// before the update.
+	NormalizeAdvantages bool
 	// Adam is the optimiser, at a constant learning rate.
 	Adam moe.AdamConfig
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
@@ -268,6 +277,9 @@ type SFTOptions struct {
 }
 
 func (o ReferenceOptions) withDefaults() ReferenceOptions {
+	if o.Actor.Minibatches <= 0 {
+		o.Actor.Minibatches = 1
+	}
 	if o.Actor.Epochs <= 0 {
 		o.Actor.Epochs = 1
 	}
