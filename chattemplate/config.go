@@ -22,9 +22,9 @@ type Template struct {
 type compiled struct {
 	name string
 	t    *jinja.Template
-	// usesJSON: the source calls tojson, so strings it may serialise are
-	// checked for what the engine's encoder writes differently.
-	usesJSON bool
+	// spellsSeparator: the source has the text \u2028 or \u2029, which
+	// would make the engine's escapes of those characters ambiguous.
+	spellsSeparator bool
 }
 
 // Load reads a Hugging Face tokenizer_config.json (a file, or the directory
@@ -131,7 +131,7 @@ func build(sources map[string]string, tokens map[string]jinja.Value) (*Template,
 		if err != nil {
 			return nil, fmt.Errorf("chat template %q does not compile: %w", name, err)
 		}
-		t.named[name] = &compiled{name: name, t: jt, usesJSON: strings.Contains(src, "tojson")}
+		t.named[name] = &compiled{name: name, t: jt, spellsSeparator: spellsSeparator(src)}
 	}
 	return t, nil
 }

@@ -21,15 +21,19 @@
 // shown, and serialised, as written: json.dumps does not sort), and numbers
 // keep Python's int/float distinction.
 //
-// The engine is github.com/ardanlabs/jinja v1.8.0. Where it would print a
-// value differently from Python's Jinja, Render refuses instead of
-// approximating: a float whose shortest %g form is not Python's repr (1.0,
-// 1234567.0), U+2028/U+2029 in a template that calls tojson, and, when the
-// template is compiled, tojson arguments other than separators (indent,
-// sort_keys, ensure_ascii). Known gaps it cannot detect: None printed with
-// {{ }} (Python prints "None", the engine nothing), a dict or list printed
-// with {{ }}, and floats the template computes itself; no template in
-// testdata does any of these. The {% generation %} tag of transformers'
+// The engine is github.com/ardanlabs/jinja v1.8.0 (later releases need Go
+// 1.27). Its tojson escapes U+2028 and U+2029, which json.dumps writes out:
+// Render writes them back, and refuses the one case where that would be
+// ambiguous (a value or the template also spells \u2028 as text). Where the
+// engine would print a value differently from Python's Jinja, Render refuses
+// instead of approximating: a float whose shortest %g form is not Python's
+// repr (1.0, 1234567.0), and, when the template is compiled, tojson
+// arguments other than separators (indent, sort_keys, ensure_ascii). Known
+// gaps it does not detect: None printed with {{ }} (Python prints "None",
+// the engine nothing), a dict or list printed with {{ }}, floats the template
+// computes itself, and strip()/trim without arguments on text that ends in
+// U+001C..U+001F (Python counts them as whitespace, Go does not); no template
+// in testdata meets any of these. The {% generation %} tag of transformers'
 // assistant-mask tracking is not supported (such a template does not
 // compile).
 //

@@ -70,14 +70,43 @@ func (t *Template) Render(msgs []Message, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	separators := false
 	for k, v := range data {
-		if err := checkValue(v, k, c.usesJSON); err != nil {
+		if err := checkValue(v, k); err != nil {
 			return "", fmt.Errorf("chat template %q: %w", c.name, err)
 		}
+		separators = separators || anyString(v, hasSeparator)
+	}
+	if separators && (c.spellsSeparator || anySpelled(data)) {
+		return "", fmt.Errorf("chat template %q: a value holds U+2028 or U+2029 while the template or a value spells \\u2028 or \\u2029 as text: the engine's tojson escapes could not be told apart", c.name)
 	}
 	return c.render(data)
 }
 
+// The engine's tojson escapes U+2028 and U+2029 (Go's JSON encoder always
+// does), json.dumps(ensure_ascii=False) writes them out. When no value and
+// no template text spells the escape itself, every \u2028 in the output is
+// such an escape, and is written back as the character.
+func hasSeparator(s string) bool { return strings.ContainsAny(s, "\u2028\u2029") }
+
+func spellsSeparator(s string) bool {
+	return strings.Contains(s, `\u2028`) || strings.Contains(s, `\u2029`)
+}
+
+func anySpelled(data map[string]jinja.Value) bool {
+	for _, v := range data {
+		if anyString(v, spellsSeparator) {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeSeparators(s string) string {
+	return strings.NewReplacer(`\u2028`, "\u2028", `\u2029`, "\u2029").Replace(s)
+}
+
+// render renders checked values (Render's checks make its output Python's).
 func (c *compiled) render(data map[string]jinja.Value) (string, error) {
 	out, err := c.t.RenderValues(data)
 	if err != nil {
@@ -87,6 +116,11 @@ func (c *compiled) render(data map[string]jinja.Value) (string, error) {
 			return "", re
 		}
 		return "", fmt.Errorf("chat template %q failed: %w", c.name, err)
+	}
+	for _, v := range data {
+		if anyString(v, hasSeparator) {
+			return unescapeSeparators(out), nil
+		}
 	}
 	return out, nil
 }

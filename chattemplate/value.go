@@ -139,38 +139,52 @@ func pythonFloat(f float64) string {
 // engineFloat is how the engine prints a float, in {{ }} and in tojson.
 func engineFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// checkValue refuses what the engine would print differently from Python's
-// Jinja: a float whose %g form is not its repr (1.0 prints as 1, 1234567.0
-// as 1.234567e+06), and, where the template serialises values with tojson,
-// U+2028 and U+2029, which Go's JSON encoder escapes and json.dumps with
-// ensure_ascii=False writes out. path names the value in the error.
-func checkValue(v jinja.Value, path string, jsonStrings bool) error {
+// checkValue refuses a float the engine would print differently from Python
+// (in {{ }} and in tojson alike): one whose %g form is not its repr, as 1.0
+// prints 1 and 1234567.0 prints 1.234567e+06. path names the value in the
+// error.
+func checkValue(v jinja.Value, path string) error {
 	switch {
 	case v.IsFloat():
 		f := v.AsFloat()
 		if py, eng := pythonFloat(f), engineFloat(f); py != eng {
 			return fmt.Errorf("%s: the number %s would render as %s; write it as an integer or a string", path, py, eng)
 		}
-	case v.IsString():
-		if jsonStrings && strings.ContainsAny(v.AsString(), "\u2028\u2029") {
-			return fmt.Errorf("%s: U+2028 and U+2029 would be escaped by tojson, unlike json.dumps", path)
-		}
 	case v.IsList():
 		for i, item := range v.AsList().Items {
-			if err := checkValue(item, fmt.Sprintf("%s[%d]", path, i), jsonStrings); err != nil {
+			if err := checkValue(item, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
 	case v.IsDict():
 		d := v.AsDict()
 		for _, k := range d.Keys {
-			if jsonStrings && strings.ContainsAny(k, "\u2028\u2029") {
-				return fmt.Errorf("%s: key %q: U+2028 and U+2029 would be escaped by tojson, unlike json.dumps", path, k)
-			}
-			if err := checkValue(d.Data[k], path+"."+k, jsonStrings); err != nil {
+			if err := checkValue(d.Data[k], path+"."+k); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// anyString reports whether f holds for a string or a key inside v.
+func anyString(v jinja.Value, f func(string) bool) bool {
+	switch {
+	case v.IsString():
+		return f(v.AsString())
+	case v.IsList():
+		for _, item := range v.AsList().Items {
+			if anyString(item, f) {
+				return true
+			}
+		}
+	case v.IsDict():
+		d := v.AsDict()
+		for _, k := range d.Keys {
+			if f(k) || anyString(d.Data[k], f) {
+				return true
+			}
+		}
+	}
+	return false
 }
