@@ -315,8 +315,10 @@ func TestBadMessages(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"role": "user"}`, "want a JSON array"},
 		{`[{"role": "user"}]`, "role and content are required"},
-		{`[{"role": "user", "content": null}]`, "role and content are required"},
-		{`[{"role": "user", "content": ["part"]}]`, "must be strings"},
+		{`[{"role": "user", "content": null}]`, "content is null"},
+		{`[{"role": "assistant", "content": "", "reasoning_content": null}]`, "reasoning_content is null: leave it out"},
+		{`["hi"]`, "want an object"},
+		{`[{"role": "user", "content": ["part"]}]`, "role and content are strings"},
 		{`[{"role": "user", "content": "x", "images": []}]`, `unknown field "images"`},
 		{`[{"role": "user", "content": "x", "reasoning_content": "r"}]`, "belong to assistant messages"},
 		{`[{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "", "arguments": {}}}]}]`, "the function has no name"},

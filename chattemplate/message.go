@@ -52,20 +52,24 @@ func ParseMessages(data []byte) ([]Message, error) {
 	}
 	msgs := make([]Message, len(raws))
 	for i, raw := range raws {
-		var probe struct {
-			Role    *string `json:"role"`
-			Content *string `json:"content"`
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, fmt.Errorf("message %d: want an object: %w", i, err)
 		}
-		if err := json.Unmarshal(raw, &probe); err != nil {
-			return nil, fmt.Errorf("message %d: %w (role and content must be strings)", i, err)
-		}
-		if probe.Role == nil || probe.Content == nil {
+		if fields["role"] == nil || fields["content"] == nil {
 			return nil, fmt.Errorf("message %d: role and content are required (content may be \"\")", i)
+		}
+		for k, v := range fields {
+			// A template can tell null from absent (is defined), and the
+			// Message type keeps only absent.
+			if string(v) == "null" {
+				return nil, fmt.Errorf("message %d: %s is null: leave it out, or give it a value (content may be \"\")", i, k)
+			}
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&msgs[i]); err != nil {
-			return nil, fmt.Errorf("message %d: %w (fields: role, content, reasoning_content, tool_calls, tool_call_id, name)", i, err)
+			return nil, fmt.Errorf("message %d: %w (fields: role, content, reasoning_content, tool_calls, tool_call_id, name; role and content are strings)", i, err)
 		}
 	}
 	if err := validate(msgs); err != nil {
