@@ -108,6 +108,11 @@ type CriticJob struct {
 	// "" asks for a fresh critic, which is warmed up on the batch before
 	// its values are taken.
 	Critic string
+	// Policy, for a fresh critic, is the policy checkpoint it starts from:
+	// the policy's weights, read at the value head (0 until trained), as
+	// warm critics usually start. "" starts from a seeded random model of
+	// Opt.Critic.Model's shape.
+	Policy string
 	// Out is the object-store prefix the new critic should go to, and
 	// Version its version (recorded in the checkpoint).
 	Out     string
@@ -146,11 +151,21 @@ type CriticMetrics struct {
 	Steps       int  `json:"steps"`
 	Warmup      bool `json:"warmup"`
 	WarmupSteps int  `json:"warmup_steps"`
+	// WarmupEnd says why warm-up stopped: WarmupReached, WarmupSteps or
+	// WarmupNoVariance; "" without warm-up.
+	WarmupEnd string `json:"warmup_end,omitempty"`
 	// ExplainedVariance is that of the returned values against the
 	// returns; ValueLoss the value loss of the update's last step.
 	ExplainedVariance float64 `json:"explained_variance"`
 	ValueLoss         float64 `json:"value_loss"`
 }
+
+// Why a critic's warm-up ended.
+const (
+	WarmupReached    = "explained variance reached"
+	WarmupSteps      = "steps spent"
+	WarmupNoVariance = "rewards do not vary"
+)
 
 // SFTJob is supervised fine-tuning of a policy on token rows: the loss is
 // the mean negative log-likelihood of the loss-region tokens.
