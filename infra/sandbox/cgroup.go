@@ -26,7 +26,7 @@ import (
 // runs in, for memory (swap included), tasks and CPU bandwidth, and every
 // bwrap of the sandbox starts inside it: in cgroup v2 through clone3's
 // CLONE_INTO_CGROUP, in v1 hierarchies by moving the starting thread in
-// for the fork and back out after it (v1 keeps a cgroup per thread, and a
+// for good and forking from there (v1 keeps a cgroup per thread, and a
 // child inherits its parent thread's). Hosts that mount both (hybrid)
 // get both: the v2 cgroup for membership and cgroup.kill, v1 for the
 // controllers v2 lacks.
@@ -231,6 +231,9 @@ type cgroup struct {
 	v2fd  *os.File // open on v2, for CLONE_INTO_CGROUP
 	v1    []string // its v1 directories
 	about string   // what it bounds, for Info().Reason
+	// starts feeds the thread that starts commands inside the v1
+	// cgroups (serve); nil without v1.
+	starts chan startReq
 }
 
 // newCgroup creates a sandbox's cgroup with the limits l. Where the host
@@ -330,6 +333,12 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 	}
 	if len(v1) > 0 {
 		kinds = append(kinds, "v1 "+strings.Join(v1, ", "))
+		cg.starts = make(chan startReq)
+		ready := make(chan error)
+		go cg.serve(ready)
+		if err := <-ready; err != nil {
+			return nil, err
+		}
 	}
 	cg.about = fmt.Sprintf("a cgroup of its own (%s): %s of memory without swap, %d tasks, %g CPUs in all",
 		strings.Join(kinds, "; "), FormatSize(l.Memory), l.Processes, l.CPUs)
@@ -345,40 +354,46 @@ func (cg *cgroup) start(c *exec.Cmd) error {
 		c.SysProcAttr.UseCgroupFD = true
 		c.SysProcAttr.CgroupFD = int(cg.v2fd.Fd())
 	}
-	if len(cg.v1) == 0 {
+	if cg.starts == nil {
 		return c.Start()
 	}
-	// The thread that forks moves into the v1 cgroups and back out; it
-	// cannot simply end instead, since Pdeathsig kills the child when the
-	// thread that started it ends.
+	r := startReq{c: c, err: make(chan error, 1)}
+	cg.starts <- r
+	return <-r.err
+}
+
+type startReq struct {
+	c   *exec.Cmd
+	err chan error
+}
+
+// serve is the thread that starts the sandbox's commands under v1: it
+// joins the v1 cgroups once and stays there, since moving a thread in
+// and out for each fork takes the kernel's cgroup write lock twice per
+// hierarchy (an RCU grace period each: milliseconds). The thread stays
+// locked and ends with the goroutine, when remove closes starts: its
+// cgroups can then be removed, and Pdeathsig kills whatever it started
+// that is still alive.
+func (cg *cgroup) serve(ready chan<- error) {
 	runtime.LockOSThread()
 	tid := []byte(strconv.Itoa(unix.Gettid()))
-	moved := 0
-	var err error
 	for _, d := range cg.v1 {
-		if err = os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
-			err = fmt.Errorf("sandbox: joining cgroup %s: %w", d, err)
-			break
-		}
-		moved++
-	}
-	if err == nil {
-		err = c.Start()
-	}
-	for _, d := range cg.v1[:moved] {
-		if werr := os.WriteFile(filepath.Join(filepath.Dir(d), "tasks"), tid, 0); werr != nil {
-			// Stay locked: the thread holds the sandbox's cgroup and must
-			// serve no other goroutine, and it cannot end (Pdeathsig).
-			slog.Error("sandbox: a thread could not leave a sandbox's cgroup and is kept out of use", "cgroup", d, "err", werr)
-			return err
+		if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
+			ready <- fmt.Errorf("sandbox: joining cgroup %s: %w", d, err)
+			return
 		}
 	}
-	runtime.UnlockOSThread()
-	return err
+	ready <- nil
+	for r := range cg.starts {
+		r.err <- r.c.Start()
+	}
 }
 
 // remove kills every process left in the cgroup and removes it.
 func (cg *cgroup) remove() {
+	if cg.starts != nil {
+		close(cg.starts)
+	}
 	procs := ""
 	switch {
 	case cg.v2 != "":
@@ -410,11 +425,13 @@ func (cg *cgroup) remove() {
 			continue
 		}
 		var err error
-		for range 100 {
+		// The thread of serve leaves its cgroups a moment after remove
+		// has ended it.
+		for range 2000 {
 			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(time.Millisecond)
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			slog.Warn("sandbox: removing cgroup", "dir", d, "err", err)

@@ -172,5 +172,5 @@ func seccompFile() (*os.File, error) {
 // architecture.
 type filterSyscalls struct {
 	arch, x32Bit, clone, clone3, unshare uint32
-	denied                         []uint32
+	denied                               []uint32
 }
