@@ -234,6 +234,7 @@ type cgroup struct {
 	// starts feeds the thread that starts commands inside the v1
 	// cgroups (serve); nil without v1.
 	starts chan startReq
+	served chan struct{} // closed once that thread has left the cgroups
 }
 
 // newCgroup creates a sandbox's cgroup with the limits l. Where the host
@@ -333,7 +334,7 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 	}
 	if len(v1) > 0 {
 		kinds = append(kinds, "v1 "+strings.Join(v1, ", "))
-		cg.starts = make(chan startReq)
+		cg.starts, cg.served = make(chan startReq), make(chan struct{})
 		ready := make(chan error)
 		go cg.serve(ready)
 		if err := <-ready; err != nil {
@@ -370,18 +371,30 @@ type startReq struct {
 // serve is the thread that starts the sandbox's commands under v1: it
 // joins the v1 cgroups once and stays there, since moving a thread in
 // and out for each fork takes the kernel's cgroup write lock twice per
-// hierarchy (an RCU grace period each: milliseconds). The thread stays
-// locked and ends with the goroutine, when remove closes starts: its
-// cgroups can then be removed, and Pdeathsig kills whatever it started
-// that is still alive.
+// hierarchy (an RCU grace period each: milliseconds). When remove closes
+// starts, the thread leaves the cgroups (they can then be removed) and
+// ends with the goroutine, still locked: Pdeathsig then kills whatever it
+// started that is still alive.
 func (cg *cgroup) serve(ready chan<- error) {
+	defer close(cg.served)
 	runtime.LockOSThread()
 	tid := []byte(strconv.Itoa(unix.Gettid()))
+	joined := 0
+	// Out again before ending: a goroutine that ends locked to the main
+	// thread leaves it parked, not ended, and still in the cgroups.
+	defer func() {
+		for _, d := range cg.v1[:joined] {
+			if err := os.WriteFile(filepath.Join(filepath.Dir(d), "tasks"), tid, 0); err != nil {
+				slog.Warn("sandbox: leaving cgroup", "dir", d, "err", err)
+			}
+		}
+	}()
 	for _, d := range cg.v1 {
 		if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
 			ready <- fmt.Errorf("sandbox: joining cgroup %s: %w", d, err)
 			return
 		}
+		joined++
 	}
 	ready <- nil
 	for r := range cg.starts {
@@ -393,6 +406,7 @@ func (cg *cgroup) serve(ready chan<- error) {
 func (cg *cgroup) remove() {
 	if cg.starts != nil {
 		close(cg.starts)
+		<-cg.served
 	}
 	procs := ""
 	switch {
