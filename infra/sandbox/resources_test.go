@@ -292,4 +292,3 @@ func TestSnapshotFifoSwap(t *testing.T) {
 		t.Fatal("snapshot hung on a fifo")
 	}
 }
-
