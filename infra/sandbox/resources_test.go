@@ -172,12 +172,12 @@ func TestDiskAttackParallelWriters(t *testing.T) {
 	kernelBound(t, sb, stored, "parallel writers")
 }
 
-// A 64 MiB file holding 1 MiB of data: its layer carries the data, not
+// A 32 MiB file holding 1 MiB of data: its layer carries the data, not
 // the holes, and the restored file is as sparse.
 func TestSnapshotSparseFile(t *testing.T) {
 	ctx := context.Background()
 	a, b := bwrapSandbox(t), bwrapSandbox(t)
-	mk := `truncate -s 64M /app/sparse && head -c 1048576 /dev/urandom | dd of=/app/sparse bs=1M seek=40 conv=notrunc status=none && printf tail | dd of=/app/sparse bs=1 seek=1000 conv=notrunc status=none && sha256sum /app/sparse`
+	mk := `truncate -s 32M /app/sparse && head -c 1048576 /dev/urandom | dd of=/app/sparse bs=1M seek=20 conv=notrunc status=none && printf tail | dd of=/app/sparse bs=1 seek=1000 conv=notrunc status=none && sha256sum /app/sparse`
 	ra, err := a.Exec(ctx, Cmd{Script: mk})
 	if err != nil || ra.ExitCode != 0 {
 		t.Fatalf("%+v %v", ra, err)
@@ -187,7 +187,7 @@ func TestSnapshotSparseFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if layer.Len() > 2<<20 {
-		t.Errorf("the layer of a 64 MiB file with 1 MiB of data is %s", FormatSize(int64(layer.Len())))
+		t.Errorf("the layer of a 32 MiB file with 1 MiB of data is %s", FormatSize(int64(layer.Len())))
 	}
 	// Standard readers see the file whole.
 	tr := tar.NewReader(bytes.NewReader(layer.Bytes()))
@@ -201,11 +201,11 @@ func TestSnapshotSparseFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		if h.Name == "app/sparse" {
-			found = h.Size == 64<<20
+			found = h.Size == 32<<20
 		}
 	}
 	if !found {
-		t.Error("archive/tar does not read app/sparse back as a 64 MiB file")
+		t.Error("archive/tar does not read app/sparse back as a 32 MiB file")
 	}
 	if err := b.Restore(ctx, bytes.NewReader(layer.Bytes())); err != nil {
 		t.Fatal(err)
@@ -274,8 +274,8 @@ func TestSnapshotFifoSwap(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// The scan must see the file and the open the fifo: try for
-		// three seconds (thousands of snapshots).
-		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		// two seconds (thousands of snapshots).
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
 			if err := sb.Snapshot(ctx, io.Discard); err != nil {
 				done <- err
 				return
