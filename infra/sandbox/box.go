@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -59,12 +58,11 @@ type box struct {
 	gid     int
 	limits  Limits
 	workDir string
-	env     []string // task environment, "K=V", applied after the base
-	base    manifest // state after setup; Snapshot diffs against it
-	release func()   // frees the host uid, if one was allocated
-	notes   []string // what the environment build ignored
-	// lastUsed is the disk usage last measured, in bytes.
-	lastUsed atomic.Int64
+	env     []string  // task environment, "K=V", applied after the base
+	base    manifest  // state after setup; Snapshot diffs against it
+	release func()    // frees the host uid, if one was allocated
+	notes   []string  // what the environment build ignored
+	disk    diskState // how the disk budget is enforced, and the last usage seen
 
 	mu     sync.Mutex
 	closed bool
@@ -110,6 +108,10 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	if err := os.Chmod(root, 0o711); err != nil {
 		b.removeAll()
 		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := b.setupDisk(); err != nil {
+		b.removeAll()
+		return nil, err
 	}
 	dirs := []string{"fs", "ctl", "fs/var"}
 	for _, d := range writableDirs {
@@ -164,6 +166,7 @@ func (b *box) removeAll() {
 	if b.fsRoot != nil {
 		b.fsRoot.Close()
 	}
+	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
 	}
@@ -175,7 +178,7 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes}
+	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Disk: b.disk.mode}
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work

@@ -274,7 +274,10 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 		return nil
 	}
 	limit := func(dir, c string, v2 bool) error {
-		mem := strconv.FormatInt(l.Memory, 10)
+		// The pages of the per-attempt tmpfs (disk.go) are charged to the
+		// cgroup of the process that writes them: the disk budget is
+		// memory too, so the limit covers both.
+		mem := strconv.FormatInt(l.Memory+l.Disk, 10)
 		switch {
 		case c == "memory" && v2:
 			if err := set(dir, "memory.max", mem, false); err != nil {

@@ -141,7 +141,7 @@ print("i386 getpid", f())
 // Three processes of 200 MiB each under a 384 MiB limit: each stays
 // under its address-space limit, together they are over the sandbox's.
 func TestBwrapTotalMemory(t *testing.T) {
-	sb := confined(t, sandbox.Limits{Memory: 384 << 20})
+	sb := confined(t, sandbox.Limits{Memory: 320 << 20, Disk: 64 << 20})
 	r := run(t, sb, sandbox.Cmd{Script: `
 for i in 1 2 3; do
   python3 -c 'import time; b = b"x" * (200 << 20); time.sleep(3); print("held")' &
@@ -158,7 +158,7 @@ wait`})
 // SysV shared memory outlives the process that filled it and is mapped
 // only a segment at a time, so no address-space limit sees the total.
 func TestBwrapSysVSharedMemory(t *testing.T) {
-	sb := confined(t, sandbox.Limits{Memory: 256 << 20})
+	sb := confined(t, sandbox.Limits{Memory: 192 << 20, Disk: 64 << 20})
 	const shm = `
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)

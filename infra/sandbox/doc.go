@@ -89,18 +89,45 @@
 // then runs under its rlimits alone, with a warning and Info().Reason
 // saying so. The plain backend makes no cgroup.
 //
-// The disk budget (Limits.Disk) covers the writable directories together.
-// The per-attempt directories live on the host's disk, so the budget is
-// enforced by measuring: every 200 ms while a command runs (less often
-// when one walk of the tree takes longer than 20 ms) and once after it. A
-// command that takes the directories past it is killed (a Shell's is
-// interrupted), its Result has DiskExceeded, a non-zero exit code and the
-// notice "disk limit exceeded" on Stderr. Commands that run while the
-// directories are still over the budget, without adding to it, run to the
-// end with a reminder on Stderr, so that space can be freed. RLIMIT_FSIZE
-// bounds what one file can add between two measurements. (bwrap's --size applies only to its own
-// tmpfs mounts, which the host could not snapshot or share across the
-// per-command bwrap processes.) The wall clock (Limits.WallClock) bounds
+// The disk budget (Limits.Disk, allocated bytes) and the inode budget
+// (Limits.Inodes, every name: files, directories, links, each hard link)
+// cover the writable directories together. How they are enforced is in
+// Info().Disk:
+//
+//   - DiskTmpfs, when the caller is root: fs/ is a tmpfs of its own,
+//     mounted on the host with size= the budget plus one page and
+//     nr_inodes= the inode budget plus one (nosuid, nodev), unmounted by
+//     Close. The kernel refuses what would go past it with ENOSPC, inside
+//     the sandbox and to Restore alike, so nothing gets around it: not a
+//     tree deeper than PATH_MAX, not a file deleted while held open, not
+//     empty files by the thousand, not writers in parallel. The pages are
+//     memory (RAM and swap), not disk: a machine running n sandboxes at
+//     once must have room for n budgets, and where sandboxes have a memory
+//     cgroup, the pages their processes write are charged to it. A root
+//     caller that cannot mount (no CAP_SYS_ADMIN) fails Start with an
+//     error saying so, rather than enforce less. If the calling process is
+//     killed, the mount stays behind with the directory.
+//   - DiskMeasured, for callers that are not root and cannot mount on the
+//     host: the directories are measured by a walk from file descriptors
+//     (openat, fstatat: no path length limit, no link followed) plus the
+//     deleted files the sandbox's processes still hold open (their
+//     /proc/<pid>/fd). A tree deeper than 2048 levels counts as over the
+//     budget (it cannot be snapshotted either). What is measured is exact,
+//     but only every 200 ms (less often when one walk takes longer than
+//     20 ms) and once after each command: writers in parallel overshoot
+//     the budget by what they write in between, bounded per file by
+//     RLIMIT_FSIZE.
+//
+// Either way a command that takes the directories past a budget is
+// killed (a Shell's is interrupted), its Result has DiskExceeded, a
+// non-zero exit code and the notice "disk limit exceeded" on Stderr (on a
+// tmpfs, the writes that would have gone past it failed with ENOSPC
+// first). Commands that run while the directories are still over the
+// budget, without adding to it, run to the end with a reminder on Stderr,
+// so that space can be freed. (bwrap's --size applies only to bwrap's own
+// tmpfs mounts, inside each command's namespace, which the host could not
+// snapshot or share across the per-command bwrap processes; the host-side
+// tmpfs is bound into each of them like a directory.) The wall clock (Limits.WallClock) bounds
 // each command; Cmd.Timeout and RunOptions.Timeout can only shorten it.
 //
 // # Processes
@@ -165,7 +192,9 @@
 // # Snapshot layer format
 //
 // Snapshot writes a tar stream (PAX) in the style of an OCI image layer,
-// relative to the sandbox root:
+// relative to the sandbox root, to an io.Writer as it reads the files (no
+// layer is held in memory; stages/rollout spools it to a temporary file
+// to hash it before storing):
 //
 //	app/                     directory, only when new or its mode changed
 //	app/main.py              regular file, new or changed: mode, mtime, contents
@@ -184,7 +213,21 @@
 // recorded (every sandbox file belongs to the sandbox's single user);
 // setuid and setgid bits are kept except where Restore would create
 // root-owned host files (Plain as root). Hard links are stored as separate
-// files; sockets, fifos and devices are left out. Directory modification
+// files; sockets, fifos and devices are left out. A file with holes is a
+// PAX 1.0 sparse entry (GNU tar's --sparse-version=1.0: its data
+// segments only, which archive/tar and GNU tar read back whole); Restore
+// writes every zero-filled page as a hole, so a restored sandbox uses no
+// more disk than the snapshotted one. Files are opened O_NONBLOCK and
+// O_NOFOLLOW and checked with fstat: what a running process has turned
+// into a fifo or a link since the scan is left out, never waited on.
+//
+// A layer is bounded by the disk budget it came from: at most
+// Limits.MaxLayer bytes (twice the disk budget, plus headers for each
+// inode), its files at most Limits.MaxLogical with holes filled in (16 ×
+// the budget; restoring reads through the holes), and no path longer
+// than PATH_MAX. Snapshot returns an error wrapping ErrLayerLimit past
+// any of them; Restore refuses a layer whose files hold more than the
+// disk budget or add up to more than MaxLogical. Directory modification
 // times are restored for the directories in the layer only, symbolic
 // links' not at all.
 //

@@ -33,9 +33,13 @@ type Limits struct {
 	FileSize int64
 	// OpenFiles is RLIMIT_NOFILE.
 	OpenFiles int
-	// Disk is the byte budget of all writable directories together,
-	// checked while a command runs and after it.
+	// Disk is the byte budget of all writable directories together
+	// (allocated blocks, so sparse holes are free).
 	Disk int64
+	// Inodes bounds the names (files, directories, links, each hard link)
+	// of the writable directories together, the directories themselves included; zero
+	// means one per 16 KiB of Disk (mkfs.ext4's ratio), at least 4096.
+	Inodes int64
 	// WallClock bounds each command (Exec, Shell.Run, setup steps).
 	WallClock time.Duration
 }
@@ -88,10 +92,36 @@ func (l Limits) withDefaults() Limits {
 	if l.Disk <= 0 {
 		l.Disk = d.Disk
 	}
+	if l.Inodes <= 0 {
+		l.Inodes = max(l.Disk>>14, 4096)
+	}
 	if l.WallClock <= 0 {
 		l.WallClock = d.WallClock
 	}
 	return l
+}
+
+// layerEntry bounds the header bytes of one layer entry: PAX records
+// with a path of up to PATH_MAX twice over (name and sparse name), the
+// header blocks and the padding of its data.
+const layerEntry = 10 << 10
+
+// MaxLayer is the largest snapshot layer a sandbox under l writes: its
+// files' data, at most Disk twice over (a sparse file with more segments
+// than its map carries stores some holes as zeros), plus the headers of
+// an entry for each inode now and each one deleted since the baseline.
+// Readers of layers bound what they read by it.
+func (l Limits) MaxLayer() int64 {
+	l = l.withDefaults()
+	return 2*l.Disk + 2*l.Inodes*layerEntry + 1<<20
+}
+
+// MaxLogical bounds what a layer's regular files add up to with their
+// holes filled in: restoring reads through the holes, so an unbounded
+// sparse file would take unbounded time.
+func (l Limits) MaxLogical() int64 {
+	l = l.withDefaults()
+	return 16 * l.Disk
 }
 
 // ulimitScript is the bash prologue that applies the limits, soft and hard,
