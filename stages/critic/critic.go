@@ -110,6 +110,6 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	s.cfg.Log.Info("critic updated", "run", m.Run, "iteration", m.Iteration, "critic_version", next,
 		"warmup", met.Warmup, "explained_variance", met.ExplainedVariance, "value_loss", met.ValueLoss)
 	return &schemas.CriticUpdatedPayload{Iteration: m.Iteration, PolicyVersion: m.PolicyVersion, CriticVersion: next,
-		Warmup: met.Warmup, WarmupSteps: met.WarmupSteps, ExplainedVariance: met.ExplainedVariance, ValueLoss: met.ValueLoss,
+		Warmup: met.Warmup, WarmupSteps: met.WarmupSteps, WarmupEnd: met.WarmupEnd, ExplainedVariance: met.ExplainedVariance, ValueLoss: met.ValueLoss,
 		Values: []schemas.FileRef{ref}, Manifest: mref, Checkpoint: ck}, nil
 }
