@@ -54,6 +54,9 @@ type Artifact struct {
 	// Replaced says a later step changed or removed it: growth never
 	// picks it as an input again.
 	Replaced bool
+	// FromEnv says the environment holds it before the agent starts, so
+	// no assertion of the task checks it.
+	FromEnv bool
 }
 
 // Name is the artifact's base name.

@@ -84,7 +84,8 @@ func pickTransform(lib Library, rng *rand.Rand, arts []*Artifact, only int, used
 	var all, fresh []cand
 	for _, st := range transforms(lib) {
 		for i, a := range arts {
-			if (only >= 0 && i != only) || a.Replaced || !slices.Contains(st.Consumes(), a.Kind) {
+			eo, _ := st.(interface{ EnvOnly() bool })
+			if (only >= 0 && i != only) || a.Replaced || (eo != nil && eo.EnvOnly() && !a.FromEnv) || !slices.Contains(st.Consumes(), a.Kind) {
 				continue
 			}
 			c := cand{st, i, 1 + 3*i}

@@ -201,7 +201,14 @@ type step struct {
 	name, cat string
 	consumes  []Kind
 	apply     func(g *Gen, in *Artifact) Contribution
+	// envOnly: the step changes or removes its input (Contribution.
+	// Replaces), so it may only consume what the environment holds: an
+	// output of an earlier step is checked by that step's assertions,
+	// which must still hold at the end.
+	envOnly bool
 }
+
+func (s *step) EnvOnly() bool { return s.envOnly }
 
 func (s *step) Name() string                            { return s.name }
 func (s *step) Category() string                        { return s.cat }

@@ -32,9 +32,9 @@ func init() {
 	registerIn(Basic, &step{name: "basic.word", cat: CatFiles, apply: basicWord})
 	registerIn(Basic, &step{name: "basic.file", cat: CatFiles, apply: basicFile})
 	registerIn(Basic, &step{name: "basic.write", cat: CatFiles, consumes: []Kind{Word}, apply: basicWrite})
-	registerIn(Basic, &step{name: "basic.append", cat: CatText, consumes: []Kind{Text}, apply: basicAppend})
+	registerIn(Basic, &step{name: "basic.append", cat: CatText, consumes: []Kind{Text}, apply: basicAppend, envOnly: true})
 	registerIn(Basic, &step{name: "basic.copy", cat: CatFiles, consumes: []Kind{Text}, apply: basicCopy})
-	registerIn(Basic, &step{name: "basic.move", cat: CatFiles, consumes: []Kind{Text}, apply: basicMove})
+	registerIn(Basic, &step{name: "basic.move", cat: CatFiles, consumes: []Kind{Text}, apply: basicMove, envOnly: true})
 }
 
 // basicPath is a fresh /app/<stem>.txt.
@@ -57,7 +57,7 @@ func basicFile(g *Gen, _ *Artifact) Contribution {
 	data := []byte(Pick(g, basicWords) + "\n")
 	return Contribution{
 		Env:      []File{{Path: p, Data: data}},
-		Produces: []*Artifact{{Path: p, Kind: Text, Data: data}},
+		Produces: []*Artifact{{Path: p, Kind: Text, Data: data, FromEnv: true}},
 	}
 }
 

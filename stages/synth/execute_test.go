@@ -22,8 +22,11 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
-	for i := range 2 {
-		parentRefs := taskgen.Seed(taskgen.Full, rng)
+	for i := range 4 {
+		// Both libraries: the basic one's steps that change a file must
+		// leave every earlier assertion true.
+		lib := taskgen.Libraries()[i%2]
+		parentRefs := taskgen.Seed(lib, rng)
 		childRefs, err := taskgen.Extend(parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
