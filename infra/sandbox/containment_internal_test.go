@@ -1,0 +1,76 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestControlFilesNeverFollowLinks: a shell's control files live in
+// ctl/, which the sandbox's host uid could write when it owned it. A link
+// planted there as <n>.sh made the host, running as root, truncate and
+// overwrite the link's target with the next command and chown it to the
+// sandbox's uid. Planted by the sandbox's uid, or found already there,
+// the link must leave its target alone.
+func TestControlFilesNeverFollowLinks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the sandbox then runs as a host uid of its own")
+	}
+	bw := &Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable: %v", err)
+	}
+	for _, plantAs := range []string{"sandbox uid", "root"} {
+		t.Run(plantAs, func(t *testing.T) {
+			victim := filepath.Join(t.TempDir(), "root-only")
+			if err := os.WriteFile(victim, []byte("host secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sb, err := bw.Start(context.Background(), Spec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			b := sb.(*box)
+			sh, err := sb.Shell(context.Background(), ShellOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sh.Close()
+			for n := 1; n <= 8; n++ {
+				for _, ext := range []string{".sh", ".in"} {
+					link := filepath.Join(b.ctlDir, strconv.Itoa(n)+ext)
+					cmd := exec.Command("ln", "-sf", victim, link)
+					if plantAs == "sandbox uid" {
+						cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.gid), NoSetGroups: true}}
+					}
+					if out, err := cmd.CombinedOutput(); err != nil {
+						t.Logf("planting %s as %s: %v %s", link, plantAs, err, out)
+					}
+				}
+			}
+			for range 3 {
+				_, _ = sh.Run(context.Background(), "echo overwritten", RunOptions{Stdin: strings.NewReader("stdin\n")})
+			}
+			data, err := os.ReadFile(victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != "host secret\n" {
+				t.Errorf("a control-file link overwrote the host file: %q", data)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(victim, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != 0 {
+				t.Errorf("a control-file link chowned the host file to uid %d", st.Uid)
+			}
+		})
+	}
+}
