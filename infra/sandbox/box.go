@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -48,7 +47,9 @@ type box struct {
 	root    string // per-attempt host directory
 	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
 	ctlDir  string // root/ctl: shell control files, outside the snapshot
-	fsRoot  *os.Root
+	fsRoot  *safeRoot  // fs/, where every host-side operation on sandbox files goes
+	ctlRoot *safeRoot  // ctl/
+	binds   []*os.File // the writable directories (in writableDirs order), then ctl/: bwrap binds these descriptors
 	uid     int // host owner of sandbox files; -1 keeps the caller's
 	gid     int
 	limits  Limits
@@ -99,46 +100,9 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	b.root = root
 	b.fsDir = filepath.Join(root, "fs")
 	b.ctlDir = filepath.Join(root, "ctl")
-	// The sandbox user must be able to traverse the root to reach its
-	// directories, never to list or change it.
-	if err := os.Chmod(root, 0o711); err != nil {
+	if err := b.makeDirs(); err != nil {
 		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	dirs := []string{"fs", "ctl", "fs/var"}
-	for _, d := range writableDirs {
-		dirs = append(dirs, "fs"+d)
-	}
-	dirs = append(dirs, "fs/logs/verifier", "fs/logs/agent")
-	for _, d := range dirs {
-		p := filepath.Join(root, d)
-		mode := os.FileMode(0o755)
-		switch d {
-		case "fs/tmp", "fs/var/tmp":
-			mode = 0o1777
-		case "fs/root", "ctl":
-			mode = 0o700
-		case "fs", "fs/var":
-			mode = 0o711
-		}
-		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if uid >= 0 && d != "fs" && d != "fs/var" {
-			if err := os.Chown(p, uid, gid); err != nil {
-				b.removeAll()
-				return nil, fmt.Errorf("sandbox: %w", err)
-			}
-		}
-	}
-	if b.fsRoot, err = os.OpenRoot(b.fsDir); err != nil {
-		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
 	}
 	if spec.WorkDir != "" {
 		b.workDir = spec.WorkDir
@@ -155,9 +119,7 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 }
 
 func (b *box) removeAll() {
-	if b.fsRoot != nil {
-		b.fsRoot.Close()
-	}
+	b.closeDirs()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
 	}

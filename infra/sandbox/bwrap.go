@@ -147,7 +147,7 @@ func searchable(dir string) error {
 func allocUID() (uid int, release func(), err error) {
 	const base, span = 1 << 30, 1 << 24
 	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
 	}
 	for range 100 {
@@ -202,10 +202,11 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	}
 	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"}
 	args = append(args, l.bw.sysArgs...)
-	for _, d := range writableDirs {
-		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
+	binds, files, err := b.bindArgs(nil)
+	if err != nil {
+		return nil, err
 	}
-	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
+	args = append(args, binds...)
 	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
@@ -215,6 +216,7 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)
 	cmd.Env = env
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if l.uid >= 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}

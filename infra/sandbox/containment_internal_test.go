@@ -74,3 +74,41 @@ func TestControlFilesNeverFollowLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestBindSourcesBoundByDescriptor: whatever replaces a bind source's
+// path after the sandbox was made (here the host itself, standing in for
+// any slip that lets a link in) does not change what commands see: bwrap
+// binds the directories by the descriptors opened when they were made.
+func TestBindSourcesBoundByDescriptor(t *testing.T) {
+	bw := &Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		t.Skipf("bubblewrap unavailable: %v", err)
+	}
+	sb, err := bw.Start(context.Background(), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	b := sb.(*box)
+	if r, err := sb.Exec(context.Background(), Cmd{Script: "echo mine > /var/tmp/mark"}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, r)
+	}
+	src := filepath.Join(b.fsDir, "var", "tmp")
+	if err := os.Rename(src, src+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", src); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.Exec(context.Background(), Cmd{Script: "ls /var/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after the swap: exit %d, stdout %q, stderr %q", r.ExitCode, r.Stdout, r.Stderr)
+	if strings.Contains(r.Stdout, "usr\n") || strings.Contains(r.Stdout, "proc\n") {
+		t.Errorf("/var/tmp shows the host's root after its path was swapped for a link:\n%s", r.Stdout)
+	}
+	if r.ExitCode == 0 && !strings.Contains(r.Stdout, "mark") {
+		t.Errorf("/var/tmp is not the sandbox's own directory: %q", r.Stdout)
+	}
+}
