@@ -6,7 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-		"strings"
+	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"

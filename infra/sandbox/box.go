@@ -44,13 +44,13 @@ type launcher interface {
 type box struct {
 	l       launcher
 	id      string
-	root    string // per-attempt host directory
-	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
-	ctlDir  string // root/ctl: shell control files, outside the snapshot
+	root    string     // per-attempt host directory
+	fsDir   string     // root/fs: the writable directories, laid out as in the sandbox
+	ctlDir  string     // root/ctl: shell control files, outside the snapshot
 	fsRoot  *safeRoot  // fs/, where every host-side operation on sandbox files goes
 	ctlRoot *safeRoot  // ctl/
 	binds   []*os.File // the writable directories (in writableDirs order), then ctl/: bwrap binds these descriptors
-	uid     int // host owner of sandbox files; -1 keeps the caller's
+	uid     int        // host owner of sandbox files; -1 keeps the caller's
 	gid     int
 	limits  Limits
 	workDir string
