@@ -44,13 +44,11 @@ type launcher interface {
 type box struct {
 	l       launcher
 	id      string
-	root    string     // per-attempt host directory
-	fsDir   string     // root/fs: the writable directories, laid out as in the sandbox
-	ctlDir  string     // root/ctl: shell control files, outside the snapshot
-	fsRoot  *safeRoot  // fs/, where every host-side operation on sandbox files goes
-	ctlRoot *safeRoot  // ctl/
-	binds   []*os.File // the writable directories (in writableDirs order), then ctl/: bwrap binds these descriptors
-	uid     int        // host owner of sandbox files; -1 keeps the caller's
+	root    string // per-attempt host directory
+	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
+	ctlDir  string // root/ctl: shell control files, outside the snapshot
+	fsRoot  *safeRoot
+	uid     int // host owner of sandbox files; -1 keeps the caller's
 	gid     int
 	limits  Limits
 	workDir string
@@ -58,6 +56,10 @@ type box struct {
 	base    manifest // state after setup; Snapshot diffs against it
 	release func()   // frees the host uid, if one was allocated
 	notes   []string // what the environment build ignored
+	// ctlRoot is ctl/; binds are the writable directories, in
+	// writableDirs order, which bwrap binds by descriptor.
+	ctlRoot *safeRoot
+	binds   []*os.File
 	// lastUsed is the disk usage last measured, in bytes.
 	lastUsed atomic.Int64
 
