@@ -118,7 +118,8 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 
 // searchable checks that every directory from / down to dir lets others
 // through (o+x): bwrap runs as the sandbox's own uid and must reach the
-// per-attempt directories it binds.
+// per-attempt directories it binds. dir itself must not be writable by
+// others unless sticky: they could move the per-attempt directories.
 func searchable(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -128,6 +129,9 @@ func searchable(dir string) error {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("sandbox: temporary directory: %w", err)
+		}
+		if d == abs && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("sandbox: temporary directory %s (mode %o) is writable by other users and not sticky: they could move the per-attempt directories; use a directory only root can write, or a sticky one such as /tmp", abs, fi.Mode().Perm())
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
 			return fmt.Errorf("sandbox: temporary directory %s: %s (mode %o) does not let other users through; bwrap runs each sandbox as its own uid, so every parent of Spec.TempDir must be o+x", abs, d, fi.Mode().Perm())
