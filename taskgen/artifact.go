@@ -51,6 +51,9 @@ type Artifact struct {
 	Output string
 	// Producer is the index of the step that made it (-1: the environment).
 	Producer int
+	// Replaced says a later step changed or removed it: growth never
+	// picks it as an input again.
+	Replaced bool
 }
 
 // Name is the artifact's base name.

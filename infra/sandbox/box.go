@@ -40,6 +40,12 @@ type launcher interface {
 	enforcesNproc() bool
 }
 
+// starter is a launcher that starts its commands itself (bwrap: inside
+// the sandbox's cgroup).
+type starter interface {
+	start(c *exec.Cmd) error
+}
+
 // box is the Sandbox of both backends.
 type box struct {
 	l       launcher
@@ -239,7 +245,11 @@ func (b *box) startTracked(c *exec.Cmd) error {
 	if b.closed {
 		return ErrClosed
 	}
-	if err := c.Start(); err != nil {
+	start := c.Start
+	if s, ok := b.l.(starter); ok {
+		start = func() error { return s.start(c) }
+	}
+	if err := start(); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", c.Path, err)
 	}
 	b.procs[c] = struct{}{}

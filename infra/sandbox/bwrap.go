@@ -58,15 +58,22 @@ func (bw *Bubblewrap) Available() error {
 			}
 			defer release()
 		}
-		args := append(append([]string{"--unshare-all", "--die-with-parent"}, bw.sysArgs...), "--", "/bin/true")
-		cmd := exec.Command(bw.bin, args...)
+		filter, err := seccompFile()
+		if err != nil {
+			bw.probeErr = err
+			return
+		}
+		defer filter.Close()
+		args := append(append(append([]string{"--unshare-all"}, confineArgs...), "--die-with-parent"), bw.sysArgs...)
+		cmd := exec.Command(bw.bin, append(args, "--", "/bin/true")...)
 		cmd.Env = []string{}
+		cmd.ExtraFiles = []*os.File{filter}
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		if uid >= 0 {
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), NoSetGroups: true}
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot create namespaces here: %v: %s", err, strings.TrimSpace(string(out)))
+			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot build a confined sandbox here (new namespaces, --disable-userns: bubblewrap 0.8.0 or newer, a seccomp filter): %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	})
 	return bw.probeErr
@@ -99,21 +106,29 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := bw.Available(); err != nil {
 		return nil, err
 	}
-	if os.Geteuid() != 0 {
-		return start(ctx, &bwrapLauncher{bw: bw, uid: -1}, spec, -1, -1, nil)
+	uid, release := -1, func() {}
+	if os.Geteuid() == 0 {
+		tmp := spec.TempDir
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		if err := searchable(tmp); err != nil {
+			return nil, err
+		}
+		var err error
+		if uid, release, err = allocUID(); err != nil {
+			return nil, err
+		}
 	}
-	tmp := spec.TempDir
-	if tmp == "" {
-		tmp = os.TempDir()
-	}
-	if err := searchable(tmp); err != nil {
-		return nil, err
-	}
-	uid, release, err := allocUID()
+	l, err := newBwrapLauncher(bw, uid, spec.Limits.withDefaults())
 	if err != nil {
+		release()
 		return nil, err
 	}
-	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid, release)
+	return start(ctx, l, spec, uid, uid, func() {
+		l.close()
+		release()
+	})
 }
 
 // searchable checks that every directory from / down to dir lets others
@@ -182,12 +197,13 @@ const shmSize = 64 << 20
 type bwrapLauncher struct {
 	bw  *Bubblewrap
 	uid int
+	confinement
 }
 
 func (l *bwrapLauncher) name() string { return "bwrap" }
 
 func (l *bwrapLauncher) isolated() (bool, string) {
-	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network"
+	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network; " + l.about()
 }
 
 func (l *bwrapLauncher) enforcesNproc() bool { return l.uid > 0 || os.Geteuid() != 0 }
@@ -204,10 +220,17 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		}
 		uid = user
 	}
-	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"}
-	args = append(args, l.bw.sysArgs...)
-	binds, files, err := b.bindArgs(nil)
+	filter, err := seccompFile()
 	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--unshare-all"}, confineArgs...)
+	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")
+	args = append(args, l.bw.sysArgs...)
+	// The filter is fd 3 (confineArgs); the directories follow it.
+	binds, files, err := b.bindArgs([]*os.File{filter})
+	if err != nil {
+		filter.Close()
 		return nil, err
 	}
 	args = append(args, binds...)

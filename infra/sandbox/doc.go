@@ -25,6 +25,13 @@
 // through the directories, and a Shell is one long-lived bwrap running
 // bash.
 //
+// Every bwrap command also runs with --disable-userns (no nested user
+// namespaces) under a seccomp filter (--seccomp; seccomp.go lists what it
+// refuses: namespaces, mounts, keyrings, ptrace, bpf, perf_event_open,
+// userfaultfd, io_uring, modules, kexec, with EPERM; clone3 with ENOSYS;
+// any other syscall ABI than x86_64's kills the process), and inside a
+// cgroup of the sandbox's own (see Limits). Info().Reason says which.
+//
 // Both backends keep an attempt's state in one host directory:
 //
 //	<Spec.TempDir>/t1-sandbox-<id>-<n>/   host user's, 0700 (root:<sandbox gid> 0710), removed by Close
@@ -71,6 +78,24 @@
 // is not root runs bwrap as itself, and RLIMIT_NPROC then counts all of
 // that user's processes. The plain backend runs as the caller, which
 // RLIMIT_NPROC does not bind when that is root.
+//
+// rlimits bound each process, not the sandbox: under bwrap each sandbox
+// also gets a cgroup (cgroup.go), created by Start under the cgroup this
+// process runs in, v2 where the host has it and v1 hierarchies for the
+// controllers v2 lacks (hybrid hosts use both), holding the memory of all
+// its processes together, swap included (memory.max and memory.swap.max,
+// or memory.limit_in_bytes and memory.memsw.limit_in_bytes, at
+// Limits.Memory: page cache, tmpfs and SysV shared memory count), its
+// tasks (pids.max, Limits.Processes) and its CPU bandwidth (cpu.max or
+// cpu.cfs_quota_us, Limits.CPUs). Every bwrap of the sandbox starts
+// inside it: clone3 with CLONE_INTO_CGROUP for v2; for v1 a thread of
+// this process joins the sandbox's cgroups once and forks every bwrap of
+// the sandbox. Close kills whatever is left in it (cgroup.kill, or each
+// process listed under v1) and removes it. A host that offers no
+// writable cgroup with the memory, pids and cpu controllers fails Start
+// with the reason, unless Limits.Cgroup is CgroupOptional: the sandbox
+// then runs under its rlimits alone, with a warning and Info().Reason
+// saying so. The plain backend makes no cgroup.
 //
 // The disk budget (Limits.Disk) covers the writable directories together.
 // The per-attempt directories live on the host's disk, so the budget is

@@ -104,21 +104,51 @@ func (b *box) closeDirs() {
 // bindArgs binds the writable directories and ctl/ by the descriptors
 // opened when they were made, appended to files (a command's ExtraFiles,
 // fd 3 onwards): bwrap mounts the directory the descriptor holds, and a
-// link put at its path since cannot redirect the mount.
+// link put at its path since cannot redirect the mount. Each command gets
+// duplicates of its own, which the parent closes once it has started.
 func (b *box) bindArgs(files []*os.File) ([]string, []*os.File, error) {
 	if len(b.binds) != len(writableDirs) || b.ctlRoot == nil {
 		return nil, nil, ErrClosed
 	}
 	var args []string
-	add := func(opt string, f *os.File, dest string) {
+	own := len(files)
+	add := func(opt string, f *os.File, dest string) error {
+		d, err := dupFile(f)
+		if err != nil {
+			return err
+		}
 		args = append(args, opt, strconv.Itoa(3+len(files)), dest)
-		files = append(files, f)
+		files = append(files, d)
+		return nil
 	}
 	for i, d := range writableDirs {
-		add("--bind-fd", b.binds[i], d)
+		if err := add("--bind-fd", b.binds[i], d); err != nil {
+			closeFiles(files[own:])
+			return nil, nil, err
+		}
 	}
-	add("--ro-bind-fd", b.ctlRoot.f, shellCtl)
+	if err := add("--ro-bind-fd", b.ctlRoot.f, shellCtl); err != nil {
+		closeFiles(files[own:])
+		return nil, nil, err
+	}
 	return args, files, nil
+}
+
+// dupFile duplicates f's descriptor (close-on-exec; exec.Cmd clears it
+// for ExtraFiles); it fails once f is closed (the sandbox was).
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, ErrClosed
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, ErrClosed
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("sandbox: %w", derr)
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
 }
 
 // ctlFile writes the control file ctl/<base of p> for the sandbox user

@@ -12,12 +12,23 @@ type Limits struct {
 	// CPUSeconds is RLIMIT_CPU of every process (seconds of CPU time).
 	CPUSeconds int
 	// Memory is RLIMIT_AS of every process, in bytes (address space, which
-	// over-counts resident memory).
+	// over-counts resident memory), and under bwrap also the memory of the
+	// whole sandbox together (its cgroup's limit, swap included: page
+	// cache, tmpfs and shared memory count).
 	Memory int64
 	// Processes is RLIMIT_NPROC: processes and threads at once. It is
 	// counted per host uid, which is why the bwrap backend runs each
-	// sandbox under its own host uid.
+	// sandbox under its own host uid; under bwrap the sandbox's cgroup
+	// bounds its tasks to the same number.
 	Processes int
+	// CPUs is the CPU bandwidth of the whole sandbox under bwrap, in
+	// cores (its cgroup's quota).
+	CPUs float64
+	// Cgroup says what the bwrap backend does on a host that gives it no
+	// cgroup for the totals above: CgroupRequired (Start fails) or
+	// CgroupOptional (the sandbox runs under the per-process rlimits
+	// alone, and Info().Reason says so).
+	Cgroup string
 	// FileSize is RLIMIT_FSIZE, the largest file a process may write.
 	FileSize int64
 	// OpenFiles is RLIMIT_NOFILE.
@@ -29,12 +40,20 @@ type Limits struct {
 	WallClock time.Duration
 }
 
+// The values of Limits.Cgroup.
+const (
+	CgroupRequired = "required"
+	CgroupOptional = "optional"
+)
+
 // DefaultLimits suit one agent attempt on a shared machine.
 func DefaultLimits() Limits {
 	return Limits{
 		CPUSeconds: 600,
 		Memory:     4 << 30,
 		Processes:  256,
+		CPUs:       2,
+		Cgroup:     CgroupRequired,
 		FileSize:   1 << 30,
 		OpenFiles:  1024,
 		Disk:       2 << 30,
@@ -53,6 +72,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Processes <= 0 {
 		l.Processes = d.Processes
+	}
+	if l.CPUs <= 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.Cgroup == "" {
+		l.Cgroup = d.Cgroup
 	}
 	if l.FileSize <= 0 {
 		l.FileSize = d.FileSize

@@ -23,7 +23,7 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := range 2 {
-		parentRefs := taskgen.Seed(rng)
+		parentRefs := taskgen.Seed(taskgen.Full, rng)
 		childRefs, err := taskgen.Extend(parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestThreeRoundsGrowSolutions(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(11, 3))
 	for seed := range 2 {
-		refs := taskgen.Seed(rng)
+		refs := taskgen.Seed(taskgen.Full, rng)
 		var parent *taskgen.Spec
 		prevLines := 0
 		for round := range 3 {
