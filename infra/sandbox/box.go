@@ -243,6 +243,9 @@ func (b *box) startTracked(c *exec.Cmd) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// What the command was handed (the filter, descriptors of the
+		// directories) goes with it.
+		closeFiles(c.ExtraFiles)
 		return ErrClosed
 	}
 	start := c.Start

@@ -111,4 +111,24 @@ func TestBindSourcesBoundByDescriptor(t *testing.T) {
 	if r.ExitCode == 0 && !strings.Contains(r.Stdout, "mark") {
 		t.Errorf("/var/tmp is not the sandbox's own directory: %q", r.Stdout)
 	}
+	// Each command's duplicates of the descriptors are closed once it
+	// has started.
+	before := openFDs(t)
+	for range 10 {
+		if _, err := sb.Exec(context.Background(), Cmd{Script: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := openFDs(t); after > before+2 {
+		t.Errorf("10 commands left %d descriptors open (%d before)", after, before)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
