@@ -46,7 +46,9 @@ func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *Batch, a in
 	return sum / float64(n)
 }
 
-func adam(lr float64) moe.AdamConfig { return moe.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8} }
+func adam(lr float64) moe.AdamConfig {
+	return moe.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+}
 
 // PPO raises the probability of what earned more than expected and lowers
 // that of what earned less; minibatches and epochs take several steps,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,7 +52,7 @@ type box struct {
 	root    string // per-attempt host directory
 	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
 	ctlDir  string // root/ctl: shell control files, outside the snapshot
-	fsRoot  *os.Root
+	fsRoot  *safeRoot
 	uid     int // host owner of sandbox files; -1 keeps the caller's
 	gid     int
 	limits  Limits
@@ -63,6 +62,10 @@ type box struct {
 	release func()    // frees the host uid, if one was allocated
 	notes   []string  // what the environment build ignored
 	disk    diskState // how the disk budget is enforced, and the last usage seen
+	// ctlRoot is ctl/; binds are the writable directories, in
+	// writableDirs order, which bwrap binds by descriptor.
+	ctlRoot *safeRoot
+	binds   []*os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -103,50 +106,9 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	b.root = root
 	b.fsDir = filepath.Join(root, "fs")
 	b.ctlDir = filepath.Join(root, "ctl")
-	// The sandbox user must be able to traverse the root to reach its
-	// directories, never to list or change it.
-	if err := os.Chmod(root, 0o711); err != nil {
+	if err := b.makeDirs(); err != nil {
 		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	if err := b.setupDisk(); err != nil {
-		b.removeAll()
-		return nil, err
-	}
-	dirs := []string{"fs", "ctl", "fs/var"}
-	for _, d := range writableDirs {
-		dirs = append(dirs, "fs"+d)
-	}
-	dirs = append(dirs, "fs/logs/verifier", "fs/logs/agent")
-	for _, d := range dirs {
-		p := filepath.Join(root, d)
-		mode := os.FileMode(0o755)
-		switch d {
-		case "fs/tmp", "fs/var/tmp":
-			mode = 0o1777
-		case "fs/root", "ctl":
-			mode = 0o700
-		case "fs", "fs/var":
-			mode = 0o711
-		}
-		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if uid >= 0 && d != "fs" && d != "fs/var" {
-			if err := os.Chown(p, uid, gid); err != nil {
-				b.removeAll()
-				return nil, fmt.Errorf("sandbox: %w", err)
-			}
-		}
-	}
-	if b.fsRoot, err = os.OpenRoot(b.fsDir); err != nil {
-		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
 	}
 	if spec.WorkDir != "" {
 		b.workDir = spec.WorkDir
@@ -163,9 +125,7 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 }
 
 func (b *box) removeAll() {
-	if b.fsRoot != nil {
-		b.fsRoot.Close()
-	}
+	b.closeDirs()
 	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
@@ -282,6 +242,9 @@ func (b *box) startTracked(c *exec.Cmd) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// What the command was handed (the filter, descriptors of the
+		// directories) goes with it.
+		closeFiles(c.ExtraFiles)
 		return ErrClosed
 	}
 	start := c.Start

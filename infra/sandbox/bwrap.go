@@ -133,7 +133,8 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 
 // searchable checks that every directory from / down to dir lets others
 // through (o+x): bwrap runs as the sandbox's own uid and must reach the
-// per-attempt directories it binds.
+// per-attempt directories it binds. dir itself must not be writable by
+// others unless sticky: they could move the per-attempt directories.
 func searchable(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -143,6 +144,9 @@ func searchable(dir string) error {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("sandbox: temporary directory: %w", err)
+		}
+		if d == abs && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("sandbox: temporary directory %s (mode %o) is writable by other users and not sticky: they could move the per-attempt directories; use a directory only root can write, or a sticky one such as /tmp", abs, fi.Mode().Perm())
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
 			return fmt.Errorf("sandbox: temporary directory %s: %s (mode %o) does not let other users through; bwrap runs each sandbox as its own uid, so every parent of Spec.TempDir must be o+x", abs, d, fi.Mode().Perm())
@@ -162,7 +166,7 @@ func searchable(dir string) error {
 func allocUID() (uid int, release func(), err error) {
 	const base, span = 1 << 30, 1 << 24
 	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
 	}
 	for range 100 {
@@ -223,10 +227,13 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	args := append([]string{"--unshare-all"}, confineArgs...)
 	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")
 	args = append(args, l.bw.sysArgs...)
-	for _, d := range writableDirs {
-		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
+	// The filter is fd 3 (confineArgs); the directories follow it.
+	binds, files, err := b.bindArgs([]*os.File{filter})
+	if err != nil {
+		filter.Close()
+		return nil, err
 	}
-	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
+	args = append(args, binds...)
 	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
@@ -236,7 +243,7 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{filter}
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if l.uid >= 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}

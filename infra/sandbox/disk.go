@@ -57,15 +57,12 @@ func (b *box) overBudget(u usage) bool {
 	return u.bytes > b.limits.Disk || u.inodes > b.limits.Inodes || u.deep
 }
 
-// setupDisk creates the fs directory and, for a root caller, mounts a
+// setupDisk, for a root caller, mounts a
 // tmpfs there of the budget's size (plus one page, so that going past the
 // budget is seen) and inode count (plus one). It fails closed: root that
 // cannot mount gets an error, not a weaker budget. Other callers cannot
 // mount on the host and measure instead.
 func (b *box) setupDisk() error {
-	if err := os.Mkdir(b.fsDir, 0o711); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
 	if os.Geteuid() != 0 || measureOnly {
 		var st unix.Stat_t
 		if err := unix.Lstat(b.fsDir, &st); err != nil {

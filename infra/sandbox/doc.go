@@ -34,12 +34,19 @@
 //
 // Both backends keep an attempt's state in one host directory:
 //
-//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   mode 0711, removed by Close
+//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   host user's, 0700 (root:<sandbox gid> 0710), removed by Close
 //	├── fs/                                 the writable directories, laid out as the sandbox sees them
 //	│   ├── app/  tmp/  root/  tests/  solution/
 //	│   ├── logs/verifier/  logs/agent/
 //	│   └── var/tmp/
 //	└── ctl/                                Shell control files; /run/t1 (read-only) under bwrap
+//
+// The root, fs/, fs/var and ctl/ belong to the host user and are closed
+// to every other local user; when each sandbox runs as a host uid of its
+// own (see Limits) they are root's, group the sandbox's gid, mode 0710,
+// so bwrap can reach what it binds but the sandbox owns none of them.
+// Whatever a command does to its own directories (chmod 777 /app) stays
+// behind them.
 //
 // Plain runs commands as ordinary host processes for machines without
 // bubblewrap. It isolates nothing, says so (a slog warning at every Start,
@@ -66,7 +73,8 @@
 // 2^30 … 2^30+2^24; inside, the user is still root, uid 0) and chowns the
 // per-attempt directories to it: a fork bomb then stops at the limit and
 // touches no other sandbox's budget. Every parent of Spec.TempDir must
-// therefore be searchable by other users (o+x), as /tmp is. A caller that
+// therefore be searchable by other users (o+x), as /tmp is, and no
+// untrusted user may write to Spec.TempDir unless it is sticky. A caller that
 // is not root runs bwrap as itself, and RLIMIT_NPROC then counts all of
 // that user's processes. The plain backend runs as the caller, which
 // RLIMIT_NPROC does not bind when that is root.
@@ -236,7 +244,46 @@
 // be set back from inside, so a change is never missed (a file rewritten
 // with identical bytes is included again, which is harmless). Restore
 // checks every name (clean, relative, inside a writable directory) and
-// writes through an os.Root, so a layer, or a link the sandbox planted,
-// cannot make the host write outside the sandbox; Upload and Download use
-// the same guard.
+// applies it under the containment rules below.
+//
+// # Containment of host-side operations
+//
+// The host acts on the sandbox's files as its own user (root, usually):
+// building the environment, Upload, Download, Snapshot, Restore, the
+// shell's control files. What it acts on is shaped by an adversary: the
+// sandbox's commands, the task's files, a snapshot layer. So:
+//
+//   - No host-side operation follows a symbolic link in any component of
+//     a name, the last included. Names are resolved beneath a directory
+//     descriptor with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) (or
+//     acted on with *at calls and AT_SYMLINK_NOFOLLOW on an entry whose
+//     parent was so resolved); a link on the way fails the operation
+//     with "a path component is a symbolic link". A COPY to
+//     /app/up/var/tmp where /app/up is a link to .., or a layer entry
+//     below such a link, is refused, not redirected onto another
+//     directory.
+//   - The writable directories are mount points: Upload, COPY and Restore
+//     can empty them, never remove, rename or replace them (a layer entry
+//     var/tmp that is a link is refused). bwrap binds them, and ctl/, by
+//     descriptors opened when they were made (--bind-fd), so even a path
+//     replaced since would not change what commands see.
+//   - Control files are created afresh (O_EXCL, no link followed) in ctl/,
+//     which the sandbox's uid cannot write, and handed to that uid with
+//     fchown on the open descriptor.
+//   - The task is read the same way below Spec.TaskDir (which is the
+//     caller's to choose): environment/ and the Dockerfile must not be
+//     links, and a COPY source (or glob) that goes through a link fails.
+//     Links inside the build context are copied as links. Every caller —
+//     t1 sandbox run --task, trial, the Go API — gets this from Start,
+//     not from a task check it may have skipped.
+//   - Download reads the sandbox's files without following links, copies
+//     links as links, and writes the destination through a descriptor on
+//     its parent, replacing (never writing through) a link already there.
+//     A caller that reads what it downloaded must not follow links either
+//     (verifier.ReadDir does not).
+//
+// Not covered: the host kernel (a kernel bug in namespaces, openat2 or
+// the filesystem breaks all of this), side channels between sandboxes
+// (timing, shared caches), and a Spec.TempDir or Spec.TaskDir path whose
+// own parents an untrusted user controls.
 package sandbox

@@ -496,6 +496,8 @@ func (b *box) ensureParent(name string) error {
 				return fmt.Errorf("sandbox: %s: parent %s is not a directory", name, d)
 			}
 			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sandbox: %s: %w", name, err)
 		}
 		missing = append(missing, d)
 	}
