@@ -29,6 +29,15 @@
 // rely on it: it reads the ids already stored on the outputs' subjects and
 // publishes only the outputs that are missing.
 //
+// # Pulling
+//
+// Each of Concurrency slots is either covered by one outstanding pull
+// request (a Fetch with 2 s server heartbeats) or held by the handler of
+// the message it fetched, so a process never holds messages it cannot
+// start and never has a free slot without a request behind it. A pull that
+// ends with an error (consumer deleted, heartbeats missing) makes the
+// runner re-create the consumer.
+//
 // # Failure
 //
 //	handler error ──▶ retried in process (RetryBudget, exponential back-off)
