@@ -31,11 +31,12 @@
 //
 // # Pulling
 //
-// Each of Concurrency slots is either covered by one outstanding pull
-// request (a Fetch with 2 s server heartbeats) or held by the handler of
-// the message it fetched, so a process never holds messages it cannot
-// start and never has a free slot without a request behind it. A pull that
-// ends with an error (consumer deleted, heartbeats missing) makes the
+// The runner pulls with Fetch requests (2 s server heartbeats) against 2 ×
+// Concurrency tokens, one per message handled, asked for or held: it asks
+// for every free token once half are free, or for any free token when no
+// request is alive, so a free worker never waits while the server has
+// work, and a re-pull never depends on a heartbeat check expiring. A pull
+// that ends with an error (consumer deleted, heartbeats missing) makes the
 // runner re-create the consumer.
 //
 // # Failure

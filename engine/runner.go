@@ -213,15 +213,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer adv.Unsubscribe()
 
 	// Long-lived workers rather than a goroutine per message: handlers
-	// then start on warm stacks. A slot is one worker's capacity; it is
-	// held from the pull request that asks for a message until the
-	// handler of that message returns, so the process never asks for more
-	// than it can start.
+	// then start on warm stacks. A slot is held from the pull request
+	// that asks for a message until the handler of that message returns
+	// (consume).
 	work := make(chan jetstream.Msg)
-	slots := make(chan struct{}, r.cfg.Concurrency)
+	slots := make(chan struct{}, 2*r.cfg.Concurrency)
+	for range cap(slots) {
+		slots <- struct{}{}
+	}
 	var wg, fetches sync.WaitGroup
 	for range r.cfg.Concurrency {
-		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -284,46 +285,65 @@ const pullHeartbeat = 2 * time.Second
 // shows the consumer lost; it returns how many messages it fed and why it
 // stopped.
 //
-// Every free slot is covered by exactly one outstanding pull request, and
-// a slot comes back only when its handler returns or its request ended
-// without a message. nats.go's Messages iterator was not used: it re-pulls
-// only when a message is taken out while no earlier request is still
-// being sent, so a small batch consumed in full during that window left
-// the stage idle, with work waiting, until the client's heartbeat check
-// expired 30 s later ("nats: no heartbeat received").
+// slots holds 2 × Concurrency tokens: one per message a worker handles or
+// a pull has asked for or holds, as nats.go's Messages iterator kept one
+// batch of Concurrency buffered beside the workers. A pull (a Fetch) asks
+// for every free token once half of them are free, or for any free token
+// when no pull is alive, so a free worker never waits for work the server
+// has. A token comes back when its handler returns or its request ended
+// without a message. The Messages iterator was not used: it re-pulls only
+// when a message is taken out while no earlier request is still being
+// sent, so a batch consumed in full during that window left the stage
+// idle, with work waiting, until its heartbeat check expired 30 s later
+// ("nats: no heartbeat received").
 func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg, slots chan struct{}, fetches *sync.WaitGroup) (int, error) {
 	var fed atomic.Int64
+	var alive atomic.Int32
 	lost := make(chan error, 1)
-	for {
-		select {
-		case <-ctx.Done():
-			return int(fed.Load()), ctx.Err()
-		case err := <-lost:
-			return int(fed.Load()), err
-		case <-slots:
+	ended := make(chan struct{}, 1)
+	n := 0
+	release := func() {
+		for ; n > 0; n-- {
+			slots <- struct{}{}
 		}
-		n := 1
-	more:
-		for n < r.cfg.Concurrency {
+	}
+	for {
+		for {
+		take:
+			for {
+				select {
+				case <-slots:
+					n++
+				default:
+					break take
+				}
+			}
+			if n >= r.cfg.Concurrency || (n > 0 && alive.Load() == 0) {
+				break
+			}
 			select {
+			case <-ctx.Done():
+				release()
+				return int(fed.Load()), ctx.Err()
+			case err := <-lost:
+				release()
+				return int(fed.Load()), err
 			case <-slots:
 				n++
-			default:
-				break more
+			case <-ended:
 			}
 		}
 		batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
 		if err != nil {
-			for range n {
-				slots <- struct{}{}
-			}
+			release()
 			if ctx.Err() != nil {
 				return int(fed.Load()), ctx.Err()
 			}
 			return int(fed.Load()), fmt.Errorf("engine: pull %s: %w", r.cfg.Durable, err)
 		}
+		alive.Add(1)
 		fetches.Add(1)
-		go func() {
+		go func(asked int) {
 			defer fetches.Done()
 			got := 0
 			for msg := range batch.Messages() {
@@ -337,7 +357,7 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 					slots <- struct{}{}
 				}
 			}
-			for range n - got {
+			for range asked - got {
 				slots <- struct{}{}
 			}
 			// An expired request ends without an error; one that ends with
@@ -349,7 +369,13 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 				default:
 				}
 			}
-		}()
+			alive.Add(-1)
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}(n)
+		n = 0
 	}
 }
 
