@@ -29,6 +29,16 @@
 // rely on it: it reads the ids already stored on the outputs' subjects and
 // publishes only the outputs that are missing.
 //
+// # Pulling
+//
+// The runner pulls with Fetch requests (2 s server heartbeats) against 2 ×
+// Concurrency tokens, one per message handled, asked for or held: it asks
+// for every free token once half are free, or for any free token when no
+// request is alive, so a free worker never waits while the server has
+// work, and a re-pull never depends on a heartbeat check expiring. A pull
+// that ends with an error (consumer deleted, heartbeats missing) makes the
+// runner re-create the consumer.
+//
 // # Failure
 //
 //	handler error ──▶ retried in process (RetryBudget, exponential back-off)

@@ -213,27 +213,36 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer adv.Unsubscribe()
 
 	// Long-lived workers rather than a goroutine per message: handlers
-	// then start on warm stacks.
+	// then start on warm stacks. A slot is held from the pull request
+	// that asks for a message until the handler of that message returns
+	// (consume).
 	work := make(chan jetstream.Msg)
-	var wg sync.WaitGroup
+	slots := make(chan struct{}, 2*r.cfg.Concurrency)
+	for range cap(slots) {
+		slots <- struct{}{}
+	}
+	var wg, fetches sync.WaitGroup
 	for range r.cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for msg := range work {
 				r.process(ctx, msg)
+				slots <- struct{}{}
 			}
 		}()
 	}
 	defer wg.Wait()
 	defer close(work)
+	// Pulls still delivering must finish before work closes.
+	defer fetches.Wait()
 
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 100 * time.Millisecond
 	b.MaxInterval = 5 * time.Second
 	b.MaxElapsedTime = 0
 	for {
-		fed, err := r.consume(ctx, cons, work)
+		fed, err := r.consume(ctx, cons, work, slots, &fetches)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -268,35 +277,105 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// consume feeds work from one message iterator until ctx ends or the
-// iterator stops for good; it returns how many messages it fed and why it
+// pullHeartbeat is how often the server confirms a waiting pull request;
+// a request missing two of them is taken as lost with its consumer.
+const pullHeartbeat = 2 * time.Second
+
+// consume feeds work from pull requests on cons until ctx ends or a pull
+// shows the consumer lost; it returns how many messages it fed and why it
 // stopped.
-func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg) (fed int, _ error) {
-	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Concurrency))
-	if err != nil {
-		return 0, fmt.Errorf("engine: consume %s: %w", r.cfg.Durable, err)
+//
+// slots holds 2 × Concurrency tokens: one per message a worker handles or
+// a pull has asked for or holds, as nats.go's Messages iterator kept one
+// batch of Concurrency buffered beside the workers. A pull (a Fetch) asks
+// for every free token once half of them are free, or for any free token
+// when no pull is alive, so a free worker never waits for work the server
+// has. A token comes back when its handler returns or its request ended
+// without a message. The Messages iterator was not used: it re-pulls only
+// when a message is taken out while no earlier request is still being
+// sent, so a batch consumed in full during that window left the stage
+// idle, with work waiting, until its heartbeat check expired 30 s later
+// ("nats: no heartbeat received").
+func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan<- jetstream.Msg, slots chan struct{}, fetches *sync.WaitGroup) (int, error) {
+	var fed atomic.Int64
+	var alive atomic.Int32
+	lost := make(chan error, 1)
+	ended := make(chan struct{}, 1)
+	n := 0
+	release := func() {
+		for ; n > 0; n-- {
+			slots <- struct{}{}
+		}
 	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return fed, err
+		for {
+		take:
+			for {
+				select {
+				case <-slots:
+					n++
+				default:
+					break take
+				}
 			}
-			// A terminal status (consumer deleted, bad request) stops the
-			// iterator; the next call reports it closed.
-			r.cfg.Logger.Warn("consume", "stage", r.stage.Name(), "err", err)
-			continue
+			if n >= r.cfg.Concurrency || (n > 0 && alive.Load() == 0) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				release()
+				return int(fed.Load()), ctx.Err()
+			case err := <-lost:
+				release()
+				return int(fed.Load()), err
+			case <-slots:
+				n++
+			case <-ended:
+			}
 		}
-		select {
-		case work <- msg:
-			fed++
-		case <-ctx.Done():
-			_ = msg.Nak()
-			return fed, ctx.Err()
+		batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
+		if err != nil {
+			release()
+			if ctx.Err() != nil {
+				return int(fed.Load()), ctx.Err()
+			}
+			return int(fed.Load()), fmt.Errorf("engine: pull %s: %w", r.cfg.Durable, err)
 		}
+		alive.Add(1)
+		fetches.Add(1)
+		go func(asked int) {
+			defer fetches.Done()
+			got := 0
+			for msg := range batch.Messages() {
+				got++
+				select {
+				case work <- msg:
+					fed.Add(1)
+				case <-ctx.Done():
+					// Shutting down: hand it straight back.
+					_ = msg.Nak()
+					slots <- struct{}{}
+				}
+			}
+			for range asked - got {
+				slots <- struct{}{}
+			}
+			// An expired request ends without an error; one that ends with
+			// one (consumer deleted, heartbeats missing after a server
+			// restart) makes Run re-create the consumer.
+			if err := batch.Error(); err != nil && ctx.Err() == nil {
+				select {
+				case lost <- err:
+				default:
+				}
+			}
+			alive.Add(-1)
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}(n)
+		n = 0
 	}
 }
 

@@ -1,6 +1,10 @@
 // Package trial runs one attempt at a Harbor task in a fresh sandbox: the
 // environment, then a solution (the task's reference solution, another
-// task's, or none), then the verifier, whose report it reads back.
+// task's, or none), then the verifier, whose report it reads back. The
+// verifier never runs where the solution or agent ran: it runs in a second
+// fresh sandbox holding the attempt's snapshot layer, with the pristine
+// tests and a fixed environment (the verifier package's "Guarantees"). That
+// costs a second environment build per trial.
 //
 // It is the single place where the task format, the sandbox and the
 // verifier reports meet, so synthesis (keep a child only if its oracle
@@ -12,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -115,9 +121,10 @@ func Oracle(taskDir string) *Solution {
 }
 
 // Run starts a fresh sandbox of the task in taskDir (already loaded as
-// t), runs sol (nil: none) and then the verifier. The error is for
-// failures to run at all (the sandbox would not start, a copy failed);
-// a solution or verifier that fails is an Outcome.
+// t), runs sol (nil: none) and then the verifier, which runs in a second
+// fresh sandbox holding what the solution left (Verify). The error is for
+// failures to run at all (the sandbox would not start, a copy failed); a
+// solution or verifier that fails is an Outcome.
 func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt Options) (Outcome, error) {
 	start := time.Now()
 	sb, err := opt.Start(ctx, taskDir)
@@ -131,7 +138,16 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 			return out, fmt.Errorf("trial %s: %w", t.Name, err)
 		}
 	}
-	rep, timedOut, offline, err := Verify(ctx, sb, taskDir, t, opt)
+	// The solution's sandbox is closed, and every process it left with
+	// it, before the verifier starts.
+	layer, err := snapshot(ctx, sb, opt.TempDir)
+	sb.Close()
+	if err != nil {
+		return out, fmt.Errorf("trial %s: %w", t.Name, err)
+	}
+	defer os.Remove(layer.Name())
+	defer layer.Close()
+	rep, timedOut, offline, err := VerifyLayer(ctx, layer, taskDir, t, opt)
 	if err != nil {
 		return out, fmt.Errorf("trial %s: %w", t.Name, err)
 	}
@@ -169,25 +185,94 @@ func (out *Outcome) solve(ctx context.Context, sb sandbox.Sandbox, t *harbor.Tas
 	return nil
 }
 
-// Verify uploads the task's tests into sb, runs the verifier and reads
-// its report. Rollouts call it on the sandbox the agent worked in.
+// ErrLayer marks a snapshot layer that would not restore.
+var ErrLayer = errors.New("trial: snapshot layer does not restore")
+
+// Verify judges the state an attempt left in sb. The verifier never runs
+// in sb itself: sb's writable directories are taken as a snapshot layer
+// and the verifier runs on that layer in a fresh sandbox (VerifyLayer), so
+// no process of the attempt (its shell, a background job rewriting the
+// tests or the report) is alive there. Callers close sb themselves.
 func Verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
+	layer, err := snapshot(ctx, sb, opt.TempDir)
+	if err != nil {
+		return nil, false, false, err
+	}
+	defer os.Remove(layer.Name())
+	defer layer.Close()
+	return VerifyLayer(ctx, layer, taskDir, t, opt)
+}
+
+// snapshot writes sb's layer to a temporary file in dir, rewound; the
+// caller closes and removes it.
+func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "t1-layer-")
+	if err != nil {
+		return nil, err
+	}
+	err = sb.Snapshot(ctx, f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("snapshot for the verifier: %w", err)
+	}
+	return f, nil
+}
+
+// VerifyLayer starts a fresh sandbox of the task, restores layer (an
+// attempt's snapshot) into it and runs the verifier there (see the
+// verifier package's "Guarantees"): the task's tests from taskDir, not
+// from the layer; an empty HOME and the pristine tests directory as the
+// working directory; a fixed PATH and a scrubbed environment; isolated
+// Python for the offline pytest. A layer that does not restore is
+// ErrLayer; a refused unisolated sandbox wraps sandbox.ErrUnisolated.
+func VerifyLayer(ctx context.Context, layer io.Reader, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
+	sb, err := opt.Start(ctx, taskDir)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("sandbox for the verifier: %w", err)
+	}
+	defer sb.Close()
+	if layer != nil {
+		if err := sb.Restore(ctx, layer); err != nil {
+			return nil, false, false, fmt.Errorf("%w: %w", ErrLayer, err)
+		}
+	}
+	return verify(ctx, sb, taskDir, t, opt)
+}
+
+// verify runs the verifier in sb, where no process of the attempt ever ran.
+func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
+	// Upload replaces /tests whole: a conftest.py or a rewritten test the
+	// layer put there is gone.
 	if err := sb.Upload(ctx, filepath.Join(taskDir, harbor.TestsDir), "/tests"); err != nil {
 		return nil, false, false, fmt.Errorf("upload tests: %w", err)
 	}
+	info := sb.Info()
+	p := info.CommandPath
+	home := p(verifier.Home)
+	env := verifier.Env(t, home)
 	// The agent could have left reports behind (a ctrf.json claiming
-	// every test passed): the verifier starts from an empty directory.
-	if res, err := sb.Exec(ctx, sandbox.Cmd{Script: "chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier && mkdir -p /logs/verifier"}); err != nil || res.ExitCode != 0 {
+	// every test passed), or a HOME at the verifier's: both start empty.
+	// Even this step runs with the verifier's environment, or a BASH_ENV
+	// the task's Dockerfile set would source the agent's files here.
+	reset := fmt.Sprintf("chmod -R u+rwX %[1]s 2>/dev/null; rm -rf %[2]s %[3]s && mkdir -p %[2]s %[4]s",
+		p("/logs"), p("/logs/verifier"), path.Dir(home), home)
+	if res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", "-c", reset}, Env: env}); err != nil || res.ExitCode != 0 {
 		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
 	}
-	cmd := sandbox.Cmd{Script: "exec bash /tests/test.sh"}
+	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Dir: "/tests", Env: env}
 	switch mode := opt.Offline; {
 	case mode == OfflineAlways, mode != OfflineNever && needsOffline(t):
-		plan, err := verifier.OfflinePytest(t, verifier.PytestOptions{})
+		plan, err := verifier.OfflinePytest(t, verifier.PytestOptions{
+			TestsDir: p("/tests"), LogsDir: p("/logs/verifier"), Home: home,
+		})
 		if err != nil {
 			return nil, false, false, err
 		}
-		cmd, offline = sandbox.Cmd{Script: plan.Script}, true
+		cmd, offline = sandbox.Cmd{Args: plan.Argv, Dir: "/tests", Env: plan.Env}, true
 	}
 	cmd.Timeout = opt.VerifyTimeout
 	if cmd.Timeout == 0 {

@@ -36,12 +36,22 @@ def test_input_kept():
 `
 
 func writeTask(t *testing.T, testSh string) (string, *harbor.Task) {
+	return writeTaskIn(t, testSh, "")
+}
+
+// writeTaskIn is writeTask with the environment built by dockerfile
+// instead of a setup script, when it is set.
+func writeTaskIn(t *testing.T, testSh, dockerfile string) (string, *harbor.Task) {
 	t.Helper()
-	tk, err := harbor.NewBuilder("greet").
+	b := harbor.NewBuilder("greet").
 		Instruction("Read the name in `/app/data/name.txt` and write `hello, <name>` to `/app/out/greeting.txt`.\n").
-		Metadata(harbor.Metadata{Difficulty: "easy", Category: "text-processing"}).
-		SetupScript("#!/bin/bash\nmkdir -p /app/data\necho t1 > /app/data/name.txt\n").
-		Solution("#!/bin/bash\nset -e\nmkdir -p /app/out\necho \"hello, $(cat /app/data/name.txt)\" > /app/out/greeting.txt\n").
+		Metadata(harbor.Metadata{Difficulty: "easy", Category: "text-processing"})
+	if dockerfile != "" {
+		b.Dockerfile(dockerfile)
+	} else {
+		b.SetupScript("#!/bin/bash\nmkdir -p /app/data\necho t1 > /app/data/name.txt\n")
+	}
+	tk, err := b.Solution("#!/bin/bash\nset -e\nmkdir -p /app/out\necho \"hello, $(cat /app/data/name.txt)\" > /app/out/greeting.txt\n").
 		TestScript(testSh).
 		TestFile("test_outputs.py", []byte(testFile)).
 		Build()

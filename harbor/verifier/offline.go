@@ -212,14 +212,16 @@ type PytestOptions struct {
 	Python   string // default /usr/bin/python3 (Debian python3-pytest)
 	TestsDir string // where tests/ is mounted; default /tests
 	LogsDir  string // default /logs/verifier
-	WorkDir  string // default the Dockerfile's WORKDIR, else /app
+	// WorkDir defaults to TestsDir, which holds only the task's own files:
+	// never the image's WORKDIR, where the agent worked.
+	WorkDir string
+	Home    string // default Home
 }
 
-// PytestPlan is how to run a task's pytest files with the local pytest.
 type PytestPlan struct {
 	Argv       []string `json:"argv"`
 	Dir        string   `json:"dir"`
-	Env        []string `json:"env"`         // KEY=VALUE, to add to the environment
+	Env        []string `json:"env"`         // KEY=VALUE, to add to the environment (Env)
 	Script     string   `json:"script"`      // the same as one sh script, for a sandbox
 	ReportPath string   `json:"report_path"` // the JUnit XML it writes
 	Targets    []string `json:"targets"`     // test files (or node ids) it runs
@@ -242,11 +244,15 @@ func NeedsOffline(t *harbor.Task) (bool, []NetworkUse) {
 // the local pytest instead of test.sh (pytest 7.2 from Debian: no CTRF
 // plugin, so it writes JUnit XML):
 //
-//	cd WORKDIR && python3 -m pytest --junitxml=LOGS/junit.xml -p no:cacheprovider -rA TESTS/test_outputs.py
+//	cd TESTS && env … python3 -I -B -m pytest --rootdir=TESTS --confcutdir=TESTS \
+//	    -p no:cacheprovider --junitxml=LOGS/junit.xml -rA TESTS/test_outputs.py
 //
-// The targets are the test paths test.sh hands pytest (with /tests/
-// rewritten to TestsDir), else every test_*.py / *_test.py under tests/.
-// It fails when the task has no pytest files.
+// Isolated mode (-I) keeps the user site-packages, PYTHON* variables and
+// the working directory off the interpreter's path, and --confcutdir stops
+// conftest.py discovery at the tests directory; Env gives the
+// environment. The targets are the test paths test.sh hands pytest (with
+// /tests/ rewritten to TestsDir), else every test_*.py / *_test.py under
+// tests/. It fails when the task has no pytest files.
 func OfflinePytest(t *harbor.Task, opt PytestOptions) (*PytestPlan, error) {
 	if opt.Python == "" {
 		opt.Python = "/usr/bin/python3"
@@ -254,15 +260,15 @@ func OfflinePytest(t *harbor.Task, opt PytestOptions) (*PytestPlan, error) {
 	if opt.TestsDir == "" {
 		opt.TestsDir = "/tests"
 	}
+	opt.TestsDir = strings.TrimSuffix(opt.TestsDir, "/")
 	if opt.LogsDir == "" {
 		opt.LogsDir = "/logs/verifier"
 	}
 	if opt.WorkDir == "" {
-		opt.WorkDir = t.WorkDir()
+		opt.WorkDir = opt.TestsDir
 	}
-	if opt.WorkDir == "" {
-		// t1's sandboxes and nearly every Terminal-Bench image work in /app.
-		opt.WorkDir = "/app"
+	if opt.Home == "" {
+		opt.Home = Home
 	}
 	files := t.PytestFiles()
 	if len(files) == 0 {
@@ -273,34 +279,27 @@ func OfflinePytest(t *harbor.Task, opt PytestOptions) (*PytestPlan, error) {
 	mapped := make([]string, 0, len(targets))
 	for _, tg := range targets {
 		if rest, ok := strings.CutPrefix(tg, "/tests/"); ok {
-			tg = strings.TrimSuffix(opt.TestsDir, "/") + "/" + rest
+			tg = opt.TestsDir + "/" + rest
 		} else if file, _, _ := strings.Cut(tg, "::"); !strings.HasPrefix(tg, "/") {
 			// A path relative to where test.sh ran (usually `cd /tests`)
 			// that names one of the task's test files.
 			if _, ok := t.Files[harbor.TestsDir+"/"+strings.TrimPrefix(file, "./")]; ok {
-				tg = strings.TrimSuffix(opt.TestsDir, "/") + "/" + strings.TrimPrefix(tg, "./")
+				tg = opt.TestsDir + "/" + strings.TrimPrefix(tg, "./")
 			}
 		}
 		mapped = append(mapped, tg)
 	}
 	if len(mapped) == 0 {
 		for _, f := range files {
-			mapped = append(mapped, strings.TrimSuffix(opt.TestsDir, "/")+"/"+strings.TrimPrefix(f, harbor.TestsDir+"/"))
+			mapped = append(mapped, opt.TestsDir+"/"+strings.TrimPrefix(f, harbor.TestsDir+"/"))
 		}
 	}
 	report := strings.TrimSuffix(opt.LogsDir, "/") + "/" + JUnitFile
-	argv := append([]string{opt.Python, "-m", "pytest", "--junitxml=" + report, "-p", "no:cacheprovider", "-rA"}, mapped...)
-	env := []string{"PYTHONDONTWRITEBYTECODE=1"}
-	keys := make([]string, 0, len(t.Config.Verifier.Env))
-	for k := range t.Config.Verifier.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+t.Config.Verifier.Env[k])
-	}
+	argv := append([]string{opt.Python, "-I", "-B", "-m", "pytest", "--rootdir=" + opt.TestsDir, "--confcutdir=" + opt.TestsDir,
+		"-p", "no:cacheprovider", "--junitxml=" + report, "-rA"}, mapped...)
+	env := Env(t, opt.Home)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "mkdir -p %s && cd %s && exec env", shellQuote(opt.LogsDir), shellQuote(opt.WorkDir))
+	fmt.Fprintf(&sb, "mkdir -p %s && cd %s && exec /usr/bin/env", shellQuote(opt.LogsDir), shellQuote(opt.WorkDir))
 	for _, e := range env {
 		sb.WriteString(" " + shellQuote(e))
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,11 +64,19 @@ func TestOfflinePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantArgv := []string{"/usr/bin/python3", "-m", "pytest", "--junitxml=/logs/verifier/junit.xml", "-p", "no:cacheprovider", "-rA", "/tests/test_outputs.py"}
-	if !reflect.DeepEqual(plan.Argv, wantArgv) || plan.Dir != "/app" || plan.ReportPath != "/logs/verifier/junit.xml" || len(plan.Missing) != 0 {
+	// Isolated Python, conftest.py discovery stopped at the tests, run
+	// from the tests directory, never the agent's work directory.
+	wantArgv := []string{"/usr/bin/python3", "-I", "-B", "-m", "pytest", "--rootdir=/tests", "--confcutdir=/tests", "-p", "no:cacheprovider", "--junitxml=/logs/verifier/junit.xml", "-rA", "/tests/test_outputs.py"}
+	if !reflect.DeepEqual(plan.Argv, wantArgv) || plan.Dir != "/tests" || plan.ReportPath != "/logs/verifier/junit.xml" || len(plan.Missing) != 0 {
 		t.Fatalf("plan %+v", plan)
 	}
-	if plan.Script != "mkdir -p /logs/verifier && cd /app && exec env PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest --junitxml=/logs/verifier/junit.xml -p no:cacheprovider -rA /tests/test_outputs.py" {
+	wantEnv := strings.Join(Env(wf, Home), " ")
+	for _, kv := range []string{"PATH=" + Path, "HOME=/tmp/t1-verifier/home", "BASH_ENV=", "PYTHONNOUSERSITE=1", "PYTHONPATH="} {
+		if !slices.Contains(plan.Env, kv) {
+			t.Fatalf("env %q lacks %s", plan.Env, kv)
+		}
+	}
+	if plan.Script != "mkdir -p /logs/verifier && cd /tests && exec /usr/bin/env "+wantEnv+" "+strings.Join(wantArgv, " ") {
 		t.Fatalf("script %q", plan.Script)
 	}
 
@@ -79,7 +88,8 @@ func TestOfflinePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(plan.Targets, []string{"/mnt/t/test_rotate.py"}) || plan.Dir != "/srv" || !reflect.DeepEqual(plan.Env, []string{"PYTHONDONTWRITEBYTECODE=1", "KEEP=3"}) {
+	// The task's [verifier] env comes first; the hardened variables win.
+	if !reflect.DeepEqual(plan.Targets, []string{"/mnt/t/test_rotate.py"}) || plan.Dir != "/srv" || !reflect.DeepEqual(plan.Env, append([]string{"KEEP=3"}, hardened(Home)...)) {
 		t.Fatalf("plan %+v", plan)
 	}
 

@@ -114,7 +114,10 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if !verify {
 				return nil
 			}
-			rep, _, _, err := trial.Verify(ctx, sb, dir, t, trial.Options{Backend: be, AllowUnisolated: cfg.Sandbox.AllowUnisolated})
+			// The agent's shell and its jobs end before the verifier starts,
+			// which runs in a fresh sandbox on what the agent left.
+			sh.Close()
+			rep, _, _, err := trial.Verify(ctx, sb, dir, t, trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated})
 			if err != nil {
 				return err
 			}

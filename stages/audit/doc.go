@@ -18,6 +18,15 @@
 // tell the untouched environment from a solved one, and a reference
 // solution that does not pass.
 //
+// The null run sees what the sandbox sees, and the sandbox binds the
+// host's /usr, /etc and /var read-only: a verifier that checks for a tool
+// the task should build (which jq, import numpy) passes its null run when
+// the host has that tool, so such an assertion scores as weak here, and
+// is rejected only if it tips the null run over half. The converse is not
+// caught: audited on a host without the tool, the task rewards doing
+// nothing on one that has it. Audit and reward should run on hosts with
+// the same packages (the same image); nothing checks that they do.
+//
 // Audit is pure: the stage runs the executions (oracle, a rerun, a null
 // run with no solution) in fresh sandboxes and hands the results in as
 // Evidence, so the same evidence always gives the same verdict.

@@ -7,9 +7,10 @@
 //
 // Scoring from the snapshot rather than inside the rollout's sandbox is
 // what makes reward replayable: a fixed verifier can re-score every
-// trajectory of a run without rolling anything out again. Processes the
-// agent left running are not part of a snapshot; verifiers that query a
-// live service see none.
+// trajectory of a run without rolling anything out again. It is also what
+// keeps the agent from fooling the verifier (trial.VerifyLayer): processes
+// the agent left running are not part of a snapshot, so none is alive
+// while the verifier runs (verifiers that query a live service see none).
 //
 //	rollout.completed ─▶ reward ─▶ reward.scored  (+ a rewards-table object)
 package reward
@@ -169,20 +170,14 @@ func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutComplet
 	if s.cfg.Trial.Backend == nil {
 		return nil, engine.Permanent(errors.New("reward: no sandbox backend"))
 	}
-	sb, err := s.cfg.Trial.Start(ctx, dir)
-	if errors.Is(err, sandbox.ErrUnisolated) {
-		return nil, engine.Permanent(fmt.Errorf("sandbox for %s: %w", p.TaskID, err))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sandbox for %s: %w", p.TaskID, err)
-	}
-	defer sb.Close()
+	var layer io.Reader
 	if snap != nil {
-		if err := sb.Restore(ctx, snap); err != nil {
-			return nil, engine.Permanent(fmt.Errorf("snapshot %s: %w", p.Snapshot.Key, err))
-		}
+		layer = snap
 	}
-	rep, _, _, err := trial.Verify(ctx, sb, dir, t, s.cfg.Trial)
+	rep, _, _, err := trial.VerifyLayer(ctx, layer, dir, t, s.cfg.Trial)
+	if errors.Is(err, sandbox.ErrUnisolated) || errors.Is(err, trial.ErrLayer) {
+		return nil, engine.Permanent(fmt.Errorf("%s: snapshot %s: %w", p.TaskID, p.Snapshot.Key, err))
+	}
 	return rep, err
 }
 
