@@ -154,13 +154,14 @@
 //	                   manifest (ObjectRef to a BatchManifest)
 //	critic.updated     producer: critic  consumers: ppo
 //	                   iteration, policy_version, critic_version, warmup,
-//	                   warmup_steps, explained_variance, value_loss,
-//	                   values ([]FileRef),
+//	                   warmup_steps, warmup_end (why warm-up stopped),
+//	                   explained_variance, value_loss, values ([]FileRef),
 //	                   manifest (the batch with value_files), checkpoint
 //	policy.updated     producer: ppo  consumers: control
 //	                   iteration, policy_version, previous_version,
 //	                   checkpoint, metrics (FileRef), clip_fraction,
-//	                   policy_loss, logprob_gap
+//	                   policy_loss, logprob_gap, skipped (why no step was
+//	                   taken: the new version's tensors are the old ones)
 //	eval.requested     producer: control  consumers: eval
 //	                   suite, policy_version, attempts, tasks
 //	eval.completed     producer: eval  consumers: control, reports
