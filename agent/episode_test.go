@@ -123,8 +123,10 @@ func TestEpisodeReferenceModel(t *testing.T) {
 
 func TestFromSolution(t *testing.T) {
 	tp := template(t)
-	s := FromSolution(tp, "#!/bin/bash\nset -e\n# make it\nmkdir -p /app/out\ncat > /app/out/a.sh <<'SH'\necho hi\nSH\nls \\\n  /app\n")
-	want := []string{"<command>set -e</command>", "<command>mkdir -p /app/out</command>",
+	// The script's error options and its cd to /app are not turns: the
+	// shell is persistent and starts in /app.
+	s := FromSolution(tp, "#!/bin/bash\nset -euo pipefail\ncd /app\n# make it\nmkdir -p /app/out\ncat > /app/out/a.sh <<'SH'\necho hi\nSH\nls \\\n  /app\n")
+	want := []string{"<command>mkdir -p /app/out</command>",
 		"<command>cat > /app/out/a.sh <<'SH'\necho hi\nSH</command>", "<command>ls \\\n  /app</command>", "<task_complete/>"}
 	if strings.Join(s.replies, "|") != strings.Join(want, "|") {
 		t.Fatalf("%q", s.replies)

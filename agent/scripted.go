@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -31,13 +32,18 @@ func NewScripted(tp *moe.Chat, replies []string) *Scripted {
 // FromSolution makes one reply per non-empty, non-comment line of a
 // solution script (a line ending in a backslash continues), then a final
 // <task_complete/>. Heredocs are sent whole with the line that opens them.
+// Lines that only set the script's error options (set -euo pipefail) are
+// left out, and so is a cd to /app before any other command: the episode's
+// shell is interactive and persistent, where errexit would end the shell
+// at the first failing command, and it starts in /app.
 func FromSolution(tp *moe.Chat, script string) *Scripted {
 	var replies []string
 	var cur strings.Builder
 	heredoc := ""
 	for _, line := range strings.Split(script, "\n") {
 		trimmed := strings.TrimSpace(line)
-		if heredoc == "" && cur.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "#")) {
+		if heredoc == "" && cur.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "#") || shellOptions.MatchString(trimmed) ||
+			(len(replies) == 0 && trimmed == "cd /app")) {
 			continue
 		}
 		cur.WriteString(line)
@@ -62,6 +68,9 @@ func FromSolution(tp *moe.Chat, script string) *Scripted {
 	}
 	return NewScripted(tp, append(replies, "<task_complete/>"))
 }
+
+// shellOptions matches a line that only sets shell options.
+var shellOptions = regexp.MustCompile(`^set( +[-+][euxo]+( +pipefail)?)+$`)
 
 // Generate returns the next reply.
 func (s *Scripted) Generate(_ context.Context, req inference.GenerateRequest) (*inference.GenerateResponse, error) {

@@ -52,16 +52,16 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 }
 
 type pipelineSummary struct {
-	Run        string            `json:"run"`
-	Status     string            `json:"status"` // completed | failed | stopped
-	Reason     string            `json:"reason,omitempty"`
-	Events     map[string]uint64 `json:"events"`
-	Evals      []evalLine        `json:"evals,omitempty"`
+	Run    string            `json:"run"`
+	Status string            `json:"status"` // completed | failed | stopped
+	Reason string            `json:"reason,omitempty"`
+	Events map[string]uint64 `json:"events"`
+	Evals  []evalLine        `json:"evals,omitempty"`
 	// Recipe is the base → SFT → RL table (report.Recipe).
-	Recipe []report.RecipeRow `json:"recipe,omitempty"`
-	Dead       uint64            `json:"dead_letters"`
-	Elapsed    time.Duration     `json:"elapsed_ns"`
-	PolicyLast int64             `json:"policy_version"`
+	Recipe     []report.RecipeRow `json:"recipe,omitempty"`
+	Dead       uint64             `json:"dead_letters"`
+	Elapsed    time.Duration      `json:"elapsed_ns"`
+	PolicyLast int64              `json:"policy_version"`
 	reportFiles
 }
 
