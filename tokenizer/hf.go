@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,8 @@ type HF struct {
 	byteLevel map[string]int   // raw bytes -> id, for tokens written in the byte-level alphabet
 	byteID    [256]int32       // byte -> id of its one-byte token
 	merges    map[uint64]merge // (left, right) -> rank and merged id
+	bytePairs []merge          // [256*a+b]: the merge of two one-byte tokens (rank noMerge: none)
+	cache     wordCache
 
 	ignoreMerges bool
 	nfc          bool
@@ -122,37 +125,114 @@ func (h *HF) bpe(out []int, word string) []int {
 			return append(out, id)
 		}
 	}
-	if len(word) <= smallWord {
-		return h.bpeSmall(out, word)
+	if len(word) > cachedWord {
+		return h.bpeHeap(out, word)
 	}
-	return h.bpeHeap(out, word)
+	if ids, ok := h.cache.get(word); ok {
+		for _, id := range ids {
+			out = append(out, int(id))
+		}
+		return out
+	}
+	n := len(out)
+	out = h.bpeSmall(out, word)
+	h.cache.put(word, out[n:])
+	return out
 }
 
-// smallWord is the length up to which a quadratic scan for the best pair
-// beats a heap.
-const smallWord = 48
+// cachedWord is the longest word the cache holds; longer ones go through
+// the heap.
+const cachedWord = 256
+
+// wordCache remembers the ids of words, as the Rust library's BPE cache
+// does: text repeats its words, and a hit skips the merges. It stops
+// growing when full, so memory stays bounded and ids never depend on it.
+type wordCache struct {
+	shards [32]struct {
+		sync.RWMutex
+		m map[string][]int32
+	}
+}
+
+const cacheShardSize = 4096
+
+func shardOf(w string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(w); i++ {
+		h = (h ^ uint32(w[i])) * 16777619
+	}
+	return int(h % 32)
+}
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	s := &c.shards[shardOf(w)]
+	s.RLock()
+	ids, ok := s.m[w]
+	s.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []int) {
+	s := &c.shards[shardOf(w)]
+	s.Lock()
+	defer s.Unlock()
+	if s.m == nil {
+		s.m = map[string][]int32{}
+	}
+	if len(s.m) >= cacheShardSize {
+		return
+	}
+	v := make([]int32, len(ids))
+	for i, id := range ids {
+		v[i] = int32(id)
+	}
+	s.m[strings.Clone(w)] = v
+}
+
+const noMerge = int32(1<<31 - 1)
 
 // bpeSmall merges, at each step, the lowest-ranked adjacent pair, the
-// leftmost of equals, which is the order the library's heap pops in.
+// leftmost of equals, which is the order the library's heap pops in. The
+// rank of each adjacent pair is kept, so a merge looks up only the two
+// pairs it changes.
 func (h *HF) bpeSmall(out []int, word string) []int {
-	var buf [smallWord]int32
-	sym := buf[:len(word)]
-	for i := 0; i < len(word); i++ {
+	var symBuf, rankBuf, idBuf [cachedWord]int32
+	n := len(word)
+	sym, rank, id := symBuf[:n], rankBuf[:n-1], idBuf[:n-1]
+	for i := 0; i < n; i++ {
 		sym[i] = h.byteID[word[i]]
 	}
+	pair := func(i int) {
+		if m, ok := h.merges[pairKey(sym[i], sym[i+1])]; ok {
+			rank[i], id[i] = m.rank, m.id
+		} else {
+			rank[i] = noMerge
+		}
+	}
+	for i := range rank {
+		m := h.bytePairs[int(word[i])<<8|int(word[i+1])]
+		rank[i], id[i] = m.rank, m.id
+	}
 	for len(sym) > 1 {
-		best, bestRank := -1, int32(0)
-		var bestID int32
-		for i := 0; i+1 < len(sym); i++ {
-			if m, ok := h.merges[pairKey(sym[i], sym[i+1])]; ok && (best < 0 || m.rank < bestRank) {
-				best, bestRank, bestID = i, m.rank, m.id
+		best := 0
+		for i := 1; i < len(rank); i++ {
+			if rank[i] < rank[best] {
+				best = i
 			}
 		}
-		if best < 0 {
+		if rank[best] == noMerge {
 			break
 		}
-		sym[best] = bestID
+		sym[best] = id[best]
 		sym = append(sym[:best+1], sym[best+2:]...)
+		rank = append(rank[:best], rank[best+1:]...)
+		id = append(id[:best], id[best+1:]...)
+		if best > 0 {
+			pair(best - 1)
+		}
+		if best < len(rank) {
+			pair(best)
+		}
 	}
 	for _, s := range sym {
 		out = append(out, int(s))

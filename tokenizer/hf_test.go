@@ -45,7 +45,7 @@ type reference struct {
 	} `json:"decodes"`
 }
 
-func (c refCase) text(t *testing.T) string {
+func (c refCase) text(t testing.TB) string {
 	b, err := base64.StdEncoding.DecodeString(c.Bytes)
 	if err != nil {
 		t.Fatalf("case %s: %v", c.Name, err)

@@ -248,6 +248,16 @@ func (h *HF) buildModel(vocab map[string]int, merges []json.RawMessage) error {
 		// A repeated pair takes its last rank, as the Rust library's map does.
 		h.merges[pairKey(int32(a), int32(c))] = merge{rank: int32(i), id: int32(n)}
 	}
+	h.bytePairs = make([]merge, 256*256)
+	for a := range 256 {
+		for b := range 256 {
+			m, ok := h.merges[pairKey(h.byteID[a], h.byteID[b])]
+			if !ok {
+				m.rank = noMerge
+			}
+			h.bytePairs[a<<8|b] = m
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -25,12 +26,43 @@ var normAssigned = rangetable.Assigned(normVersion)
 func nfc(s string) string {
 	// What x/text's newer NFC leaves as it is, 9.0's does too: characters
 	// unknown to 9.0 only split segments and block compositions.
-	if norm.NFC.IsNormalString(s) {
+	// QuickSpan ends at a segment boundary, so what precedes it stays and
+	// only the segments up to the next boundary need the work.
+	n := norm.NFC.QuickSpanString(s)
+	if n == len(s) {
 		return s
 	}
-	d := decompose(s)
-	reorder(d)
-	return string(compose(d))
+	var b strings.Builder
+	b.Grow(len(s))
+	for {
+		b.WriteString(s[:n])
+		s = s[n:]
+		m := nextBoundary(s)
+		d := decompose(s[:m])
+		reorder(d)
+		b.Write(compose(d))
+		if s = s[m:]; s == "" {
+			return b.String()
+		}
+		if n = norm.NFC.QuickSpanString(s); n == len(s) {
+			b.WriteString(s)
+			return b.String()
+		}
+	}
+}
+
+// nextBoundary is the offset of the first segment boundary in s after its
+// first character (len(s) when there is none).
+func nextBoundary(s string) int {
+	_, i := utf8.DecodeRuneInString(s)
+	for i < len(s) {
+		p := norm.NFC.PropertiesString(s[i:])
+		if p.BoundaryBefore() {
+			return i
+		}
+		i += max(p.Size(), 1)
+	}
+	return len(s)
 }
 
 type nfcRune struct {
