@@ -98,3 +98,16 @@ func BenchmarkEncodeQwen3Uncached(b *testing.B) {
 	}
 	b.ReportMetric(float64(tokens)*float64(b.N)/busy.Seconds(), "tokens/s")
 }
+
+// BenchmarkParseQwen3 is the cost of loading the 11 MB tokenizer.json.
+func BenchmarkParseQwen3(b *testing.B) {
+	raw, err := fixture()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		if _, err := ParseHF(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

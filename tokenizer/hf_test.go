@@ -330,3 +330,30 @@ func TestQwen3PreTokenizerMatchesReference(t *testing.T) {
 }
 
 func head(x []int) []int { return x[:min(len(x), 20)] }
+
+// Encoding from many goroutines at once (sharing the word cache) gives
+// the ids one goroutine gives.
+func TestConcurrentEncode(t *testing.T) {
+	ref, _ := loadReference(t)
+	h := loadQwen3(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ref.Cases[:60] {
+				c := ref.Cases[(i+g*15)%60]
+				if !slices.Equal(h.Encode(c.text(t)), c.IDs) {
+					errs <- c.Name
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for name := range errs {
+		t.Errorf("case %s differs when encoded concurrently", name)
+	}
+}

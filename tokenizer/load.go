@@ -225,7 +225,10 @@ func (h *HF) buildModel(vocab map[string]int, merges []json.RawMessage) error {
 	for i, raw := range merges {
 		var pair [2]string
 		var s string
-		if json.Unmarshal(raw, &s) == nil {
+		if len(raw) > 0 && raw[0] == '"' {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return fmt.Errorf("model.merges[%d]: %w", i, err)
+			}
 			parts := strings.Split(s, " ")
 			if len(parts) != 2 {
 				return fmt.Errorf("model.merges[%d]: %q is not two tokens separated by one space", i, s)
