@@ -21,8 +21,13 @@ const (
 	EndCancelled = "cancelled"
 )
 
-// SystemPrompt opens every episode.
+// SystemPrompt tells a capable model the reply format in full.
 const SystemPrompt = "You are an agent operating a Linux shell to complete a task. " + ReplyFormat
+
+// BriefSystemPrompt is the reply format in a few tokens, for a small
+// model that learns the format from demonstrations rather than from
+// reading it.
+const BriefSystemPrompt = "Reply with <command>...</command>; when done, <task_complete/>."
 
 // Config bounds an episode. Settings.Config makes one of the configured
 // bounds; Run fills the bounds left zero: the Settings from
@@ -46,6 +51,8 @@ type Config struct {
 	CompactAt float64
 	KeepTurns int
 	Sampling  inference.SamplingParams
+	// SystemPrompt opens the episode (default SystemPrompt).
+	SystemPrompt string
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepTurns <= 0 {
 		c.KeepTurns = 4
+	}
+	if c.SystemPrompt == "" {
+		c.SystemPrompt = SystemPrompt
 	}
 	return c
 }
@@ -123,7 +133,7 @@ type Result struct {
 func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
 	cfg = cfg.withDefaults()
 	start := time.Now()
-	asm := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: SystemPrompt}, {Role: moe.RoleUser, Content: instruction}})
+	asm := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: cfg.SystemPrompt}, {Role: moe.RoleUser, Content: instruction}})
 	res := &Result{Sampling: cfg.Sampling}
 	var routing []*moe.Routing
 	end := ""

@@ -22,8 +22,10 @@ type Sandbox struct {
 // counts with an optional binary unit: 512MiB, 4GiB.
 type SandboxLimits struct {
 	CPUSeconds int           `yaml:"cpu_seconds"` // CPU time of each process
-	Memory     string        `yaml:"memory"`      // address space of each process
+	Memory     string        `yaml:"memory"`      // address space of each process; bwrap: the whole sandbox too
 	Processes  int           `yaml:"processes"`   // processes and threads at once
+	CPUs       float64       `yaml:"cpus"`        // CPU bandwidth of the whole sandbox, in cores
+	Cgroup     string        `yaml:"cgroup"`      // required | optional: a host without a cgroup for the sandbox
 	FileSize   string        `yaml:"file_size"`   // largest file a process may write
 	OpenFiles  int           `yaml:"open_files"`  // open files of each process
 	Disk       string        `yaml:"disk"`        // all writable directories together
@@ -38,6 +40,8 @@ func defaultSandbox() Sandbox {
 			CPUSeconds: d.CPUSeconds,
 			Memory:     sandbox.FormatSize(d.Memory),
 			Processes:  d.Processes,
+			CPUs:       d.CPUs,
+			Cgroup:     d.Cgroup,
 			FileSize:   sandbox.FormatSize(d.FileSize),
 			OpenFiles:  d.OpenFiles,
 			Disk:       sandbox.FormatSize(d.Disk),
@@ -58,6 +62,8 @@ func (s Sandbox) SandboxLimits() sandbox.Limits {
 		CPUSeconds: l.CPUSeconds,
 		Memory:     size(l.Memory),
 		Processes:  l.Processes,
+		CPUs:       l.CPUs,
+		Cgroup:     l.Cgroup,
 		FileSize:   size(l.FileSize),
 		OpenFiles:  l.OpenFiles,
 		Disk:       size(l.Disk),
@@ -92,6 +98,14 @@ func (s Sandbox) check(bad func(path, format string, args ...any)) {
 		case n < 1<<20:
 			bad("sandbox.limits."+f.key, "must be at least 1MiB, got %s", f.v)
 		}
+	}
+	if l.CPUs < 0.01 {
+		bad("sandbox.limits.cpus", "must be at least 0.01 (cores), got %g", l.CPUs)
+	}
+	switch l.Cgroup {
+	case sandbox.CgroupRequired, sandbox.CgroupOptional:
+	default:
+		bad("sandbox.limits.cgroup", "want %s (a host without a cgroup for the sandbox fails) or %s (such a host runs sandboxes under per-process rlimits alone), got %q", sandbox.CgroupRequired, sandbox.CgroupOptional, l.Cgroup)
 	}
 	if l.WallClock <= 0 {
 		bad("sandbox.limits.wall_clock", "must be positive, got %s", l.WallClock)

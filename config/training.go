@@ -27,12 +27,22 @@ type Training struct {
 	// a step costs a slice of the pool rather than all of it.
 	SFTLR    float64 `yaml:"sft_lr"`
 	SFTBatch int     `yaml:"sft_batch"`
-	// Epochs and CriticEpochs are optimiser steps over the whole batch per
-	// iteration.
+	// Epochs are the actor's passes over the batch per iteration, each
+	// of Minibatches optimiser steps over disjoint sets of chunks;
+	// CriticEpochs the critic's optimiser steps over the whole batch.
 	Epochs       int `yaml:"epochs"`
+	Minibatches  int `yaml:"minibatches"`
 	CriticEpochs int `yaml:"critic_epochs"`
+	// NormalizeAdvantages standardises each batch's advantages before the
+	// actor update, so a step's size depends neither on the reward's
+	// scale nor on how far the critic is off.
+	NormalizeAdvantages bool `yaml:"normalize_advantages"`
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64 `yaml:"max_grad_norm"`
+	// CriticInit is where a run's first critic starts: CriticFromPolicy
+	// (the policy's weights with their value head, as warm critics
+	// usually start) or CriticFresh (a seeded random model).
+	CriticInit string `yaml:"critic_init"`
 	// Replay turns rollout routing replay (R³) on in the actor update.
 	Replay  bool           `yaml:"replay"`
 	Warmup  CriticWarmup   `yaml:"warmup"`
@@ -61,10 +71,16 @@ type TrainerBackend struct {
 	Dir string `yaml:"dir"`
 }
 
+// The critic's starting points.
+const (
+	CriticFromPolicy = "policy"
+	CriticFresh      = "fresh"
+)
+
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, SFTLR: 1e-3, Epochs: 1, CriticEpochs: 1,
-		MaxGradNorm: 1, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, SFTLR: 1e-3, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
 }
@@ -119,10 +135,13 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	for _, f := range []struct {
 		key string
 		v   int
-	}{{"epochs", t.Epochs}, {"critic_epochs", t.CriticEpochs}} {
+	}{{"epochs", t.Epochs}, {"minibatches", t.Minibatches}, {"critic_epochs", t.CriticEpochs}} {
 		if f.v < 1 {
 			bad("training."+f.key, "must be at least 1, got %d", f.v)
 		}
+	}
+	if t.CriticInit != CriticFromPolicy && t.CriticInit != CriticFresh {
+		bad("training.critic_init", "must be policy or fresh, got %q", t.CriticInit)
 	}
 	if t.MaxGradNorm < 0 {
 		bad("training.max_grad_norm", "must not be negative (0 turns clipping off), got %g", t.MaxGradNorm)

@@ -11,7 +11,7 @@ func TestTrainingOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := cfg.Training
-	if tr.Replay || tr.Adam().LR != 3e-5 || tr.Epochs != 1 || tr.Warmup.Steps != 0 || tr.Warmup.EV != 0.1 ||
+	if tr.Replay || tr.Adam().LR != 3e-5 || tr.Epochs != 2 || tr.Warmup.Steps != 0 || tr.Warmup.EV != 0.1 ||
 		tr.Trainer.Backend != "exec" || tr.Trainer.Command[0] != "torchrun" || tr.Trainer.Command[3] != "{job}" {
 		t.Errorf("parsed %+v", tr)
 	}

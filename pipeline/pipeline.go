@@ -31,6 +31,7 @@ import (
 	"github.com/t1pipe/t1/stages/sft"
 	"github.com/t1pipe/t1/stages/synth"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 )
@@ -109,7 +110,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	tc := cfg.Training
 	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, "."))},
 		Reference: trainer.ReferenceOptions{
-			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
+			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
 				MaxGradNorm: tc.MaxGradNorm, WarmupSteps: tc.Warmup.Steps, WarmupEV: tc.Warmup.EV},
 			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
@@ -152,7 +153,8 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: sc.Audit, References: refs}),
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: Episode(cfg), Policies: policies}),
 		rw,
-		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda}}),
+		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda},
+			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
 		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial}),
 	}
@@ -223,7 +225,7 @@ func ModelConfig(m config.InferenceModel) moe.Config {
 // key is read from its environment variable here, once, and goes nowhere
 // but the request header.
 func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
-	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator}
+	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator, Library: taskgen.Library(c.Library)}
 	if c.Generator != synth.LLM {
 		return cfg, nil
 	}

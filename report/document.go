@@ -291,6 +291,9 @@ func trainingSection(runs []*Run) (*section, error) {
 	r := runs[0]
 	many := len(runs) > 1
 	s := &section{id: "training", title: "Training"}
+	for _, n := range signalNotes(r) {
+		s.para("%s", n)
+	}
 	lines := func(col string) []line {
 		var ls []line
 		for _, x := range runs {
@@ -527,6 +530,14 @@ func evalSection(r *Run) (*section, error) {
 	s := &section{id: "eval", title: "Evaluation"}
 	if len(r.Evals) == 0 {
 		s.para("No evaluation completed.")
+	}
+	if rows := Recipe(r); len(rows) > 0 {
+		t := &table{caption: "base → SFT → RL on the held-out suite", head: []string{"suite", "policy", "version", "attempts", "resolve rate", "partial credit", "mean turns"}}
+		for _, row := range rows {
+			t.rows = append(t.rows, []string{row.Suite, row.Stage, fmt.Sprintf("v%d", row.PolicyVersion), strconv.Itoa(row.Attempts),
+				rate(row.ResolveRate), num(row.MeanReward), fmt.Sprintf("%.1f", row.MeanTurns)})
+		}
+		s.add(t)
 	}
 	sum := &table{head: []string{"suite", "policy", "tasks", "attempts", "resolve rate", "partial credit", "mean turns"}}
 	for _, e := range r.Evals {

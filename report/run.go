@@ -59,6 +59,20 @@ type Run struct {
 	Rewards       []Reward     `json:"rewards,omitempty"`
 	Evals         []Eval       `json:"evals,omitempty"`
 	EvalResults   []EvalResult `json:"eval_results,omitempty"`
+	// Updates are the policy updates in order, with the critic's view of
+	// their batch.
+	Updates []Update `json:"updates,omitempty"`
+}
+
+// Update is one iteration's critic and actor update, as their events
+// tell it.
+type Update struct {
+	Iteration         int     `json:"iteration"`
+	PolicyVersion     int64   `json:"policy_version"` // the new version
+	Skipped           string  `json:"skipped,omitempty"`
+	WarmupEnd         string  `json:"warmup_end,omitempty"`
+	ExplainedVariance float64 `json:"explained_variance"`
+	ClipFraction      float64 `json:"clip_fraction"`
 }
 
 // Config is what run.started fixed for the whole run.
@@ -279,12 +293,21 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 			}
 			r.SFT = append(r.SFT, SFT{PolicyVersion: p.PolicyVersion, Loss: p.Loss})
 			r.PolicyVersion = max(r.PolicyVersion, p.PolicyVersion)
+		case schemas.CriticUpdated:
+			var p schemas.CriticUpdatedPayload
+			if err := decode(ev, &p); err != nil {
+				return err
+			}
+			u := r.update(p.Iteration)
+			u.WarmupEnd, u.ExplainedVariance = p.WarmupEnd, p.ExplainedVariance
 		case schemas.PolicyUpdated:
 			var p schemas.PolicyUpdatedPayload
 			if err := decode(ev, &p); err != nil {
 				return err
 			}
 			r.PolicyVersion = max(r.PolicyVersion, p.PolicyVersion)
+			u := r.update(p.Iteration)
+			u.PolicyVersion, u.Skipped, u.ClipFraction = p.PolicyVersion, p.Skipped, p.ClipFraction
 		case schemas.EvalCompleted:
 			var p schemas.EvalCompletedPayload
 			if err := decode(ev, &p); err != nil {
@@ -474,4 +497,16 @@ func (r *Run) loadEvalResults(ctx context.Context, st store.ObjectStore) error {
 // their objects in.
 func attemptKey(group string, iteration int, version int64, task string, attempt int) string {
 	return fmt.Sprintf("%s\x00%08d\x00%012d\x00%s\x00%08d", group, iteration, version, task, attempt)
+}
+
+// update returns iteration i's Update, adding it in iteration order.
+func (r *Run) update(i int) *Update {
+	for k := range r.Updates {
+		if r.Updates[k].Iteration == i {
+			return &r.Updates[k]
+		}
+	}
+	r.Updates = append(r.Updates, Update{Iteration: i})
+	slices.SortFunc(r.Updates, func(a, b Update) int { return a.Iteration - b.Iteration })
+	return r.update(i)
 }

@@ -280,3 +280,44 @@ func (m *Mismatch) Add(mismatches, sets int) {
 
 // Rate is the fraction of sets that differ.
 func (m Mismatch) Rate() float64 { return div(float64(m.Mismatches), float64(m.Sets)) }
+
+// Whiten standardises the advantages of every action of a batch to mean 0
+// and standard deviation 1, in place (per-token slices as in the package
+// doc; non-action entries stay 0). It makes the size of an actor step
+// independent of the reward's scale and of how good the critic is. It
+// reports false, changing nothing, when the advantages do not vary (every
+// action's is the same): there is no learning signal to scale.
+func Whiten(loss [][]bool, adv [][]float32) (bool, error) {
+	if len(loss) != len(adv) {
+		return false, fmt.Errorf("whiten: %d loss masks, %d advantage slices", len(loss), len(adv))
+	}
+	var n int
+	var sum, sq float64
+	for i := range loss {
+		if len(loss[i]) != len(adv[i]) {
+			return false, fmt.Errorf("whiten: chunk %d: %d tokens, %d advantages", i, len(loss[i]), len(adv[i]))
+		}
+		for t, l := range loss[i] {
+			if l {
+				a := float64(adv[i][t])
+				n, sum, sq = n+1, sum+a, sq+a*a
+			}
+		}
+	}
+	if n < 2 {
+		return false, nil
+	}
+	mean := sum / float64(n)
+	std := math.Sqrt(math.Max(sq/float64(n)-mean*mean, 0))
+	if std < 1e-6 {
+		return false, nil
+	}
+	for i := range loss {
+		for t, l := range loss[i] {
+			if l {
+				adv[i][t] = float32((float64(adv[i][t]) - mean) / std)
+			}
+		}
+	}
+	return true, nil
+}

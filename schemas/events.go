@@ -261,6 +261,7 @@ type CriticUpdatedPayload struct {
 	CriticVersion     int64     `json:"critic_version"`
 	Warmup            bool      `json:"warmup"`
 	WarmupSteps       int       `json:"warmup_steps,omitempty"` // optimiser steps the warm-up took
+	WarmupEnd         string    `json:"warmup_end,omitempty"`   // why the warm-up stopped
 	ExplainedVariance float64   `json:"explained_variance"`
 	ValueLoss         float64   `json:"value_loss"`
 	Values            []FileRef `json:"values"`
@@ -278,6 +279,9 @@ type PolicyUpdatedPayload struct {
 	ClipFraction    float64   `json:"clip_fraction"`
 	PolicyLoss      float64   `json:"policy_loss"`
 	LogProbGap      float64   `json:"logprob_gap"`
+	// Skipped says why the update took no step (every advantage 0): the
+	// new version's tensors are the previous version's.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // EvalRequestedPayload asks eval to run one suite against a policy.

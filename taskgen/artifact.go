@@ -51,6 +51,12 @@ type Artifact struct {
 	Output string
 	// Producer is the index of the step that made it (-1: the environment).
 	Producer int
+	// Replaced says a later step changed or removed it: growth never
+	// picks it as an input again.
+	Replaced bool
+	// FromEnv says the environment holds it before the agent starts, so
+	// no assertion of the task checks it.
+	FromEnv bool
 }
 
 // Name is the artifact's base name.

@@ -55,7 +55,11 @@ func Build(refs []StepRef) (*Spec, error) {
 	default:
 		sp.Difficulty = "hard"
 	}
-	sp.Instruction = instruction(sp.Phrases)
+	if LibraryOf(refs) == Basic {
+		sp.Instruction = briefInstruction(sp.Phrases)
+	} else {
+		sp.Instruction = instruction(sp.Phrases)
+	}
 	return sp, nil
 }
 
@@ -91,6 +95,9 @@ func fold(refs []StepRef) (*Spec, error) {
 		for _, a := range c.Produces {
 			a.Producer = i
 		}
+		if c.Replaces {
+			in.Replaced = true
+		}
 		sp.Env = append(sp.Env, c.Env...)
 		sp.Solution = append(sp.Solution, c.Solution...)
 		sp.Checks = append(sp.Checks, c.Checks...)
@@ -121,6 +128,20 @@ func instruction(phrases []string) string {
 		}
 	}
 	b.WriteString("\nCreate any missing output directories. Leave the input files unchanged unless a step says to change them.\n")
+	return b.String()
+}
+
+// briefInstruction is the basic library's: only the phrases, every
+// parameter in them, so the prompt is short and all of it matters.
+func briefInstruction(phrases []string) string {
+	if len(phrases) == 1 {
+		return phrases[0] + "\n"
+	}
+	var b strings.Builder
+	b.WriteString("In order:\n")
+	for i, p := range phrases {
+		fmt.Fprintf(&b, "%d. %s\n", i+1, p)
+	}
 	return b.String()
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // sources and transforms split the library by whether a step consumes.
-func sources() (out []Step) {
-	for _, s := range Steps() {
+func sources(lib Library) (out []Step) {
+	for _, s := range Steps(lib) {
 		if len(s.Consumes()) == 0 {
 			out = append(out, s)
 		}
@@ -16,8 +16,8 @@ func sources() (out []Step) {
 	return out
 }
 
-func transforms() (out []Step) {
-	for _, s := range Steps() {
+func transforms(lib Library) (out []Step) {
+	for _, s := range Steps(lib) {
 		if len(s.Consumes()) > 0 {
 			out = append(out, s)
 		}
@@ -25,21 +25,24 @@ func transforms() (out []Step) {
 	return out
 }
 
-// Seed returns a round-0 task: one source and one step that consumes it.
-func Seed(rng *rand.Rand) []StepRef {
-	srcs := sources()
+// Seed returns a round-0 task of lib: one source and one step that
+// consumes it.
+func Seed(lib Library, rng *rand.Rand) []StepRef {
+	srcs := sources(lib)
 	refs := []StepRef{{Name: srcs[rng.IntN(len(srcs))].Name(), Seed: rng.Uint64(), Input: -1}}
-	return append(refs, pickTransform(rng, mustFold(refs), 0, nil))
+	return append(refs, pickTransform(lib, rng, mustFold(refs), 0, nil))
 }
 
 // Extend returns parent grown by n steps that do work. Each new step
 // consumes an artifact the task already has, preferring the most recent
 // ones so the solution path gets longer rather than wider; now and then a
-// new source joins the environment and the next step consumes it.
+// new source joins the environment and the next step consumes it. The new
+// steps come from the parent's library.
 func Extend(parent []StepRef, n int, rng *rand.Rand) ([]StepRef, error) {
 	if _, err := Build(parent); err != nil {
 		return nil, fmt.Errorf("synth: parent: %w", err)
 	}
+	lib := LibraryOf(parent)
 	refs := slices.Clone(parent)
 	used := map[StepRef]bool{}
 	for _, r := range parent {
@@ -48,11 +51,11 @@ func Extend(parent []StepRef, n int, rng *rand.Rand) ([]StepRef, error) {
 	for range n {
 		only := -1
 		if rng.IntN(5) == 0 {
-			srcs := sources()
+			srcs := sources(lib)
 			refs = append(refs, StepRef{Name: srcs[rng.IntN(len(srcs))].Name(), Seed: rng.Uint64(), Input: -1})
 			only = len(refs) - 1
 		}
-		ref := pickTransform(rng, mustFold(refs), only, used)
+		ref := pickTransform(lib, rng, mustFold(refs), only, used)
 		used[StepRef{Name: ref.Name, Input: ref.Input}] = true
 		refs = append(refs, ref)
 	}
@@ -72,16 +75,17 @@ func mustFold(refs []StepRef) []*Artifact {
 // pickTransform chooses a step and an input. With only >= 0 it must consume
 // that artifact; otherwise later artifacts weigh more. Pairs in used are
 // avoided while any other pair exists.
-func pickTransform(rng *rand.Rand, arts []*Artifact, only int, used map[StepRef]bool) StepRef {
+func pickTransform(lib Library, rng *rand.Rand, arts []*Artifact, only int, used map[StepRef]bool) StepRef {
 	type cand struct {
 		step  Step
 		input int
 		w     int
 	}
 	var all, fresh []cand
-	for _, st := range transforms() {
+	for _, st := range transforms(lib) {
 		for i, a := range arts {
-			if (only >= 0 && i != only) || !slices.Contains(st.Consumes(), a.Kind) {
+			eo, _ := st.(interface{ EnvOnly() bool })
+			if (only >= 0 && i != only) || a.Replaced || (eo != nil && eo.EnvOnly() && !a.FromEnv) || !slices.Contains(st.Consumes(), a.Kind) {
 				continue
 			}
 			c := cand{st, i, 1 + 3*i}
@@ -112,15 +116,15 @@ func pickTransform(rng *rand.Rand, arts []*Artifact, only int, used map[StepRef]
 	panic("unreachable")
 }
 
-// Suite grows n tasks for evaluation from seed, each through rounds
+// Suite grows n tasks of lib for evaluation from seed, each through rounds
 // extensions, in a random stream of its own: a suite's seed never meets the
 // seeds synthesis draws for training, so the two start apart. (Audit's
 // near-duplicate check against the suite keeps them apart.)
-func Suite(seed uint64, n, rounds int) [][]StepRef {
+func Suite(lib Library, seed uint64, n, rounds int) [][]StepRef {
 	rng := rand.New(rand.NewPCG(seed, 0x65766131)) // "eva1"
 	out := make([][]StepRef, n)
 	for i := range out {
-		refs := Seed(rng)
+		refs := Seed(lib, rng)
 		for range rounds {
 			refs, _ = Extend(refs, 1+rng.IntN(2), rng)
 		}

@@ -48,6 +48,9 @@ type Contribution struct {
 	Phrase string
 	// Produces lists the artifacts the step leaves behind.
 	Produces []*Artifact
+	// Replaces says the step changes or removes its input (an append in
+	// place, a move), so later steps must consume what it produced.
+	Replaces bool
 }
 
 // Check is one verifier assertion: the body of a pytest function, using
@@ -127,24 +130,68 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// registry is the step library by name.
-var registry = map[string]Step{}
+// Library names a set of steps that grow tasks together: a task's steps
+// all come from one library.
+type Library string
 
-func register(s Step) {
+// The libraries.
+const (
+	// Full spans file operations, text, data, archives, scripting,
+	// debugging and git: multi-command work for capable policies.
+	Full Library = "full"
+	// Basic is one-command file work whose instruction carries every
+	// parameter (steps_basic.go): what the reference model can learn.
+	Basic Library = "basic"
+)
+
+// Libraries lists the library names.
+func Libraries() []Library { return []Library{Basic, Full} }
+
+// ParseLibrary checks a library name.
+func ParseLibrary(s string) (Library, error) {
+	for _, l := range Libraries() {
+		if string(l) == s {
+			return l, nil
+		}
+	}
+	return "", fmt.Errorf("unknown step library %q (want basic or full)", s)
+}
+
+// registry is the step library by name; libraryOf says which library
+// each step belongs to.
+var (
+	registry  = map[string]Step{}
+	libraryOf = map[string]Library{}
+)
+
+func register(s Step) { registerIn(Full, s) }
+
+func registerIn(lib Library, s Step) {
 	if _, dup := registry[s.Name()]; dup {
 		panic("synth: step registered twice: " + s.Name())
 	}
 	registry[s.Name()] = s
+	libraryOf[s.Name()] = lib
+}
+
+// LibraryOf returns the library of a task's steps.
+func LibraryOf(refs []StepRef) Library {
+	if len(refs) == 0 {
+		return Full
+	}
+	return libraryOf[refs[0].Name]
 }
 
 // Lookup returns the named step.
 func Lookup(name string) (Step, bool) { s, ok := registry[name]; return s, ok }
 
-// Steps lists the library in name order.
-func Steps() []Step {
+// Steps lists a library's steps in name order.
+func Steps(lib Library) []Step {
 	out := make([]Step, 0, len(registry))
 	for _, n := range sortedKeys(registry) {
-		out = append(out, registry[n])
+		if libraryOf[n] == lib {
+			out = append(out, registry[n])
+		}
 	}
 	return out
 }
@@ -154,7 +201,14 @@ type step struct {
 	name, cat string
 	consumes  []Kind
 	apply     func(g *Gen, in *Artifact) Contribution
+	// envOnly: the step changes or removes its input (Contribution.
+	// Replaces), so it may only consume what the environment holds: an
+	// output of an earlier step is checked by that step's assertions,
+	// which must still hold at the end.
+	envOnly bool
 }
+
+func (s *step) EnvOnly() bool { return s.envOnly }
 
 func (s *step) Name() string                            { return s.name }
 func (s *step) Category() string                        { return s.cat }

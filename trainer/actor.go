@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 
 	"github.com/t1pipe/t1/moe"
@@ -11,9 +14,12 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
-// TrainActor loads the policy, runs Opt.Actor.Epochs Adam steps of
-// token-level PPO over the whole batch and saves the new checkpoint (with
-// its optimiser state) under job.Out.
+// TrainActor loads the policy, runs token-level PPO over the batch
+// (Opt.Actor.Epochs passes, each of Opt.Actor.Minibatches Adam steps over
+// the chunks in a seeded order) and saves the new checkpoint (with its
+// optimiser state) under job.Out. A batch whose advantages are all 0 is
+// skipped (Metrics.Skipped says why) and the policy saved unchanged; a
+// divergent step fails the job with ErrDivergent and saves nothing.
 //
 // The ratio's denominator is the policy's own log-prob before the update,
 // computed by the trainer with the same routing as every later forward;
@@ -43,7 +49,7 @@ func (r *Reference) TrainActor(ctx context.Context, job ActorJob) (*ActorResult,
 	// The learning rate is the configured constant, whatever the
 	// checkpoint's optimiser was saved with.
 	opt.Cfg = r.Opt.Actor.Adam
-	met, err := r.update(ctx, m, opt, b)
+	met, err := r.update(ctx, m, opt, b, job.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +78,7 @@ type prepared struct {
 	sampled []float32
 }
 
-func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *Batch) (ActorMetrics, error) {
+func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *Batch, seed int64) (ActorMetrics, error) {
 	o := r.Opt.Actor
 	met := ActorMetrics{Replay: o.Replay}
 	if b.Actions == 0 {
@@ -83,10 +89,13 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		if c.Values == nil {
 			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d has no values (the critic has not run)", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk))
 		}
-		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: c.Values.Advantages, sampled: c.Tokens.LogProbs,
+		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: slices.Clone(c.Values.Advantages), sampled: c.Tokens.LogProbs,
 			opt: moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}}
 		if len(p.ids) < 2 {
 			continue
+		}
+		if len(p.adv) != len(p.loss) {
+			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %d advantages for %d tokens", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk, len(p.adv), len(p.loss)))
 		}
 		if o.Replay {
 			// The last token's row only repeats the one before; replaying
@@ -97,64 +106,126 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		}
 		chunks = append(chunks, p)
 	}
-	n := b.Actions
-	met.Actions = int64(n)
+	met.Actions = int64(b.Actions)
+	// Without a non-zero advantage every gradient is 0: nothing to learn,
+	// so no compute is spent and the policy stays as it was.
+	signal := false
+	for _, p := range chunks {
+		for t, l := range p.loss {
+			signal = signal || (l && p.adv[t] != 0)
+		}
+	}
+	if !signal {
+		met.Skipped = "every advantage is 0"
+		return met, nil
+	}
+	if o.NormalizeAdvantages {
+		loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
+		for i, p := range chunks {
+			loss[i], adv[i] = p.loss, p.adv
+		}
+		if _, err := rl.Whiten(loss, adv); err != nil {
+			return met, Bad(err)
+		}
+	}
+	// The ratio's denominator: the policy before any step, with the same
+	// routing as every later forward.
 	var gap rl.GapStats
 	var mis rl.Mismatch
+	for _, p := range chunks {
+		if err := ctx.Err(); err != nil {
+			return met, err
+		}
+		pass, err := m.Forward(p.ids, p.opt)
+		if err != nil {
+			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+		}
+		if p.oldLP, err = rl.ActionLogProbs(p.loss, pass.LogProbs); err != nil {
+			return met, Bad(err)
+		}
+		gap.Add(p.loss, p.oldLP, p.sampled)
+		mis.Add(moe.CompareRouting(p.c.Routing.Slice(0, len(p.ids)-1), pass.Routing.Slice(0, len(p.ids)-1)))
+		for t, l := range p.loss {
+			if l && int32(pass.IDs[t]) != p.c.Tokens.TokenIDs[t] {
+				met.LossDrift++
+			}
+		}
+	}
+	// Epochs × minibatches steps; each epoch visits the chunks in an order
+	// drawn from the job's seed, so a rerun trains identically.
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x70706f)) // "ppo"
+	var ps rl.PolicyStats
 	var lossSum, normSum float64
 	for epoch := 0; epoch < o.Epochs; epoch++ {
-		var ps rl.PolicyStats
-		for _, p := range chunks {
-			if err := ctx.Err(); err != nil {
-				return met, err
-			}
-			pass, err := m.Forward(p.ids, p.opt)
-			if err != nil {
-				return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
-			}
-			lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
-			if err != nil {
-				return met, Bad(err)
-			}
-			if epoch == 0 {
-				p.oldLP = lp
-				gap.Add(p.loss, lp, p.sampled)
-				mis.Add(moe.CompareRouting(p.c.Routing.Slice(0, len(p.ids)-1), pass.Routing.Slice(0, len(p.ids)-1)))
-				for t, l := range p.loss {
-					if l && int32(pass.IDs[t]) != p.c.Tokens.TokenIDs[t] {
-						met.LossDrift++
+		order := rng.Perm(len(chunks))
+		for _, mb := range minibatches(order, o.Minibatches) {
+			n := 0
+			for _, i := range mb {
+				for _, l := range chunks[i].loss {
+					if l {
+						n++
 					}
 				}
 			}
-			g, err := rl.PolicyGrad(&ps, p.loss, lp, p.oldLP, p.adv, o.Clip, n)
-			if err != nil {
-				return met, Bad(err)
+			if n == 0 {
+				continue
 			}
-			if err := m.Backward(pass, g[1:], nil); err != nil {
-				return met, err
+			var step rl.PolicyStats
+			for _, i := range mb {
+				if err := ctx.Err(); err != nil {
+					return met, err
+				}
+				p := chunks[i]
+				pass, err := m.Forward(p.ids, p.opt)
+				if err != nil {
+					return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+				}
+				lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
+				if err != nil {
+					return met, Bad(err)
+				}
+				g, err := rl.PolicyGrad(&step, p.loss, lp, p.oldLP, p.adv, o.Clip, n)
+				if err != nil {
+					return met, Bad(err)
+				}
+				if err := m.Backward(pass, g[1:], nil); err != nil {
+					return met, err
+				}
 			}
+			norm := opt.Update(o.MaxGradNorm)
+			if l := step.MeanLoss(); math.IsNaN(l) || math.IsInf(l, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+				return met, Bad(fmt.Errorf("%w: epoch %d step %d: loss %v, gradient norm %v", ErrDivergent, epoch, met.Steps, l, norm))
+			}
+			lossSum += step.MeanLoss()
+			normSum += norm
+			ps.Tokens, ps.Loss, ps.KL, ps.Clipped = ps.Tokens+step.Tokens, ps.Loss+step.Loss, ps.KL+step.KL, ps.Clipped+step.Clipped
+			met.Steps++
 		}
-		lossSum += ps.MeanLoss()
-		normSum += opt.Update(o.MaxGradNorm)
-		met.Steps++
 	}
-	// How far the update moved the policy, over every action.
-	var after rl.PolicyStats
-	for _, p := range chunks {
-		pass, err := m.Forward(p.ids, p.opt)
-		if err != nil {
-			return met, err
-		}
-		lp, _ := rl.ActionLogProbs(p.loss, pass.LogProbs)
-		if _, err := rl.PolicyGrad(&after, p.loss, lp, p.oldLP, p.adv, o.Clip, n); err != nil {
-			return met, err
-		}
+	if met.Steps == 0 {
+		return met, Bad(errors.New("trainer: no minibatch has a loss token"))
 	}
 	met.PolicyLoss = lossSum / float64(met.Steps)
 	met.GradNorm = normSum / float64(met.Steps)
-	met.ClipFraction = after.ClipFraction()
-	met.ApproxKL = after.ApproxKL()
+	met.ClipFraction = ps.ClipFraction()
+	met.ApproxKL = ps.ApproxKL()
 	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
 	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
 	return met, nil
+}
+
+// ErrDivergent marks an update whose loss or gradient stopped being a
+// finite number; the update fails and the policy it started from stays.
+var ErrDivergent = errors.New("trainer: divergent update")
+
+// minibatches splits order into k parts of near-equal size (k ≤ 1 or
+// k ≥ len(order): one part per element at most).
+func minibatches(order []int, k int) [][]int {
+	k = max(1, min(k, len(order)))
+	out := make([][]int, 0, k)
+	for i := range k {
+		lo, hi := i*len(order)/k, (i+1)*len(order)/k
+		out = append(out, order[lo:hi])
+	}
+	return out
 }

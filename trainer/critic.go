@@ -30,7 +30,7 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 	if b.Actions == 0 {
 		return nil, Bad(fmt.Errorf("batch %s iteration %d has no loss tokens", m.Run, m.Iteration))
 	}
-	model, opt, err := r.critic(ctx, job.Critic)
+	model, opt, err := r.critic(ctx, job.Critic, job.Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -39,35 +39,54 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 	}
 	o := r.Opt.Critic
 	res := &CriticResult{Checkpoint: job.Out}
+	// One forward per step: the pass that measures the critic is the one
+	// its next step back-propagates.
+	cur, err := criticForward(ctx, model, b, job.GAE)
+	if err != nil {
+		return nil, err
+	}
 	if job.Critic == "" && o.WarmupSteps > 0 {
 		res.Metrics.Warmup = true
-		for step := 0; step < o.WarmupSteps; step++ {
-			st, ev, err := evaluate(ctx, model, b, job.GAE)
-			if err != nil {
-				return nil, err
-			}
-			if ev >= o.WarmupEV {
+		if !cur.rewardsVary {
+			// Every attempt earned the same: fitting the returns teaches
+			// the critic nothing the update could use.
+			res.Metrics.WarmupEnd = WarmupNoVariance
+		}
+		for step := 0; step < o.WarmupSteps && cur.rewardsVary; step++ {
+			if cur.ev >= o.WarmupEV {
+				res.Metrics.WarmupEnd = WarmupReached
 				break
 			}
-			loss, err := r.valueStep(ctx, model, opt, b, st)
+			loss, err := r.valueBackward(ctx, model, opt, b, cur, cur.states)
 			if err != nil {
 				return nil, err
 			}
 			res.Metrics.WarmupSteps++
-			r.Opt.Log.Debug("critic warm-up", "run", m.Run, "iteration", m.Iteration, "step", step, "explained_variance", ev, "value_loss", loss)
+			r.Opt.Log.Debug("critic warm-up", "run", m.Run, "iteration", m.Iteration, "step", step, "explained_variance", cur.ev, "value_loss", loss)
+			if cur, err = criticForward(ctx, model, b, job.GAE); err != nil {
+				return nil, err
+			}
+		}
+		if res.Metrics.WarmupEnd == "" {
+			res.Metrics.WarmupEnd = WarmupSteps
+			if cur.ev >= o.WarmupEV {
+				res.Metrics.WarmupEnd = WarmupReached
+			}
 		}
 	}
-	st, ev, err := evaluate(ctx, model, b, job.GAE)
-	if err != nil {
-		return nil, err
-	}
-	res.Metrics.ExplainedVariance = ev
-	for _, c := range st {
+	pre := cur.states
+	res.Metrics.ExplainedVariance = cur.ev
+	for _, c := range pre {
 		t := c.c.Tokens
 		res.Values = append(res.Values, ChunkValues{TaskID: t.TaskID, Attempt: t.Attempt, Chunk: t.Chunk, Values: c.vPre, Advantages: c.adv, Returns: c.ret})
 	}
-	for range o.Epochs {
-		if res.Metrics.ValueLoss, err = r.valueStep(ctx, model, opt, b, st); err != nil {
+	for e := range o.Epochs {
+		if e > 0 {
+			if cur, err = criticForward(ctx, model, b, job.GAE); err != nil {
+				return nil, err
+			}
+		}
+		if res.Metrics.ValueLoss, err = r.valueBackward(ctx, model, opt, b, cur, pre); err != nil {
 			return nil, err
 		}
 		res.Metrics.Steps++
@@ -84,9 +103,17 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 }
 
 // critic loads the critic under prefix with its optimiser at the
-// configured settings, or makes a fresh one when prefix is "".
-func (r *Reference) critic(ctx context.Context, prefix string) (*moe.Model, *moe.Adam, error) {
+// configured settings, or, when prefix is "", makes a fresh one: a copy
+// of the policy under policy, or a seeded model when that is "" too.
+func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Model, *moe.Adam, error) {
 	o := r.Opt.Critic
+	if prefix == "" && policy != "" {
+		ck, err := LoadCheckpoint(ctx, r.Store, policy)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ck.Model, moe.NewAdam(ck.Model, o.Adam), nil
+	}
 	if prefix == "" {
 		m, err := moe.NewModel(o.Model)
 		if err != nil {
@@ -106,34 +133,49 @@ func (r *Reference) critic(ctx context.Context, prefix string) (*moe.Model, *moe
 	return ck.Model, opt, nil
 }
 
-// chunkState is one chunk's pre-update view.
+// chunkState is one chunk's view at one pass of the critic.
 type chunkState struct {
 	c              *Chunk
 	ids            []int
+	pass           *moe.Pass // nil for a chunk too short to train on
 	vPre, adv, ret []float32
 }
 
-// evaluate computes every chunk's action values, GAE advantages and
-// returns, and the explained variance of the values against the returns.
-func evaluate(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) ([]*chunkState, float64, error) {
-	var out []*chunkState
+// criticPass is the critic's forward over a batch: every chunk's action
+// values, GAE advantages and returns, the explained variance of the
+// values against the returns, and the passes a value step
+// back-propagates.
+type criticPass struct {
+	states      []*chunkState
+	ev          float64
+	rewardsVary bool
+}
+
+func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*criticPass, error) {
+	out := &criticPass{}
 	var mom rl.Moments
 	for _, a := range b.Attempts {
+		if a.Reward.Reward != b.Attempts[0].Reward.Reward {
+			out.rewardsVary = true
+		}
 		var gc []rl.Chunk
 		var sts []*chunkState
 		for _, c := range a.Chunks {
 			if err := ctx.Err(); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			st := &chunkState{c: c, ids: c.IDs()}
 			st.vPre = make([]float32, len(st.ids))
 			if len(st.ids) > 0 {
 				p, err := critic.Forward(st.ids, moe.ForwardOptions{})
 				if err != nil {
-					return nil, 0, Bad(fmt.Errorf("task %s attempt %d chunk %d: critic: %w", a.TaskID, a.Attempt, c.Tokens.Chunk, err))
+					return nil, Bad(fmt.Errorf("task %s attempt %d chunk %d: critic: %w", a.TaskID, a.Attempt, c.Tokens.Chunk, err))
 				}
 				if st.vPre, err = rl.ActionValues(c.Tokens.LossMask, p.Values); err != nil {
-					return nil, 0, Bad(err)
+					return nil, Bad(err)
+				}
+				if len(st.ids) >= 2 {
+					st.pass = p
 				}
 			}
 			gc = append(gc, rl.Chunk{Loss: c.Tokens.LossMask, Values: st.vPre})
@@ -141,51 +183,51 @@ func evaluate(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) ([]*chu
 		}
 		adv, ret, err := rl.GAE(gc, a.Reward.Reward, gae.Gamma, gae.Lambda)
 		if err != nil {
-			return nil, 0, Bad(err)
+			return nil, Bad(err)
 		}
 		for i, st := range sts {
 			st.adv, st.ret = adv[i], ret[i]
 			mom.Add(gc[i].Loss, st.ret, st.vPre)
 		}
-		out = append(out, sts...)
+		out.states = append(out.states, sts...)
 	}
-	ev := mom.ExplainedVariance()
-	if math.IsNaN(ev) {
-		return nil, 0, errors.New("critic: explained variance is NaN")
+	out.ev = mom.ExplainedVariance()
+	if math.IsNaN(out.ev) {
+		return nil, errors.New("critic: explained variance is NaN")
 	}
-	return out, ev, nil
+	return out, nil
 }
 
-// valueStep runs one Adam step of the clipped value loss over every
-// chunk, anchored on the chunks' pre-update values, and returns the loss.
-func (r *Reference) valueStep(ctx context.Context, critic *moe.Model, opt *moe.Adam, b *Batch, st []*chunkState) (float64, error) {
+// valueBackward runs one Adam step of the clipped value loss over the
+// passes of cur, anchored on the values and returns of anchor (the
+// pre-update pass, chunk for chunk), and returns the loss.
+func (r *Reference) valueBackward(ctx context.Context, critic *moe.Model, opt *moe.Adam, b *Batch, cur *criticPass, anchor []*chunkState) (float64, error) {
+	if len(cur.states) != len(anchor) {
+		return 0, fmt.Errorf("critic: %d chunks against %d anchors", len(cur.states), len(anchor))
+	}
 	var vs rl.ValueStats
-	for _, c := range st {
+	for i, c := range cur.states {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if len(c.ids) < 2 {
+		if c.pass == nil {
 			continue
 		}
-		pass, err := critic.Forward(c.ids, moe.ForwardOptions{})
-		if err != nil {
-			return 0, Bad(err)
-		}
-		v, err := rl.ActionValues(c.c.Tokens.LossMask, pass.Values)
-		if err != nil {
-			return 0, Bad(err)
-		}
-		g, err := rl.ValueGrad(&vs, c.c.Tokens.LossMask, v, c.vPre, c.ret, r.Opt.Critic.ValueClip, b.Actions)
+		g, err := rl.ValueGrad(&vs, c.c.Tokens.LossMask, c.vPre, anchor[i].vPre, anchor[i].ret, r.Opt.Critic.ValueClip, b.Actions)
 		if err != nil {
 			return 0, Bad(err)
 		}
 		// Action t's value is the head's output at position t−1.
-		dv := make([]float32, len(pass.Values))
+		dv := make([]float32, len(c.pass.Values))
 		copy(dv, g[1:])
-		if err := critic.Backward(pass, nil, dv); err != nil {
+		if err := critic.Backward(c.pass, nil, dv); err != nil {
 			return 0, err
 		}
+		c.pass = nil // a pass is back-propagated once
 	}
-	opt.Update(r.Opt.Critic.MaxGradNorm)
+	norm := opt.Update(r.Opt.Critic.MaxGradNorm)
+	if l := vs.MeanLoss(); math.IsNaN(l) || math.IsInf(l, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return 0, Bad(fmt.Errorf("%w: critic value loss %v, gradient norm %v", ErrDivergent, l, norm))
+	}
 	return vs.MeanLoss(), nil
 }

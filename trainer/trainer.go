@@ -84,6 +84,9 @@ type ActorMetrics struct {
 	// table and what the trainer trained on; anything but 0 is a bug.
 	LossDrift int64 `json:"loss_drift"`
 	Replay    bool  `json:"replay"`
+	// Skipped, when set, says why no step was taken (every advantage 0):
+	// the policy is the one the job started from.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // GAE is generalised advantage estimation's discount γ and trace decay
@@ -105,6 +108,11 @@ type CriticJob struct {
 	// "" asks for a fresh critic, which is warmed up on the batch before
 	// its values are taken.
 	Critic string
+	// Policy, for a fresh critic, is the policy checkpoint it starts from:
+	// the policy's weights, read at the value head (0 until trained), as
+	// warm critics usually start. "" starts from a seeded random model of
+	// Opt.Critic.Model's shape.
+	Policy string
 	// Out is the object-store prefix the new critic should go to, and
 	// Version its version (recorded in the checkpoint).
 	Out     string
@@ -143,11 +151,21 @@ type CriticMetrics struct {
 	Steps       int  `json:"steps"`
 	Warmup      bool `json:"warmup"`
 	WarmupSteps int  `json:"warmup_steps"`
+	// WarmupEnd says why warm-up stopped: WarmupReached, WarmupSteps or
+	// WarmupNoVariance; "" without warm-up.
+	WarmupEnd string `json:"warmup_end,omitempty"`
 	// ExplainedVariance is that of the returned values against the
 	// returns; ValueLoss the value loss of the update's last step.
 	ExplainedVariance float64 `json:"explained_variance"`
 	ValueLoss         float64 `json:"value_loss"`
 }
+
+// Why a critic's warm-up ended.
+const (
+	WarmupReached    = "explained variance reached"
+	WarmupSteps      = "steps spent"
+	WarmupNoVariance = "rewards do not vary"
+)
 
 // SFTJob is supervised fine-tuning of a policy on token rows: the loss is
 // the mean negative log-likelihood of the loss-region tokens.
@@ -225,8 +243,14 @@ type ReferenceOptions struct {
 
 // ActorOptions configure the reference actor update.
 type ActorOptions struct {
-	Epochs int     // optimiser steps over the whole batch; default 1
-	Clip   float64 // PPO ε, symmetric; default 0.2
+	Epochs int // passes over the batch; default 1
+	// Minibatches splits each pass into this many optimiser steps over
+	// disjoint sets of chunks; default 1 (one full-batch step).
+	Minibatches int
+	Clip        float64 // PPO ε, symmetric; default 0.2
+	// NormalizeAdvantages standardises the batch's advantages (rl.Whiten)
+	// before the update.
+	NormalizeAdvantages bool
 	// Adam is the optimiser, at a constant learning rate.
 	Adam moe.AdamConfig
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
@@ -268,6 +292,9 @@ type SFTOptions struct {
 }
 
 func (o ReferenceOptions) withDefaults() ReferenceOptions {
+	if o.Actor.Minibatches <= 0 {
+		o.Actor.Minibatches = 1
+	}
 	if o.Actor.Epochs <= 0 {
 		o.Actor.Epochs = 1
 	}

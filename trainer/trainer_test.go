@@ -30,6 +30,23 @@ func sampled(t *testing.T, st store.ObjectStore, m *moe.Model) (*schemas.BatchMa
 // the tokens' temperature.
 func sampledAt(t *testing.T, st store.ObjectStore, m *moe.Model, prec moe.Precision, temp, recorded float64) (*schemas.BatchManifest, []schemas.ValueRow) {
 	t.Helper()
+	rows, vals := sampledRows(t, m, prec, temp, recorded)
+	return writeSampled(t, st, m, rows), vals
+}
+
+func writeSampled(t *testing.T, st store.ObjectStore, m *moe.Model, rows Rows) *schemas.BatchManifest {
+	t.Helper()
+	dims := schemas.ModelDims{Vocab: m.Cfg.Vocab, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
+	man, _, err := WriteBatch(context.Background(), st, run, 0, 0, dims, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return man
+}
+
+// sampledRows are sampledAt's rows before they are stored.
+func sampledRows(t *testing.T, m *moe.Model, prec moe.Precision, temp, recorded float64) (Rows, []schemas.ValueRow) {
+	t.Helper()
 	ctx := context.Background()
 	s := moe.NewSampler(m, prec)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -85,12 +102,7 @@ func sampledAt(t *testing.T, st store.ObjectStore, m *moe.Model, prec moe.Precis
 		rows.Rewards = append(rows.Rewards, schemas.RewardRow{Run: run, TaskID: "task", Attempt: int32(a), Passed: int32(a), Total: 2, Reward: float64(a)})
 		rows.Trajectories = append(rows.Trajectories, schemas.TrajectoryRow{Run: run, TaskID: "task", Attempt: int32(a), Chunks: int32(chunks)})
 	}
-	dims := schemas.ModelDims{Vocab: m.Cfg.Vocab, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
-	man, _, err := WriteBatch(ctx, st, run, 0, 0, dims, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return man, vals
+	return rows, vals
 }
 
 func policy(t *testing.T, st store.ObjectStore) *moe.Model {

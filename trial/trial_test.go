@@ -3,8 +3,10 @@ package trial
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +186,34 @@ func TestStartRefusesUnisolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb.Close()
+}
+
+// A verifier (or what the agent left running during it) replaces
+// /logs/verifier with a link to a host directory: the host must neither
+// take its reward from there nor echo the host's files into the report.
+func TestVerifierLogsLinkedToHost(t *testing.T) {
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	host := t.TempDir()
+	const secret = "host-secret-6f1c2a"
+	if err := os.WriteFile(filepath.Join(host, "reward.json"), []byte(`{"reward": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "reward.txt"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir, tk := writeTask(t, "#!/bin/bash\nrm -rf /logs/verifier\nln -s "+host+" /logs/verifier\nexit 1\n")
+	out, err := Run(ctx, dir, tk, Oracle(dir), Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Report.Solved || out.Report.Reward != nil {
+		t.Errorf("the reward came from a host directory: %+v", out.Report)
+	}
+	for _, p := range out.Report.Problems {
+		if strings.Contains(p, secret) {
+			t.Errorf("the report echoes a host file: %q", p)
+		}
+	}
 }

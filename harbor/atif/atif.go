@@ -83,7 +83,7 @@ type FinalMetrics struct {
 
 // FromRows builds the ATIF trajectory of one attempt from its stored rows.
 // Commands are re-read from each turn's reply, as the harness parsed them.
-func FromRows(traj schemas.TrajectoryRow, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*Trajectory, error) {
+func FromRows(traj schemas.TrajectoryRow, systemPrompt, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*Trajectory, error) {
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
 	chunks := map[int32]schemas.TokenRow{}
 	for _, t := range tokens {
@@ -96,7 +96,7 @@ func FromRows(traj schemas.TrajectoryRow, instruction string, turns []schemas.Tu
 		Extra: map[string]any{"task_id": traj.TaskID, "attempt": traj.Attempt, "purpose": traj.Purpose,
 			"termination": traj.Termination, "chunks": traj.Chunks, "snapshot_key": traj.SnapshotKey},
 		Steps: []Step{
-			{StepID: 1, Source: "system", Message: agent.SystemPrompt},
+			{StepID: 1, Source: "system", Message: systemPrompt},
 			{StepID: 2, Source: "user", Message: instruction},
 		},
 	}

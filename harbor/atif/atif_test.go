@@ -24,7 +24,7 @@ func TestFromRows(t *testing.T) {
 		LossMask:    []bool{false, false, false, true, true, false, false, true},
 		TurnOffsets: []int32{3, 7},
 	}}
-	a, err := FromRows(traj, "Say one and two.", turns, tokens)
+	a, err := FromRows(traj, agent.SystemPrompt, "Say one and two.", turns, tokens)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Status is one assertion's outcome.
@@ -99,45 +100,89 @@ type Files map[string][]byte
 
 // ReadDir reads the report files from dir (a host copy of /logs/verifier).
 // Missing files are simply absent; a file over MaxFileBytes or one that is
-// not a regular file is recorded as a problem for Build to report.
+// not a regular file is recorded as a problem for Build to report. No
+// link is followed, dir itself included: the verifier's sandbox decides
+// what its log directory holds, and a link there (copied as a link) would
+// otherwise make the host read its own files into the report.
 func ReadDir(dir string) (Files, []string) {
 	files := Files{}
 	var problems []string
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return files, nil
+	}
+	if err != nil {
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return files, []string{"the verifier's log directory is a symbolic link; links are never followed, so none of its reports were read"}
+		}
+		return files, []string{fmt.Sprintf("the verifier's log directory: %v", err)}
+	}
+	defer d.Close()
 	for _, name := range []string{CTRFFile, JUnitFile, RewardJSONFile, RewardTxtFile} {
-		p := filepath.Join(dir, name)
-		info, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
-			continue
-		}
-		if !info.Mode().IsRegular() {
-			problems = append(problems, fmt.Sprintf("%s: not a regular file (%s); ignored", name, info.Mode().Type()))
-			continue
-		}
-		if info.Size() > MaxFileBytes {
-			problems = append(problems, fmt.Sprintf("%s: %d bytes, over the %d-byte limit; ignored", name, info.Size(), MaxFileBytes))
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-		f.Close()
+		data, problem := readReport(int(d.Fd()), name)
 		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
-		case len(data) > MaxFileBytes:
-			problems = append(problems, fmt.Sprintf("%s: over the %d-byte limit; ignored", name, MaxFileBytes))
-		default:
+		case problem != "":
+			problems = append(problems, problem)
+		case data != nil:
 			files[name] = data
 		}
 	}
 	return files, problems
+}
+
+// readReport reads one report file in the directory dfd, never through a
+// link and never blocking on a fifo; nil data and no problem means it
+// does not exist.
+func readReport(dfd int, name string) ([]byte, string) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ""
+		}
+		return nil, fmt.Sprintf("%s: %v", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Sprintf("%s: not a regular file (%s); ignored", name, modeType(st.Mode))
+	}
+	if st.Size > MaxFileBytes {
+		return nil, fmt.Sprintf("%s: %d bytes, over the %d-byte limit; ignored", name, st.Size, MaxFileBytes)
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Sprintf("%s: %v", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Sprintf("%s: changed while being read; ignored", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %v", name, err)
+	case len(data) > MaxFileBytes:
+		return nil, fmt.Sprintf("%s: over the %d-byte limit; ignored", name, MaxFileBytes)
+	}
+	return data, ""
+}
+
+// modeType names a file type the way fs.FileMode prints it.
+func modeType(m uint32) fs.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
 }
 
 // Parse reads dir and builds the report for a run that exited with

@@ -225,6 +225,35 @@ func TestParseDir(t *testing.T) {
 	}
 }
 
+// The log directory itself may be a link the verifier's sandbox planted
+// (a download copies links as links): it is never followed, so neither a
+// host file's reward nor its text reaches the report.
+func TestParseDirNeverFollowsLinkedDirectory(t *testing.T) {
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, RewardJSONFile), []byte(`{"reward": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, RewardTxtFile), []byte("host-secret-7e21\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(t.TempDir(), "v")
+	if err := os.Symlink(host, logs); err != nil {
+		t.Fatal(err)
+	}
+	r := Parse(logs, 1)
+	if r.Reward != nil || r.Solved || r.Source != SourceExitCode {
+		t.Errorf("a linked log directory was read: %+v", r)
+	}
+	if len(r.Problems) == 0 || !strings.Contains(r.Problems[0], "link") {
+		t.Errorf("problems %q, want one saying the directory is a link", r.Problems)
+	}
+	for _, p := range r.Problems {
+		if strings.Contains(p, "host-secret") {
+			t.Errorf("the report echoes a host file: %q", p)
+		}
+	}
+}
+
 func TestBound(t *testing.T) {
 	long := strings.Repeat("é", MaxMessageBytes)
 	b := bound(long, MaxMessageBytes)

@@ -83,10 +83,8 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 // no rlimit prologue).
 func BenchmarkStartBaseline(b *testing.B) {
 	bare := map[string][]string{"exec-echo": {"/usr/bin/echo", "ready"}}
-	if p, err := osexec.LookPath("bwrap"); err == nil {
-		bare["bwrap-echo"] = []string{p, "--unshare-all", "--die-with-parent", "--new-session",
-			"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-			"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/echo", "ready"}
+	if argv := bareBwrap(); argv != nil {
+		bare["bwrap-echo"] = argv
 	}
 	for _, name := range []string{"exec-echo", "bwrap-echo"} {
 		argv, ok := bare[name]
@@ -109,6 +107,56 @@ func BenchmarkStartBaseline(b *testing.B) {
 			b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
+}
+
+// bareBwrap is a bwrap with the sandbox's namespaces running echo, and
+// nothing else: no per-attempt directories, uid, rlimits, seccomp filter
+// or cgroup. Nil without bwrap.
+func bareBwrap() []string {
+	p, err := osexec.LookPath("bwrap")
+	if err != nil {
+		return nil
+	}
+	return []string{p, "--unshare-all", "--die-with-parent", "--new-session",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/echo", "ready"}
+}
+
+// BenchmarkStartConfined: a confined bwrap sandbox (seccomp filter,
+// cgroup, its own uid and directories) from Start to the end of its first
+// command, against a bare bwrap running echo, alternated in one loop so
+// that both see the same machine load: ms-sandbox, ms-bare (medians) and
+// their ratio. Close is not timed.
+func BenchmarkStartConfined(b *testing.B) {
+	bw := &sandbox.Bubblewrap{}
+	argv := bareBwrap()
+	if err := bw.Available(); err != nil || argv == nil {
+		b.Skipf("bwrap unavailable: %v", err)
+	}
+	ctx := context.Background()
+	var box, bare []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if out, err := osexec.Command(argv[0], argv[1:]...).Output(); err != nil || string(out) != "ready\n" {
+			b.Fatalf("%q %v", out, err)
+		}
+		bare = append(bare, time.Since(t0))
+		t0 = time.Now()
+		sb, err := bw.Start(ctx, sandbox.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"echo", "ready"}}); err != nil || r.Stdout != "ready\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		box = append(box, time.Since(t0))
+		b.StopTimer()
+		sb.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(median(box), "ms-sandbox")
+	b.ReportMetric(median(bare), "ms-bare")
+	b.ReportMetric(median(box)/median(bare), "ratio")
 }
 
 // BenchmarkShellRun: one command through a warm persistent shell.

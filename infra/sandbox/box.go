@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -41,6 +39,12 @@ type launcher interface {
 	enforcesNproc() bool
 }
 
+// starter is a launcher that starts its commands itself (bwrap: inside
+// the sandbox's cgroup).
+type starter interface {
+	start(c *exec.Cmd) error
+}
+
 // box is the Sandbox of both backends.
 type box struct {
 	l       launcher
@@ -48,17 +52,20 @@ type box struct {
 	root    string // per-attempt host directory
 	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
 	ctlDir  string // root/ctl: shell control files, outside the snapshot
-	fsRoot  *os.Root
+	fsRoot  *safeRoot
 	uid     int // host owner of sandbox files; -1 keeps the caller's
 	gid     int
 	limits  Limits
 	workDir string
-	env     []string // task environment, "K=V", applied after the base
-	base    manifest // state after setup; Snapshot diffs against it
-	release func()   // frees the host uid, if one was allocated
-	notes   []string // what the environment build ignored
-	// lastUsed is the disk usage last measured, in bytes.
-	lastUsed atomic.Int64
+	env     []string  // task environment, "K=V", applied after the base
+	base    manifest  // state after setup; Snapshot diffs against it
+	release func()    // frees the host uid, if one was allocated
+	notes   []string  // what the environment build ignored
+	disk    diskState // how the disk budget is enforced, and the last usage seen
+	// ctlRoot is ctl/; binds are the writable directories, in
+	// writableDirs order, which bwrap binds by descriptor.
+	ctlRoot *safeRoot
+	binds   []*os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -99,46 +106,9 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	b.root = root
 	b.fsDir = filepath.Join(root, "fs")
 	b.ctlDir = filepath.Join(root, "ctl")
-	// The sandbox user must be able to traverse the root to reach its
-	// directories, never to list or change it.
-	if err := os.Chmod(root, 0o711); err != nil {
+	if err := b.makeDirs(); err != nil {
 		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	dirs := []string{"fs", "ctl", "fs/var"}
-	for _, d := range writableDirs {
-		dirs = append(dirs, "fs"+d)
-	}
-	dirs = append(dirs, "fs/logs/verifier", "fs/logs/agent")
-	for _, d := range dirs {
-		p := filepath.Join(root, d)
-		mode := os.FileMode(0o755)
-		switch d {
-		case "fs/tmp", "fs/var/tmp":
-			mode = 0o1777
-		case "fs/root", "ctl":
-			mode = 0o700
-		case "fs", "fs/var":
-			mode = 0o711
-		}
-		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			b.removeAll()
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
-		if uid >= 0 && d != "fs" && d != "fs/var" {
-			if err := os.Chown(p, uid, gid); err != nil {
-				b.removeAll()
-				return nil, fmt.Errorf("sandbox: %w", err)
-			}
-		}
-	}
-	if b.fsRoot, err = os.OpenRoot(b.fsDir); err != nil {
-		b.removeAll()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
 	}
 	if spec.WorkDir != "" {
 		b.workDir = spec.WorkDir
@@ -155,9 +125,8 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 }
 
 func (b *box) removeAll() {
-	if b.fsRoot != nil {
-		b.fsRoot.Close()
-	}
+	b.closeDirs()
+	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
 	}
@@ -169,7 +138,7 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes}
+	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Disk: b.disk.mode}
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work
@@ -273,9 +242,16 @@ func (b *box) startTracked(c *exec.Cmd) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// What the command was handed (the filter, descriptors of the
+		// directories) goes with it.
+		closeFiles(c.ExtraFiles)
 		return ErrClosed
 	}
-	if err := c.Start(); err != nil {
+	start := c.Start
+	if s, ok := b.l.(starter); ok {
+		start = func() error { return s.start(c) }
+	}
+	if err := start(); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", c.Path, err)
 	}
 	b.procs[c] = struct{}{}

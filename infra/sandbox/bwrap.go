@@ -58,15 +58,22 @@ func (bw *Bubblewrap) Available() error {
 			}
 			defer release()
 		}
-		args := append(append([]string{"--unshare-all", "--die-with-parent"}, bw.sysArgs...), "--", "/bin/true")
-		cmd := exec.Command(bw.bin, args...)
+		filter, err := seccompFile()
+		if err != nil {
+			bw.probeErr = err
+			return
+		}
+		defer filter.Close()
+		args := append(append(append([]string{"--unshare-all"}, confineArgs...), "--die-with-parent"), bw.sysArgs...)
+		cmd := exec.Command(bw.bin, append(args, "--", "/bin/true")...)
 		cmd.Env = []string{}
+		cmd.ExtraFiles = []*os.File{filter}
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		if uid >= 0 {
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), NoSetGroups: true}
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot create namespaces here: %v: %s", err, strings.TrimSpace(string(out)))
+			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot build a confined sandbox here (new namespaces, --disable-userns: bubblewrap 0.8.0 or newer, a seccomp filter): %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	})
 	return bw.probeErr
@@ -99,26 +106,35 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := bw.Available(); err != nil {
 		return nil, err
 	}
-	if os.Geteuid() != 0 {
-		return start(ctx, &bwrapLauncher{bw: bw, uid: -1}, spec, -1, -1, nil)
+	uid, release := -1, func() {}
+	if os.Geteuid() == 0 {
+		tmp := spec.TempDir
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		if err := searchable(tmp); err != nil {
+			return nil, err
+		}
+		var err error
+		if uid, release, err = allocUID(); err != nil {
+			return nil, err
+		}
 	}
-	tmp := spec.TempDir
-	if tmp == "" {
-		tmp = os.TempDir()
-	}
-	if err := searchable(tmp); err != nil {
-		return nil, err
-	}
-	uid, release, err := allocUID()
+	l, err := newBwrapLauncher(bw, uid, spec.Limits.withDefaults())
 	if err != nil {
+		release()
 		return nil, err
 	}
-	return start(ctx, &bwrapLauncher{bw: bw, uid: uid}, spec, uid, uid, release)
+	return start(ctx, l, spec, uid, uid, func() {
+		l.close()
+		release()
+	})
 }
 
 // searchable checks that every directory from / down to dir lets others
 // through (o+x): bwrap runs as the sandbox's own uid and must reach the
-// per-attempt directories it binds.
+// per-attempt directories it binds. dir itself must not be writable by
+// others unless sticky: they could move the per-attempt directories.
 func searchable(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -128,6 +144,9 @@ func searchable(dir string) error {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("sandbox: temporary directory: %w", err)
+		}
+		if d == abs && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("sandbox: temporary directory %s (mode %o) is writable by other users and not sticky: they could move the per-attempt directories; use a directory only root can write, or a sticky one such as /tmp", abs, fi.Mode().Perm())
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
 			return fmt.Errorf("sandbox: temporary directory %s: %s (mode %o) does not let other users through; bwrap runs each sandbox as its own uid, so every parent of Spec.TempDir must be o+x", abs, d, fi.Mode().Perm())
@@ -147,7 +166,7 @@ func searchable(dir string) error {
 func allocUID() (uid int, release func(), err error) {
 	const base, span = 1 << 30, 1 << 24
 	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
 	}
 	for range 100 {
@@ -178,12 +197,13 @@ const shmSize = 64 << 20
 type bwrapLauncher struct {
 	bw  *Bubblewrap
 	uid int
+	confinement
 }
 
 func (l *bwrapLauncher) name() string { return "bwrap" }
 
 func (l *bwrapLauncher) isolated() (bool, string) {
-	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network"
+	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network; " + l.about()
 }
 
 func (l *bwrapLauncher) enforcesNproc() bool { return l.uid > 0 || os.Geteuid() != 0 }
@@ -200,12 +220,20 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		}
 		uid = user
 	}
-	args := []string{"--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox"}
-	args = append(args, l.bw.sysArgs...)
-	for _, d := range writableDirs {
-		args = append(args, "--bind", filepath.Join(b.fsDir, d), d)
+	filter, err := seccompFile()
+	if err != nil {
+		return nil, err
 	}
-	args = append(args, "--ro-bind", b.ctlDir, shellCtl)
+	args := append([]string{"--unshare-all"}, confineArgs...)
+	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")
+	args = append(args, l.bw.sysArgs...)
+	// The filter is fd 3 (confineArgs); the directories follow it.
+	binds, files, err := b.bindArgs([]*os.File{filter})
+	if err != nil {
+		filter.Close()
+		return nil, err
+	}
+	args = append(args, binds...)
 	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
@@ -215,6 +243,7 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)
 	cmd.Env = env
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if l.uid >= 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}

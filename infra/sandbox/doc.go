@@ -25,14 +25,28 @@
 // through the directories, and a Shell is one long-lived bwrap running
 // bash.
 //
+// Every bwrap command also runs with --disable-userns (no nested user
+// namespaces) under a seccomp filter (--seccomp; seccomp.go lists what it
+// refuses: namespaces, mounts, keyrings, ptrace, bpf, perf_event_open,
+// userfaultfd, io_uring, modules, kexec, with EPERM; clone3 with ENOSYS;
+// any other syscall ABI than x86_64's kills the process), and inside a
+// cgroup of the sandbox's own (see Limits). Info().Reason says which.
+//
 // Both backends keep an attempt's state in one host directory:
 //
-//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   mode 0711, removed by Close
+//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   host user's, 0700 (root:<sandbox gid> 0710), removed by Close
 //	├── fs/                                 the writable directories, laid out as the sandbox sees them
 //	│   ├── app/  tmp/  root/  tests/  solution/
 //	│   ├── logs/verifier/  logs/agent/
 //	│   └── var/tmp/
 //	└── ctl/                                Shell control files; /run/t1 (read-only) under bwrap
+//
+// The root, fs/, fs/var and ctl/ belong to the host user and are closed
+// to every other local user; when each sandbox runs as a host uid of its
+// own (see Limits) they are root's, group the sandbox's gid, mode 0710,
+// so bwrap can reach what it binds but the sandbox owns none of them.
+// Whatever a command does to its own directories (chmod 777 /app) stays
+// behind them.
 //
 // Plain runs commands as ordinary host processes for machines without
 // bubblewrap. It isolates nothing, says so (a slog warning at every Start,
@@ -59,23 +73,69 @@
 // 2^30 … 2^30+2^24; inside, the user is still root, uid 0) and chowns the
 // per-attempt directories to it: a fork bomb then stops at the limit and
 // touches no other sandbox's budget. Every parent of Spec.TempDir must
-// therefore be searchable by other users (o+x), as /tmp is. A caller that
+// therefore be searchable by other users (o+x), as /tmp is, and no
+// untrusted user may write to Spec.TempDir unless it is sticky. A caller that
 // is not root runs bwrap as itself, and RLIMIT_NPROC then counts all of
 // that user's processes. The plain backend runs as the caller, which
 // RLIMIT_NPROC does not bind when that is root.
 //
-// The disk budget (Limits.Disk) covers the writable directories together.
-// The per-attempt directories live on the host's disk, so the budget is
-// enforced by measuring: every 200 ms while a command runs (less often
-// when one walk of the tree takes longer than 20 ms) and once after it. A
-// command that takes the directories past it is killed (a Shell's is
-// interrupted), its Result has DiskExceeded, a non-zero exit code and the
-// notice "disk limit exceeded" on Stderr. Commands that run while the
-// directories are still over the budget, without adding to it, run to the
-// end with a reminder on Stderr, so that space can be freed. RLIMIT_FSIZE
-// bounds what one file can add between two measurements. (bwrap's --size applies only to its own
-// tmpfs mounts, which the host could not snapshot or share across the
-// per-command bwrap processes.) The wall clock (Limits.WallClock) bounds
+// rlimits bound each process, not the sandbox: under bwrap each sandbox
+// also gets a cgroup (cgroup.go), created by Start under the cgroup this
+// process runs in, v2 where the host has it and v1 hierarchies for the
+// controllers v2 lacks (hybrid hosts use both), holding the memory of all
+// its processes together, swap included (memory.max and memory.swap.max,
+// or memory.limit_in_bytes and memory.memsw.limit_in_bytes, at
+// Limits.Memory: page cache, tmpfs and SysV shared memory count), its
+// tasks (pids.max, Limits.Processes) and its CPU bandwidth (cpu.max or
+// cpu.cfs_quota_us, Limits.CPUs). Every bwrap of the sandbox starts
+// inside it: clone3 with CLONE_INTO_CGROUP for v2; for v1 a thread of
+// this process joins the sandbox's cgroups once and forks every bwrap of
+// the sandbox. Close kills whatever is left in it (cgroup.kill, or each
+// process listed under v1) and removes it. A host that offers no
+// writable cgroup with the memory, pids and cpu controllers fails Start
+// with the reason, unless Limits.Cgroup is CgroupOptional: the sandbox
+// then runs under its rlimits alone, with a warning and Info().Reason
+// saying so. The plain backend makes no cgroup.
+//
+// The disk budget (Limits.Disk, allocated bytes) and the inode budget
+// (Limits.Inodes, every name: files, directories, links, each hard link)
+// cover the writable directories together. How they are enforced is in
+// Info().Disk:
+//
+//   - DiskTmpfs, when the caller is root: fs/ is a tmpfs of its own,
+//     mounted on the host with size= the budget plus one page and
+//     nr_inodes= the inode budget plus one (nosuid, nodev), unmounted by
+//     Close. The kernel refuses what would go past it with ENOSPC, inside
+//     the sandbox and to Restore alike, so nothing gets around it: not a
+//     tree deeper than PATH_MAX, not a file deleted while held open, not
+//     empty files by the thousand, not writers in parallel. The pages are
+//     memory (RAM and swap), not disk: a machine running n sandboxes at
+//     once must have room for n budgets, and where sandboxes have a memory
+//     cgroup, the pages their processes write are charged to it. A root
+//     caller that cannot mount (no CAP_SYS_ADMIN) fails Start with an
+//     error saying so, rather than enforce less. If the calling process is
+//     killed, the mount stays behind with the directory.
+//   - DiskMeasured, for callers that are not root and cannot mount on the
+//     host: the directories are measured by a walk from file descriptors
+//     (openat, fstatat: no path length limit, no link followed) plus the
+//     deleted files the sandbox's processes still hold open (their
+//     /proc/<pid>/fd). A tree deeper than 2048 levels counts as over the
+//     budget (it cannot be snapshotted either). What is measured is exact,
+//     but only every 200 ms (less often when one walk takes longer than
+//     20 ms) and once after each command: writers in parallel overshoot
+//     the budget by what they write in between, bounded per file by
+//     RLIMIT_FSIZE.
+//
+// Either way a command that takes the directories past a budget is
+// killed (a Shell's is interrupted), its Result has DiskExceeded, a
+// non-zero exit code and the notice "disk limit exceeded" on Stderr (on a
+// tmpfs, the writes that would have gone past it failed with ENOSPC
+// first). Commands that run while the directories are still over the
+// budget, without adding to it, run to the end with a reminder on Stderr,
+// so that space can be freed. (bwrap's --size applies only to bwrap's own
+// tmpfs mounts, inside each command's namespace, which the host could not
+// snapshot or share across the per-command bwrap processes; the host-side
+// tmpfs is bound into each of them like a directory.) The wall clock (Limits.WallClock) bounds
 // each command; Cmd.Timeout and RunOptions.Timeout can only shorten it.
 //
 // # Processes
@@ -140,7 +200,9 @@
 // # Snapshot layer format
 //
 // Snapshot writes a tar stream (PAX) in the style of an OCI image layer,
-// relative to the sandbox root:
+// relative to the sandbox root, to an io.Writer as it reads the files (no
+// layer is held in memory; stages/rollout spools it to a temporary file
+// to hash it before storing):
 //
 //	app/                     directory, only when new or its mode changed
 //	app/main.py              regular file, new or changed: mode, mtime, contents
@@ -159,7 +221,21 @@
 // recorded (every sandbox file belongs to the sandbox's single user);
 // setuid and setgid bits are kept except where Restore would create
 // root-owned host files (Plain as root). Hard links are stored as separate
-// files; sockets, fifos and devices are left out. Directory modification
+// files; sockets, fifos and devices are left out. A file with holes is a
+// PAX 1.0 sparse entry (GNU tar's --sparse-version=1.0: its data
+// segments only, which archive/tar and GNU tar read back whole); Restore
+// writes every zero-filled page as a hole, so a restored sandbox uses no
+// more disk than the snapshotted one. Files are opened O_NONBLOCK and
+// O_NOFOLLOW and checked with fstat: what a running process has turned
+// into a fifo or a link since the scan is left out, never waited on.
+//
+// A layer is bounded by the disk budget it came from: at most
+// Limits.MaxLayer bytes (twice the disk budget, plus headers for each
+// inode), its files at most Limits.MaxLogical with holes filled in (16 ×
+// the budget; restoring reads through the holes), and no path longer
+// than PATH_MAX. Snapshot returns an error wrapping ErrLayerLimit past
+// any of them; Restore refuses a layer whose files hold more than the
+// disk budget or add up to more than MaxLogical. Directory modification
 // times are restored for the directories in the layer only, symbolic
 // links' not at all.
 //
@@ -168,7 +244,46 @@
 // be set back from inside, so a change is never missed (a file rewritten
 // with identical bytes is included again, which is harmless). Restore
 // checks every name (clean, relative, inside a writable directory) and
-// writes through an os.Root, so a layer, or a link the sandbox planted,
-// cannot make the host write outside the sandbox; Upload and Download use
-// the same guard.
+// applies it under the containment rules below.
+//
+// # Containment of host-side operations
+//
+// The host acts on the sandbox's files as its own user (root, usually):
+// building the environment, Upload, Download, Snapshot, Restore, the
+// shell's control files. What it acts on is shaped by an adversary: the
+// sandbox's commands, the task's files, a snapshot layer. So:
+//
+//   - No host-side operation follows a symbolic link in any component of
+//     a name, the last included. Names are resolved beneath a directory
+//     descriptor with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) (or
+//     acted on with *at calls and AT_SYMLINK_NOFOLLOW on an entry whose
+//     parent was so resolved); a link on the way fails the operation
+//     with "a path component is a symbolic link". A COPY to
+//     /app/up/var/tmp where /app/up is a link to .., or a layer entry
+//     below such a link, is refused, not redirected onto another
+//     directory.
+//   - The writable directories are mount points: Upload, COPY and Restore
+//     can empty them, never remove, rename or replace them (a layer entry
+//     var/tmp that is a link is refused). bwrap binds them, and ctl/, by
+//     descriptors opened when they were made (--bind-fd), so even a path
+//     replaced since would not change what commands see.
+//   - Control files are created afresh (O_EXCL, no link followed) in ctl/,
+//     which the sandbox's uid cannot write, and handed to that uid with
+//     fchown on the open descriptor.
+//   - The task is read the same way below Spec.TaskDir (which is the
+//     caller's to choose): environment/ and the Dockerfile must not be
+//     links, and a COPY source (or glob) that goes through a link fails.
+//     Links inside the build context are copied as links. Every caller —
+//     t1 sandbox run --task, trial, the Go API — gets this from Start,
+//     not from a task check it may have skipped.
+//   - Download reads the sandbox's files without following links, copies
+//     links as links, and writes the destination through a descriptor on
+//     its parent, replacing (never writing through) a link already there.
+//     A caller that reads what it downloaded must not follow links either
+//     (verifier.ReadDir does not).
+//
+// Not covered: the host kernel (a kernel bug in namespaces, openat2 or
+// the filesystem breaks all of this), side channels between sandboxes
+// (timing, shared caches), and a Spec.TempDir or Spec.TaskDir path whose
+// own parents an untrusted user controls.
 package sandbox

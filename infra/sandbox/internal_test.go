@@ -232,22 +232,47 @@ func FuzzParseDockerfile(f *testing.F) {
 	})
 }
 
+// Both ways of measuring count allocated blocks, hard links once.
 func TestDiskUsageCountsBlocks(t *testing.T) {
-	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.removeAll()
-	before := b.usage()
-	if err := b.fsRoot.WriteFile("app/f", bytes.Repeat([]byte("x"), 1<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.fsRoot.Link("app/f", "app/hard"); err != nil {
-		t.Fatal(err)
-	}
-	grown := b.usage() - before
-	if grown < 1<<20 || grown > 1<<20+64<<10 {
-		t.Errorf("a 1 MiB file (hard-linked twice) grew usage by %d bytes", grown)
+	forEachDiskMode(t, func(t *testing.T) {
+		b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.removeAll()
+		before := b.usage()
+		if err := b.fsRoot.WriteFile("app/f", bytes.Repeat([]byte("x"), 1<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.fsRoot.Link("app/f", "app/hard"); err != nil {
+			t.Fatal(err)
+		}
+		after := b.usage()
+		if grown := after.bytes - before.bytes; grown < 1<<20 || grown > 1<<20+64<<10 {
+			t.Errorf("a 1 MiB file (hard-linked twice) grew usage by %d bytes", grown)
+		}
+		if n := after.inodes - before.inodes; n != 2 {
+			t.Errorf("a file and a hard link to it count as %d inodes, want 2 (tmpfs counts each name)", n)
+		}
+	})
+}
+
+// forEachDiskMode runs test with the mode a root caller gets (a tmpfs per
+// sandbox) and with the measuring fallback of unprivileged callers.
+func forEachDiskMode(t *testing.T, test func(t *testing.T)) {
+	for _, measured := range []bool{false, true} {
+		name := DiskTmpfs
+		if measured {
+			name = DiskMeasured
+		}
+		t.Run(name, func(t *testing.T) {
+			if !measured && os.Geteuid() != 0 {
+				t.Skip("only a root caller mounts a tmpfs per sandbox")
+			}
+			measureOnly = measured
+			defer func() { measureOnly = false }()
+			test(t)
+		})
 	}
 }
 

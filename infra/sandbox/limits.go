@@ -12,22 +12,43 @@ type Limits struct {
 	// CPUSeconds is RLIMIT_CPU of every process (seconds of CPU time).
 	CPUSeconds int
 	// Memory is RLIMIT_AS of every process, in bytes (address space, which
-	// over-counts resident memory).
+	// over-counts resident memory), and under bwrap also the memory of the
+	// whole sandbox together (its cgroup's limit, swap included: page
+	// cache, tmpfs and shared memory count).
 	Memory int64
 	// Processes is RLIMIT_NPROC: processes and threads at once. It is
 	// counted per host uid, which is why the bwrap backend runs each
-	// sandbox under its own host uid.
+	// sandbox under its own host uid; under bwrap the sandbox's cgroup
+	// bounds its tasks to the same number.
 	Processes int
+	// CPUs is the CPU bandwidth of the whole sandbox under bwrap, in
+	// cores (its cgroup's quota).
+	CPUs float64
+	// Cgroup says what the bwrap backend does on a host that gives it no
+	// cgroup for the totals above: CgroupRequired (Start fails) or
+	// CgroupOptional (the sandbox runs under the per-process rlimits
+	// alone, and Info().Reason says so).
+	Cgroup string
 	// FileSize is RLIMIT_FSIZE, the largest file a process may write.
 	FileSize int64
 	// OpenFiles is RLIMIT_NOFILE.
 	OpenFiles int
-	// Disk is the byte budget of all writable directories together,
-	// checked while a command runs and after it.
+	// Disk is the byte budget of all writable directories together
+	// (allocated blocks, so sparse holes are free).
 	Disk int64
+	// Inodes bounds the names (files, directories, links, each hard link)
+	// of the writable directories together, the directories themselves included; zero
+	// means one per 16 KiB of Disk (mkfs.ext4's ratio), at least 4096.
+	Inodes int64
 	// WallClock bounds each command (Exec, Shell.Run, setup steps).
 	WallClock time.Duration
 }
+
+// The values of Limits.Cgroup.
+const (
+	CgroupRequired = "required"
+	CgroupOptional = "optional"
+)
 
 // DefaultLimits suit one agent attempt on a shared machine.
 func DefaultLimits() Limits {
@@ -35,6 +56,8 @@ func DefaultLimits() Limits {
 		CPUSeconds: 600,
 		Memory:     4 << 30,
 		Processes:  256,
+		CPUs:       2,
+		Cgroup:     CgroupRequired,
 		FileSize:   1 << 30,
 		OpenFiles:  1024,
 		Disk:       2 << 30,
@@ -54,6 +77,12 @@ func (l Limits) withDefaults() Limits {
 	if l.Processes <= 0 {
 		l.Processes = d.Processes
 	}
+	if l.CPUs <= 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.Cgroup == "" {
+		l.Cgroup = d.Cgroup
+	}
 	if l.FileSize <= 0 {
 		l.FileSize = d.FileSize
 	}
@@ -63,10 +92,36 @@ func (l Limits) withDefaults() Limits {
 	if l.Disk <= 0 {
 		l.Disk = d.Disk
 	}
+	if l.Inodes <= 0 {
+		l.Inodes = max(l.Disk>>14, 4096)
+	}
 	if l.WallClock <= 0 {
 		l.WallClock = d.WallClock
 	}
 	return l
+}
+
+// layerEntry bounds the header bytes of one layer entry: PAX records
+// with a path of up to PATH_MAX twice over (name and sparse name), the
+// header blocks and the padding of its data.
+const layerEntry = 10 << 10
+
+// MaxLayer is the largest snapshot layer a sandbox under l writes: its
+// files' data, at most Disk twice over (a sparse file with more segments
+// than its map carries stores some holes as zeros), plus the headers of
+// an entry for each inode now and each one deleted since the baseline.
+// Readers of layers bound what they read by it.
+func (l Limits) MaxLayer() int64 {
+	l = l.withDefaults()
+	return 2*l.Disk + 2*l.Inodes*layerEntry + 1<<20
+}
+
+// MaxLogical bounds what a layer's regular files add up to with their
+// holes filled in: restoring reads through the holes, so an unbounded
+// sparse file would take unbounded time.
+func (l Limits) MaxLogical() int64 {
+	l = l.withDefaults()
+	return 16 * l.Disk
 }
 
 // ulimitScript is the bash prologue that applies the limits, soft and hard,

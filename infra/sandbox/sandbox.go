@@ -97,6 +97,11 @@ type Info struct {
 	Paths map[string]string
 	// Limits are the limits in force.
 	Limits Limits
+	// Disk says how Limits.Disk and Limits.Inodes are enforced: DiskTmpfs
+	// (a root caller mounts a tmpfs of that size per attempt and the
+	// kernel refuses writes past it) or DiskMeasured (the directories are
+	// measured while commands run; see the package documentation).
+	Disk string
 	// Notes say what building the task's environment left out (a
 	// Dockerfile's FROM image), one sentence each with file and line.
 	Notes []string

@@ -289,13 +289,13 @@ func (s *shell) Run(ctx context.Context, script string, opts RunOptions) (Result
 	if err := s.b.ctlFile(sh, strings.NewReader(script)); err != nil {
 		return Result{}, err
 	}
-	defer os.Remove(sh)
+	defer s.b.ctlRemove(sh)
 	stdinPath := "/dev/null"
 	if opts.Stdin != nil {
 		if err := s.b.ctlFile(in, opts.Stdin); err != nil {
 			return Result{}, err
 		}
-		defer os.Remove(in)
+		defer s.b.ctlRemove(in)
 		stdinPath = s.ctlVisible(in)
 	}
 	stdout, stderr := newHeadTail(opts.MaxOutput, nil), newHeadTail(opts.MaxOutput, nil)
@@ -439,27 +439,6 @@ func (s *shell) ctlVisible(p string) string {
 		return shellCtl + "/" + filepath.Base(p)
 	}
 	return p
-}
-
-// ctlFile writes a control file readable by the sandbox user.
-func (b *box) ctlFile(p string, r io.Reader) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("sandbox: shell: %w", err)
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("sandbox: shell: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("sandbox: shell: %w", err)
-	}
-	if b.uid >= 0 {
-		if err := os.Chown(p, b.uid, b.gid); err != nil {
-			return fmt.Errorf("sandbox: shell: %w", err)
-		}
-	}
-	return nil
 }
 
 func shellQuote(s string) string {

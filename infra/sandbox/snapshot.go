@@ -43,6 +43,9 @@ func (b *box) scan() (manifest, error) {
 	for _, d := range writableDirs {
 		top := filepath.Join(b.fsDir, d)
 		err := filepath.WalkDir(top, func(p string, de fs.DirEntry, err error) error {
+			if len(p) >= maxPath || errors.Is(err, syscall.ENAMETOOLONG) {
+				return fmt.Errorf("%w: a path is longer than %d bytes (PATH_MAX)", ErrLayerLimit, maxPath)
+			}
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil
@@ -72,6 +75,9 @@ func (b *box) scan() (manifest, error) {
 			return nil
 		})
 		if err != nil {
+			if errors.Is(err, ErrLayerLimit) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("sandbox: scanning %s: %w", d, err)
 		}
 	}
@@ -168,7 +174,9 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].name < items[j].name })
 
-	tw := tar.NewWriter(w)
+	lw := &layerWriter{w: w, limit: b.limits.MaxLayer()}
+	tw := tar.NewWriter(lw)
+	var logical int64
 	for _, it := range items {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -185,14 +193,43 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 			}
 			continue
 		}
-		if err := b.writeEntry(tw, it.name, cur[it.name]); err != nil {
+		n, err := b.writeEntry(tw, lw, it.name, cur[it.name])
+		if err != nil {
 			return err
+		}
+		if logical += n; logical > b.limits.MaxLogical() {
+			return fmt.Errorf("%w: its files add up to more than %s with holes filled in", ErrLayerLimit, FormatSize(b.limits.MaxLogical()))
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("sandbox: snapshot: %w", err)
 	}
 	return nil
+}
+
+// maxPath is the longest host path the snapshot reads (PATH_MAX).
+const maxPath = 4096
+
+// ErrLayerLimit is what Snapshot wraps when the sandbox's state is too
+// large for a layer (Limits.MaxLayer, Limits.MaxLogical, maxPath): the
+// sandbox's own doing, not worth retrying.
+var ErrLayerLimit = errors.New("sandbox: the sandbox's changes do not fit a snapshot layer")
+
+// layerWriter counts what a layer has written and refuses to write past
+// its limit.
+type layerWriter struct {
+	w     io.Writer
+	n     int64
+	limit int64
+}
+
+func (l *layerWriter) Write(p []byte) (int, error) {
+	if l.n+int64(len(p)) > l.limit {
+		return 0, fmt.Errorf("%w: over %s", ErrLayerLimit, FormatSize(l.limit))
+	}
+	n, err := l.w.Write(p)
+	l.n += int64(n)
+	return n, err
 }
 
 // topDir says whether p's parent is above the writable directories (p is
@@ -206,7 +243,9 @@ func topDir(p string) (string, bool) {
 	return "", false
 }
 
-func (b *box) writeEntry(tw *tar.Writer, name string, e entry) error {
+// writeEntry writes one changed path and returns the logical size of
+// what it stored (a regular file's length, holes included).
+func (b *box) writeEntry(tw *tar.Writer, lw *layerWriter, name string, e entry) (int64, error) {
 	hdr := &tar.Header{
 		Name:    name,
 		Mode:    unixMode(e.mode),
@@ -217,34 +256,49 @@ func (b *box) writeEntry(tw *tar.Writer, name string, e entry) error {
 	case e.mode.IsDir():
 		hdr.Typeflag = tar.TypeDir
 		hdr.Name += "/"
-		return tw.WriteHeader(hdr)
+		return 0, tw.WriteHeader(hdr)
 	case e.mode&fs.ModeSymlink != 0:
 		hdr.Typeflag = tar.TypeSymlink
 		hdr.Linkname = e.target
-		return tw.WriteHeader(hdr)
+		return 0, tw.WriteHeader(hdr)
 	}
-	f, err := b.fsRoot.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Non-blocking and without following links: a process may have put a
+	// fifo (whose open would wait for a writer forever) or a link where
+	// the scan saw a regular file. What is not a regular file now is left
+	// out, as fifos are.
+	f, err := b.fsRoot.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENXIO) {
+		return 0, nil
+	}
 	if err != nil {
-		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: snapshot %s: %w", name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, nil
 	}
 	hdr.Typeflag = tar.TypeReg
 	hdr.Size = fi.Size()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < hdr.Size {
+		if segs, ok := dataSegments(f, hdr.Size); ok {
+			return hdr.Size, writeSparse(tw, lw, f, hdr, segs)
+		}
+	}
 	if err := tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: snapshot %s: %w", name, err)
 	}
 	n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
 	if err == nil && n < hdr.Size {
 		err = fmt.Errorf("file shrank from %d to %d bytes while being read", hdr.Size, n)
 	}
 	if err != nil {
-		return fmt.Errorf("sandbox: snapshot %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: snapshot %s: %w", name, err)
 	}
-	return nil
+	return hdr.Size, nil
 }
 
 // checkName validates a layer entry's name: relative, clean, inside a
@@ -290,6 +344,7 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 		mtime time.Time
 	}
 	var dirs []dirMeta
+	var data, logical int64 // what the layer's files allocate, and their lengths
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -354,8 +409,15 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 			}
-			if err := b.writeFile(name, tr, mode, hdr.ModTime); err != nil {
+			if logical += hdr.Size; logical > b.limits.MaxLogical() {
+				return fmt.Errorf("sandbox: restore: %w: its files add up to more than %s with holes filled in", ErrLayerLimit, FormatSize(b.limits.MaxLogical()))
+			}
+			n, err := b.writeData(name, tr, mode, hdr.ModTime)
+			if err != nil {
 				return err
+			}
+			if data += n; data > b.limits.Disk {
+				return fmt.Errorf("sandbox: restore: %w: its files hold more than the disk limit, %s", ErrLayerLimit, FormatSize(b.limits.Disk))
 			}
 		case tar.TypeSymlink:
 			if lerr == nil {
@@ -387,32 +449,40 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 	return nil
 }
 
-// writeFile creates or replaces the regular file name with r's contents.
+// writeFile creates or replaces the regular file name with r's contents,
+// leaving holes where r has blocks of zeros.
 func (b *box) writeFile(name string, r io.Reader, mode fs.FileMode, mtime time.Time) error {
+	_, err := b.writeData(name, r, mode, mtime)
+	return err
+}
+
+// writeData is writeFile that returns the bytes it wrote (holes left out).
+func (b *box) writeData(name string, r io.Reader, mode fs.FileMode, mtime time.Time) (int64, error) {
 	f, err := b.fsRoot.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return fmt.Errorf("sandbox: write %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	n, err := copyHoles(f, r)
+	if err != nil {
 		f.Close()
-		return fmt.Errorf("sandbox: write %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("sandbox: write %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
 	if err := b.chown(name); err != nil {
-		return fmt.Errorf("sandbox: write %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
 	// After chown, which clears setuid and setgid.
 	if err := b.fsRoot.Chmod(name, mode); err != nil {
-		return fmt.Errorf("sandbox: write %s: %w", name, err)
+		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
 	if !mtime.IsZero() {
 		if err := b.fsRoot.Chtimes(name, mtime, mtime); err != nil {
-			return fmt.Errorf("sandbox: write %s: %w", name, err)
+			return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // ensureParent creates missing parent directories of name (mode 0755,
@@ -426,6 +496,8 @@ func (b *box) ensureParent(name string) error {
 				return fmt.Errorf("sandbox: %s: parent %s is not a directory", name, d)
 			}
 			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sandbox: %s: %w", name, err)
 		}
 		missing = append(missing, d)
 	}

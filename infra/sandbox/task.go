@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -40,25 +39,43 @@ func start(ctx context.Context, l launcher, spec Spec, uid, gid int, release fun
 	return b, nil
 }
 
+// maxDockerfile bounds the Dockerfile read.
+const maxDockerfile = 1 << 20
+
 // supported lists what the Dockerfile subset covers, for error messages.
 const supported = "supported: FROM (ignored), ARG, ENV, WORKDIR, COPY/ADD of local files, RUN; ignored: EXPOSE, LABEL, MAINTAINER, STOPSIGNAL, HEALTHCHECK, CMD, ENTRYPOINT, VOLUME, USER root"
 
 // build prepares the task's environment: environment/Dockerfile when
-// present, else environment/setup.sh when present, else nothing.
+// present, else environment/setup.sh when present, else nothing. The task
+// directory is the caller's choice; below it nothing is read through a
+// link (environment/ a link to a host directory, a Dockerfile linked to a
+// host file, COPY h/secret with h a link), so every entry point, not
+// only a caller that checked the task first, reads the task's own files
+// and nothing else.
 func (b *box) build(ctx context.Context, spec Spec) error {
-	fi, err := os.Stat(spec.TaskDir)
+	dir, err := filepath.EvalSymlinks(spec.TaskDir)
 	if err != nil {
 		return fmt.Errorf("sandbox: task directory: %w", err)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("sandbox: task directory %s is not a directory", spec.TaskDir)
+	task, err := openSafeRoot(dir)
+	if err != nil {
+		return fmt.Errorf("sandbox: task directory %s: %w", spec.TaskDir, err)
 	}
+	defer task.Close()
 	envDir := filepath.Join(spec.TaskDir, "environment")
-	if _, err := os.Stat(filepath.Join(envDir, "Dockerfile")); err == nil {
-		return b.buildDockerfile(ctx, envDir, spec)
+	env, err := task.OpenRoot("environment")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	if _, err := os.Stat(filepath.Join(envDir, "setup.sh")); err == nil {
-		return b.runSetup(ctx, envDir, spec)
+	if err != nil {
+		return fmt.Errorf("sandbox: %s: %w", envDir, err)
+	}
+	defer env.Close()
+	if _, err := env.Lstat("Dockerfile"); err == nil {
+		return b.buildDockerfile(ctx, env, envDir, spec)
+	}
+	if _, err := env.Lstat("setup.sh"); err == nil {
+		return b.runSetup(ctx, env, envDir)
 	}
 	return nil
 }
@@ -69,9 +86,9 @@ const buildDir = "/tmp/t1-build"
 
 // runSetup copies environment/ to /tmp/t1-build and runs setup.sh there
 // as root, then removes the copy.
-func (b *box) runSetup(ctx context.Context, envDir string, spec Spec) error {
+func (b *box) runSetup(ctx context.Context, env *safeRoot, envDir string) error {
 	rel, _ := b.rel(buildDir)
-	if err := b.copyInto(ctx, envDir, rel); err != nil {
+	if err := b.copyInto(ctx, env, ".", rel); err != nil {
 		return err
 	}
 	res, err := b.Exec(ctx, Cmd{Args: []string{"/bin/bash", b.l.visible(b, buildDir+"/setup.sh")}, Dir: buildDir})
@@ -96,11 +113,11 @@ func timedOut(r Result) string {
 
 // buildDockerfile executes the subset of a Dockerfile that maps onto the
 // host (see supported).
-func (b *box) buildDockerfile(ctx context.Context, envDir string, spec Spec) error {
+func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string, spec Spec) error {
 	file := filepath.Join(envDir, "Dockerfile")
-	data, err := os.ReadFile(file)
+	data, err := env.ReadFile("Dockerfile", maxDockerfile)
 	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+		return fmt.Errorf("sandbox: %s: %w", file, err)
 	}
 	ins, err := ParseDockerfile(file, data)
 	if err != nil {
@@ -173,7 +190,7 @@ func (b *box) buildDockerfile(ctx context.Context, envDir string, spec Spec) err
 			}
 			workdir = path.Clean(d)
 		case "COPY", "ADD":
-			if err := b.dockerCopy(ctx, in, envDir, workdir, vars); err != nil {
+			if err := b.dockerCopy(ctx, in, env, envDir, workdir, vars); err != nil {
 				return fail("%v", err)
 			}
 		case "RUN":
@@ -279,7 +296,7 @@ func validName(k string) bool {
 var archiveExts = []string{".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst"}
 
 // dockerCopy runs COPY or ADD from the build context envDir.
-func (b *box) dockerCopy(ctx context.Context, in Instruction, envDir, workdir string, vars map[string]string) error {
+func (b *box) dockerCopy(ctx context.Context, in Instruction, env *safeRoot, envDir, workdir string, vars map[string]string) error {
 	var chmod fs.FileMode
 	for _, f := range in.Flags {
 		k, v, _ := strings.Cut(f, "=")
@@ -326,10 +343,6 @@ func (b *box) dockerCopy(ctx context.Context, in Instruction, envDir, workdir st
 	if fi, err := b.fsRoot.Stat(destRel); err == nil && fi.IsDir() {
 		destDir = true
 	}
-	ctxAbs, err := filepath.Abs(envDir)
-	if err != nil {
-		return err
-	}
 	var matches []string
 	for _, s := range srcs {
 		if in.Cmd == "ADD" {
@@ -342,18 +355,19 @@ func (b *box) dockerCopy(ctx context.Context, in Instruction, envDir, workdir st
 				}
 			}
 		}
-		m, err := filepath.Glob(filepath.Join(ctxAbs, filepath.FromSlash(s)))
+		pat := path.Clean(s)
+		if pat == ".." || strings.HasPrefix(pat, "../") {
+			return fmt.Errorf("%s %s: outside the build context %s", in.Cmd, s, envDir)
+		}
+		if pat = strings.TrimPrefix(pat, "/"); pat == "" {
+			pat = "."
+		}
+		m, err := env.glob(pat)
 		if err != nil {
 			return fmt.Errorf("%s %s: %v", in.Cmd, s, err)
 		}
 		if len(m) == 0 {
 			return fmt.Errorf("%s %s: not found in the build context %s", in.Cmd, s, envDir)
-		}
-		for _, p := range m {
-			r, err := filepath.Rel(ctxAbs, p)
-			if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-				return fmt.Errorf("%s %s: outside the build context %s", in.Cmd, s, envDir)
-			}
 		}
 		matches = append(matches, m...)
 	}
@@ -361,15 +375,15 @@ func (b *box) dockerCopy(ctx context.Context, in Instruction, envDir, workdir st
 		destDir = true
 	}
 	for _, m := range matches {
-		fi, err := os.Stat(m)
+		fi, err := env.Lstat(m)
 		if err != nil {
 			return fmt.Errorf("%s: %v", in.Cmd, err)
 		}
 		target := destRel
 		if !fi.IsDir() && destDir {
-			target = path.Join(destRel, filepath.Base(m))
+			target = path.Join(destRel, path.Base(m))
 		}
-		if err := b.copyInto(ctx, m, target); err != nil {
+		if err := b.copyInto(ctx, env, m, target); err != nil {
 			return err
 		}
 		if chmod != 0 {
@@ -390,81 +404,9 @@ func (b *box) mkdirAll(rel string) error {
 	return nil
 }
 
-// copyInto merges the host file or directory src into rel: a directory's
-// contents go into rel, a file becomes rel. Existing files are replaced,
-// others kept.
-func (b *box) copyInto(ctx context.Context, src, rel string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("sandbox: copy %s: %w", src, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		r, _ := filepath.Rel(src, p)
-		name := path.Join(rel, filepath.ToSlash(r))
-		info, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("sandbox: copy %s: %w", p, err)
-		}
-		if err := b.ensureParent(name); err != nil {
-			return err
-		}
-		existing, lerr := b.fsRoot.Lstat(name)
-		switch {
-		case info.IsDir():
-			if lerr == nil && existing.IsDir() {
-				return nil
-			}
-			if lerr == nil {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
-					return fmt.Errorf("sandbox: copy %s: %w", p, err)
-				}
-			}
-			if err := b.fsRoot.Mkdir(name, info.Mode().Perm()); err != nil {
-				return fmt.Errorf("sandbox: copy %s: %w", p, err)
-			}
-			if err := b.chown(name); err != nil {
-				return err
-			}
-			return b.fsRoot.Chmod(name, info.Mode().Perm())
-		case info.Mode()&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return fmt.Errorf("sandbox: copy %s: %w", p, err)
-			}
-			if lerr == nil {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
-					return fmt.Errorf("sandbox: copy %s: %w", p, err)
-				}
-			}
-			if err := b.fsRoot.Symlink(t, name); err != nil {
-				return fmt.Errorf("sandbox: copy %s: %w", p, err)
-			}
-			return b.chown(name)
-		case info.Mode().IsRegular():
-			if lerr == nil && !existing.Mode().IsRegular() {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
-					return fmt.Errorf("sandbox: copy %s: %w", p, err)
-				}
-			}
-			f, err := os.Open(p)
-			if err != nil {
-				return fmt.Errorf("sandbox: copy %s: %w", p, err)
-			}
-			defer f.Close()
-			return b.writeFile(name, f, b.restoreMode(info.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)), info.ModTime())
-		}
-		return fmt.Errorf("sandbox: copy %s: not a regular file, directory or symbolic link", p)
-	})
-}
-
 func (b *box) chmodTree(rel string, mode fs.FileMode) error {
-	return fs.WalkDir(b.fsRoot.FS(), rel, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
+	return b.fsRoot.walk(rel, func(p string, info fs.FileInfo) error {
+		if info.Mode()&fs.ModeSymlink != 0 {
 			return nil
 		}
 		return b.fsRoot.Chmod(p, mode)

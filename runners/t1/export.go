@@ -89,7 +89,7 @@ prompt length, completion token ids and sampler log-probs.`,
 					instr = t.Instruction
 					instructions[p.TaskID] = instr
 				}
-				a, err := atif.FromRows(traj[0], instr, turns, tokens)
+				a, err := atif.FromRows(traj[0], in.Config.Stages.Rollout.SystemPrompt, instr, turns, tokens)
 				if err != nil {
 					return err
 				}

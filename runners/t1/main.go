@@ -78,6 +78,7 @@ func newRoot() *cobra.Command {
 		exportCmd(g),
 		digestCmd(g),
 		poolCmd(g),
+		chatCmd(g),
 		tokenizerCmd(g),
 	)
 	return root

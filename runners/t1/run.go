@@ -57,6 +57,8 @@ type pipelineSummary struct {
 	Reason     string            `json:"reason,omitempty"`
 	Events     map[string]uint64 `json:"events"`
 	Evals      []evalLine        `json:"evals,omitempty"`
+	// Recipe is the base → SFT → RL table (report.Recipe).
+	Recipe []report.RecipeRow `json:"recipe,omitempty"`
 	Dead       uint64            `json:"dead_letters"`
 	Elapsed    time.Duration     `json:"elapsed_ns"`
 	PolicyLast int64             `json:"policy_version"`
@@ -175,6 +177,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	for _, e := range r.Evals {
 		sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns})
 	}
+	sum.Recipe = report.Recipe(r)
 	if sum.reportFiles, err = saveReport(ctx, in, []*report.Run{r}, ""); err != nil {
 		return nil, err
 	}
@@ -260,6 +263,9 @@ func printPipelineSummary(w io.Writer, s pipelineSummary) {
 	fmt.Fprintf(tw, "dead letters\t%d\n", s.Dead)
 	for _, e := range s.Evals {
 		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts)
+	}
+	for _, row := range s.Recipe {
+		fmt.Fprintf(tw, "%s %s\tresolve %.2f  partial credit %.2f  turns %.1f  (v%d, %d attempts)\n", row.Suite, row.Stage, row.ResolveRate, row.MeanReward, row.MeanTurns, row.PolicyVersion, row.Attempts)
 	}
 	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)

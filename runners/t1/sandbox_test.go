@@ -79,3 +79,35 @@ func TestSandboxRunAndShell(t *testing.T) {
 		t.Errorf("bad backend: %v", err)
 	}
 }
+
+// A task whose build context links to a host directory: `t1 sandbox run
+// --task` builds it without any task check first, so the sandbox itself
+// must refuse to COPY through the link (it runs COPY as the host user).
+func TestSandboxRunRefusesLinkedBuildContext(t *testing.T) {
+	if (&sandbox.Bubblewrap{}).Available() != nil && os.Getenv("T1_REQUIRE_BWRAP") != "1" {
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+	host := t.TempDir()
+	const secret = "host-only-4c1d9e"
+	if err := os.WriteFile(filepath.Join(host, "secret"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := t.TempDir()
+	env := filepath.Join(task, "environment")
+	if err := os.MkdirAll(env, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(host, filepath.Join(env, "h")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env, "Dockerfile"), []byte("FROM ubuntu:24.04\nCOPY h/secret /app/secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code, err := t1Sandbox(t, "", "sandbox", "run", "--task", task, "--backend", "bwrap", "--", "cat", "/app/secret")
+	if strings.Contains(out, secret) {
+		t.Fatalf("the sandbox printed a host file: %s", out)
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("want the build refused for the link, got code %d, %v\n%s", code, err, out)
+	}
+}

@@ -167,6 +167,12 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 			return err
 		}
 		base = st.sftVersion
+		// The fine-tuned policy is the middle row of base → SFT → RL.
+		if base > 0 && c.EvalBaseline {
+			if asked, err := s.maybeEval(st, base, true, out); err != nil || asked {
+				return err
+			}
+		}
 	}
 	// Training iterations.
 	for i := 0; i < c.Iterations; i++ {

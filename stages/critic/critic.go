@@ -20,7 +20,12 @@ type Config struct {
 	Trainer trainer.Trainer
 	// GAE is the advantage estimation the critic's values feed.
 	GAE trainer.GAE
-	Log *slog.Logger
+	// FromPolicy starts a run's first critic from the weights of the
+	// policy the batch was sampled with (its initial checkpoint is
+	// Initial's, for version 0) instead of a seeded random model.
+	FromPolicy bool
+	Initial    func(context.Context) (*moe.Checkpoint, error)
+	Log        *slog.Logger
 }
 
 // New returns the critic stage.
@@ -74,7 +79,14 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	}
 	next := int64(m.Iteration) + 1
 	prefix := keys.Critic(m.Run, next)
-	tr, err := s.cfg.Trainer.TrainCritic(ctx, trainer.CriticJob{Manifest: m, Batch: b, Critic: from, Out: prefix, Version: next, GAE: s.cfg.GAE})
+	job := trainer.CriticJob{Manifest: m, Batch: b, Critic: from, Out: prefix, Version: next, GAE: s.cfg.GAE}
+	if from == "" && s.cfg.FromPolicy {
+		if err := trainer.EnsurePolicy(ctx, s.cfg.Store, m.Run, m.PolicyVersion, s.cfg.Initial); err != nil {
+			return nil, err
+		}
+		job.Policy = keys.Policy(m.Run, m.PolicyVersion)
+	}
+	tr, err := s.cfg.Trainer.TrainCritic(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +110,6 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	s.cfg.Log.Info("critic updated", "run", m.Run, "iteration", m.Iteration, "critic_version", next,
 		"warmup", met.Warmup, "explained_variance", met.ExplainedVariance, "value_loss", met.ValueLoss)
 	return &schemas.CriticUpdatedPayload{Iteration: m.Iteration, PolicyVersion: m.PolicyVersion, CriticVersion: next,
-		Warmup: met.Warmup, WarmupSteps: met.WarmupSteps, ExplainedVariance: met.ExplainedVariance, ValueLoss: met.ValueLoss,
+		Warmup: met.Warmup, WarmupSteps: met.WarmupSteps, WarmupEnd: met.WarmupEnd, ExplainedVariance: met.ExplainedVariance, ValueLoss: met.ValueLoss,
 		Values: []schemas.FileRef{ref}, Manifest: mref, Checkpoint: ck}, nil
 }

@@ -37,6 +37,7 @@ type Suite struct {
 	Tasks   int
 	Rounds  int
 	Seed    uint64
+	Library taskgen.Library
 	// Dirs are Harbor task directories (or dataset roots holding them).
 	Dirs []string
 }
@@ -260,7 +261,7 @@ func LoadDirs(dirs []string) ([]DirTask, error) {
 func References(su Suite) ([]harbor.Reference, error) {
 	var refs []harbor.Reference
 	if su.Builtin {
-		for _, steps := range taskgen.Suite(su.Seed, su.Tasks, su.Rounds) {
+		for _, steps := range taskgen.Suite(su.Library, su.Seed, su.Tasks, su.Rounds) {
 			sp, err := taskgen.Build(steps)
 			if err != nil {
 				return nil, err
@@ -309,7 +310,7 @@ func (s *stage) materialise(ctx context.Context, run, name string) ([]Task, erro
 			return nil, err
 		}
 		defer os.RemoveAll(work)
-		for _, refs := range taskgen.Suite(su.Seed, su.Tasks, su.Rounds) {
+		for _, refs := range taskgen.Suite(su.Library, su.Seed, su.Tasks, su.Rounds) {
 			sp, err := taskgen.Build(refs)
 			if err != nil {
 				return nil, engine.Permanent(err)

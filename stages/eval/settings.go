@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/taskgen"
 )
 
 // Settings configure the held-out suite (stages.eval in pipeline.yaml).
@@ -15,6 +16,9 @@ type Settings struct {
 	Tasks  int    `yaml:"tasks"`
 	Rounds int    `yaml:"rounds"`
 	Seed   uint64 `yaml:"seed"`
+	// Library is the step library the built-in tasks grow from (taskgen:
+	// basic or full); training's is stages.synth.library.
+	Library string `yaml:"library"`
 	// Attempts is the attempts per task.
 	Attempts int `yaml:"attempts"`
 	// Dirs are Harbor task directories (or dataset roots) added to the
@@ -24,7 +28,7 @@ type Settings struct {
 
 // DefaultSettings evaluate on three built-in tasks.
 func DefaultSettings() Settings {
-	return Settings{Suite: "builtin", Tasks: 3, Rounds: 1, Seed: 1000, Attempts: 2, Dirs: []string{}}
+	return Settings{Suite: "builtin", Tasks: 3, Rounds: 1, Seed: 1000, Library: string(taskgen.Basic), Attempts: 2, Dirs: []string{}}
 }
 
 // Check reports every invalid setting.
@@ -35,6 +39,9 @@ func (s Settings) Check(r check.Report) {
 	r.AtLeast("attempts", s.Attempts, 1)
 	r.AtLeast("tasks", s.Tasks, 0)
 	r.AtLeast("rounds", s.Rounds, 0)
+	if _, err := taskgen.ParseLibrary(s.Library); err != nil {
+		r("library", "%v", err)
+	}
 	if s.Tasks == 0 && len(s.Dirs) == 0 {
 		r("", "suite %q has no tasks: set tasks or dirs, or an empty suite to turn evaluation off", s.Suite)
 	}
@@ -52,5 +59,5 @@ func (s Settings) Resolve(workDir string) Suite {
 		}
 		dirs[i] = filepath.Clean(d)
 	}
-	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Dirs: dirs}
+	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Library: taskgen.Library(s.Library), Dirs: dirs}
 }

@@ -103,6 +103,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	ev := &schemas.PolicyUpdatedPayload{
 		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
 		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
+		Skipped: res.Metrics.Skipped,
 	}
 	report, _ := json.MarshalIndent(trainer.TrainingReport{Metrics: res.Metrics, Event: *ev}, "", "  ")
 	key := keys.TrainingReport(run, m.Iteration, next)

@@ -15,7 +15,6 @@
 package reward
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,7 +42,10 @@ type Config struct {
 	// Log is where each run's run.started is read, for the reward scale
 	// the run froze before it began.
 	Log *engine.Log
-	// MaxSnapshotBytes bounds a snapshot read back (default 1 GiB).
+	// MaxSnapshotBytes bounds a snapshot read back; the default is the
+	// largest layer a sandbox under Trial.Limits writes
+	// (sandbox.Limits.MaxLayer), so every snapshot a rollout could store
+	// is read.
 	MaxSnapshotBytes int64
 	TempDir          string
 }
@@ -56,7 +58,7 @@ func New(cfg Config) (engine.Stage, error) {
 		return nil, err
 	}
 	if cfg.MaxSnapshotBytes <= 0 {
-		cfg.MaxSnapshotBytes = 1 << 30
+		cfg.MaxSnapshotBytes = cfg.Trial.Limits.MaxLayer()
 	}
 	s := &stage{cfg: cfg, rf: rf, scales: map[string]float64{}}
 	return engine.NewStage("reward", []string{schemas.RolloutCompleted}, s.handle), nil
@@ -157,9 +159,12 @@ func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutComplet
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.snapshot(ctx, p.Snapshot)
+	snap, err := s.snapshot(ctx, work, p.Snapshot)
 	if err != nil {
 		return nil, err
+	}
+	if snap != nil {
+		defer snap.Close()
 	}
 	if s.cfg.Trial.Backend == nil {
 		return nil, engine.Permanent(errors.New("reward: no sandbox backend"))
@@ -172,14 +177,19 @@ func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutComplet
 		return nil, fmt.Errorf("sandbox for %s: %w", p.TaskID, err)
 	}
 	defer sb.Close()
-	if err := sb.Restore(ctx, bytes.NewReader(snap)); err != nil {
-		return nil, engine.Permanent(fmt.Errorf("snapshot %s: %w", p.Snapshot.Key, err))
+	if snap != nil {
+		if err := sb.Restore(ctx, snap); err != nil {
+			return nil, engine.Permanent(fmt.Errorf("snapshot %s: %w", p.Snapshot.Key, err))
+		}
 	}
 	rep, _, _, err := trial.Verify(ctx, sb, dir, t, s.cfg.Trial)
 	return rep, err
 }
 
-func (s *stage) snapshot(ctx context.Context, ref schemas.ObjectRef) ([]byte, error) {
+// snapshot spools the attempt's snapshot into a file under work, checking
+// its size and hash on the way, and returns the file at its start (nil
+// when the attempt stored none).
+func (s *stage) snapshot(ctx context.Context, work string, ref schemas.ObjectRef) (*os.File, error) {
 	if ref.Key == "" {
 		return nil, nil
 	}
@@ -191,18 +201,26 @@ func (s *stage) snapshot(ctx context.Context, ref schemas.ObjectRef) ([]byte, er
 		return nil, err
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, s.cfg.MaxSnapshotBytes+1))
+	f, err := os.Create(filepath.Join(work, "snapshot.tar"))
 	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rc, s.cfg.MaxSnapshotBytes+1))
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("snapshot %s: %w", ref.Key, err)
 	}
-	if int64(len(data)) > s.cfg.MaxSnapshotBytes {
+	if n > s.cfg.MaxSnapshotBytes {
+		f.Close()
 		return nil, engine.Permanent(fmt.Errorf("snapshot %s is over %d bytes", ref.Key, s.cfg.MaxSnapshotBytes))
 	}
-	if ref.SHA256 != "" {
-		sum := sha256.Sum256(data)
-		if hex.EncodeToString(sum[:]) != ref.SHA256 {
-			return nil, engine.Permanent(fmt.Errorf("snapshot %s: sha256 %x, the event says %s", ref.Key, sum, ref.SHA256))
-		}
+	if sum := hex.EncodeToString(h.Sum(nil)); ref.SHA256 != "" && sum != ref.SHA256 {
+		f.Close()
+		return nil, engine.Permanent(fmt.Errorf("snapshot %s: sha256 %s, the event says %s", ref.Key, sum, ref.SHA256))
 	}
-	return data, nil
+	return f, nil
 }

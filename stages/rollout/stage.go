@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -187,6 +186,9 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if res.LossDrift != 0 {
 		return nil, engine.Permanent(fmt.Errorf("attempt %s: %d loss-region tokens drifted from the sampler's", p.AttemptID().Name(), res.LossDrift))
 	}
+	// The shell's background jobs end before the snapshot: nothing changes
+	// the files while they are read.
+	sh.Close()
 	if c.Snapshot, err = s.snapshot(ctx, run, p, sb); err != nil {
 		return nil, err
 	}
@@ -196,17 +198,36 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	return c, nil
 }
 
+// snapshot spools the attempt's layer to a temporary file, hashing it on
+// the way, and stores it from there: a layer can be as large as the
+// sandbox's disk budget, which memory need not hold.
 func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutRequestedPayload, sb sandbox.Sandbox) (schemas.ObjectRef, error) {
-	var buf bytes.Buffer
-	if err := sb.Snapshot(ctx, &buf); err != nil {
+	f, err := os.CreateTemp(s.cfg.TempDir, "t1-snapshot-")
+	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	defer os.Remove(f.Name())
+	defer f.Close()
+	h := sha256.New()
+	if err := sb.Snapshot(ctx, io.MultiWriter(f, h)); err != nil {
+		if errors.Is(err, sandbox.ErrLayerLimit) {
+			// The attempt's own doing: a retry would meet the same state.
+			return schemas.ObjectRef{}, engine.Permanent(fmt.Errorf("snapshot: %w", err))
+		}
+		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
+	}
 	key := keys.Snapshot(run, p.AttemptID())
 	// Another delivery of this attempt may have stored its snapshot first.
 	// An overwrite would change the bytes under the hash that delivery may
 	// already have announced, so the stored one is this attempt's.
-	stored, _, err := store.PutOnceSum(ctx, s.cfg.Store, key, &buf, store.Sum{Size: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:])},
+	stored, _, err := store.PutOnceSum(ctx, s.cfg.Store, key, f, store.Sum{Size: size, SHA256: hex.EncodeToString(h.Sum(nil))},
 		store.PutOptions{ContentType: "application/x-tar"})
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("store snapshot: %w", err)

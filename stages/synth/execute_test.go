@@ -22,8 +22,11 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
-	for i := range 2 {
-		parentRefs := taskgen.Seed(rng)
+	for i := range 4 {
+		// Both libraries: the basic one's steps that change a file must
+		// leave every earlier assertion true.
+		lib := taskgen.Libraries()[i%2]
+		parentRefs := taskgen.Seed(lib, rng)
 		childRefs, err := taskgen.Extend(parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +82,7 @@ func TestThreeRoundsGrowSolutions(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(11, 3))
 	for seed := range 2 {
-		refs := taskgen.Seed(rng)
+		refs := taskgen.Seed(taskgen.Full, rng)
 		var parent *taskgen.Spec
 		prevLines := 0
 		for round := range 3 {

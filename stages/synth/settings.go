@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/taskgen"
 )
 
 // Settings configure recursive task synthesis (stages.synth in
@@ -16,6 +17,9 @@ type Settings struct {
 	// behind an OpenAI-compatible endpoint extends each parent's files).
 	// Round 0's fresh tasks come from the built-in steps either way.
 	Generator string `yaml:"generator"`
+	// Library is the step library round 0's tasks (and the builtin
+	// generator's extensions) come from: taskgen's basic or full.
+	Library string `yaml:"library"`
 	// LLM is the llm generator's endpoint and sampling.
 	LLM LLMSettings `yaml:"llm"`
 }
@@ -42,7 +46,7 @@ type LLMSettings struct {
 
 // DefaultSettings grow tasks with the built-in steps.
 func DefaultSettings() Settings {
-	return Settings{Generator: Builtin, LLM: LLMSettings{Temperature: 0.7, MaxTokens: 8192, Timeout: 5 * time.Minute}}
+	return Settings{Generator: Builtin, Library: string(taskgen.Basic), LLM: LLMSettings{Temperature: 0.7, MaxTokens: 8192, Timeout: 5 * time.Minute}}
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -50,6 +54,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Check reports every invalid setting.
 func (s Settings) Check(r check.Report) {
 	l := s.LLM
+	if _, err := taskgen.ParseLibrary(s.Library); err != nil {
+		r("library", "%v", err)
+	}
 	switch s.Generator {
 	case Builtin:
 	case LLM:

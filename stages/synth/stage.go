@@ -34,12 +34,17 @@ type Config struct {
 	// tasks always come from taskgen: the llm generator extends a parent.
 	Generator string
 	LLM       *LLMConfig
+	// Library is the step library of round 0's tasks (default Basic).
+	Library taskgen.Library
 }
 
 // New returns the synth stage.
 func New(cfg Config) engine.Stage {
 	if cfg.StepsPerRound <= 0 {
 		cfg.StepsPerRound = 2
+	}
+	if cfg.Library == "" {
+		cfg.Library = taskgen.Basic
 	}
 	s := &stage{cfg: cfg}
 	return engine.NewStage("synth", []string{schemas.SynthRequested, schemas.SynthCandidate}, s.handle)
@@ -75,7 +80,7 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 	}
 	if len(p.SeedIDs) == 0 {
 		for i := range p.Seeds {
-			refs := taskgen.Seed(rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
+			refs := taskgen.Seed(s.cfg.Library, rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
 			if _, err := out.Emit(schemas.SynthCandidate, schemas.SynthCandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
 				return err
 			}

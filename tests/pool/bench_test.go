@@ -26,7 +26,7 @@ func BenchmarkSynthesizeAndAudit(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	accepted := 0
 	for range b.N {
-		parentRefs := taskgen.Seed(rng)
+		parentRefs := taskgen.Seed(taskgen.Full, rng)
 		refs, err := taskgen.Extend(parentRefs, 2, rng)
 		if err != nil {
 			b.Fatal(err)

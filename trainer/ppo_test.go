@@ -1,0 +1,199 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/schemas"
+)
+
+// withAdvantages sets every action's advantage to adv(attempt).
+func withAdvantages(vals []schemas.ValueRow, adv func(attempt int32) float32) {
+	for i := range vals {
+		for t, a := range vals[i].Advantages {
+			if a != 0 {
+				vals[i].Advantages[t] = adv(vals[i].Attempt)
+			}
+		}
+	}
+}
+
+// meanLogProb is the mean log-prob m gives attempt a's actions.
+func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *Batch, a int32) float64 {
+	t.Helper()
+	var sum float64
+	var n int
+	for _, c := range b.Chunks() {
+		if c.Tokens.Attempt != a {
+			continue
+		}
+		p, err := m.Forward(c.IDs(), moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range c.Tokens.LossMask {
+			if l {
+				sum += float64(p.LogProbs[i-1])
+				n++
+			}
+		}
+	}
+	return sum / float64(n)
+}
+
+func adam(lr float64) moe.AdamConfig {
+	return moe.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+}
+
+// PPO raises the probability of what earned more than expected and lowers
+// that of what earned less; minibatches and epochs take several steps,
+// and a large learning rate moves the ratio past the clip.
+func TestPPOMovesTowardRewardedActions(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
+	man, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadBatch(ctx, st, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name             string
+		lr               float64
+		epochs, mb       int
+		steps            int
+		clipped, normAdv bool
+	}{
+		{"small steps", 2e-4, 2, 2, 4, false, false},
+		{"large steps", 2e-2, 4, 4, 16, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: c.epochs, Minibatches: c.mb, Clip: 0.2, Adam: adam(c.lr),
+				MaxGradNorm: 1, Replay: true, NormalizeAdvantages: c.normAdv}})
+			res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			met := res.Metrics
+			// Three attempts of four chunks: at most as many minibatches
+			// as chunks.
+			if met.Steps != c.epochs*min(c.mb, 4) || met.Skipped != "" {
+				t.Fatalf("steps %d (want %d), skipped %q", met.Steps, c.epochs*min(c.mb, 4), met.Skipped)
+			}
+			if (met.ClipFraction > 0) != c.clipped {
+				t.Fatalf("clip fraction %g, want clipping %v", met.ClipFraction, c.clipped)
+			}
+			ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up0, up1 := meanLogProb(t, ctx, ck.Model, b, 0)-meanLogProb(t, ctx, m, b, 0), meanLogProb(t, ctx, ck.Model, b, 1)-meanLogProb(t, ctx, m, b, 1)
+			t.Logf("rewarded attempt %+.4f, unrewarded %+.4f, clip fraction %.3f, KL %.4f", up0, up1, met.ClipFraction, met.ApproxKL)
+			if up0 <= 0 || up1 >= 0 {
+				t.Fatalf("log-prob of the rewarded attempt moved %+g, of the unrewarded one %+g", up0, up1)
+			}
+		})
+	}
+}
+
+// Without a non-zero advantage there is nothing to learn: no step is
+// taken and the new version's tensors are the old ones.
+func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	for i := range vals {
+		clear(vals[i].Advantages)
+	}
+	man, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Minibatches: 2, Adam: adam(1e-3), Replay: true, NormalizeAdvantages: true}})
+	res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metrics.Steps != 0 || res.Metrics.Skipped == "" {
+		t.Fatalf("metrics %+v, want a skipped update", res.Metrics)
+	}
+	ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"lm_head", "embed"} {
+		a, b := m.W.Tensor(name).Data, ck.Model.W.Tensor(name).Data
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%s[%d] changed: %g → %g", name, i, a[i], b[i])
+			}
+		}
+	}
+}
+
+// A step whose loss stops being a number fails the update: no checkpoint
+// is written, the policy it started from stays.
+func TestPPODivergentUpdateFails(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	withAdvantages(vals, func(int32) float32 { return float32(math.Inf(1)) })
+	man, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Adam: adam(1e-3), Replay: true}})
+	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
+	if !errors.Is(err, ErrDivergent) || !IsBad(err) {
+		t.Fatalf("an infinite loss: %v, want ErrDivergent as bad input", err)
+	}
+	if _, err := st.Stat(ctx, keys.Policy(run, 1)+"/"+moe.WeightsFile); err == nil {
+		t.Fatal("a divergent update wrote a checkpoint")
+	}
+}
+
+// When every attempt earned the same, the returns carry nothing a critic
+// could learn for the update: warm-up ends at once and says why; when the
+// rewards vary it runs.
+func TestCriticWarmupEndsWithoutRewardVariance(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		same  bool
+		steps int
+		end   string
+	}{{"same rewards", true, 0, WarmupNoVariance}, {"varied rewards", false, 3, WarmupSteps}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := testinfra.Store(t)
+			m := policy(t, st)
+			rows, _ := sampledRows(t, m, moe.BF16, 1, 1)
+			if c.same {
+				for i := range rows.Rewards {
+					rows.Rewards[i].Reward = 1
+				}
+			}
+			man := writeSampled(t, st, m, rows)
+			cm := moe.DefaultConfig()
+			tr := NewReference(st, ReferenceOptions{Critic: CriticOptions{Model: cm, Adam: adam(5e-4), WarmupSteps: 3, WarmupEV: 0.99}})
+			res, err := tr.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 0.95}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Metrics; got.WarmupSteps != c.steps || got.WarmupEnd != c.end || !got.Warmup {
+				t.Fatalf("warm-up %+v, want %d steps ended by %q", got, c.steps, c.end)
+			}
+		})
+	}
+}
