@@ -27,7 +27,7 @@ t1 checkpoint) or the file itself; without it, t1's default tokenizer is used. A
 file must be a byte-level BPE (GPT-2, Qwen2/Qwen3, Llama 3 and kin); any feature t1 does not
 implement exactly is refused with an error naming it.`,
 	}
-	cmd.AddCommand(tokenizerEncodeCmd(g), tokenizerDecodeCmd(g))
+	cmd.AddCommand(tokenizerEncodeCmd(g), tokenizerDecodeCmd(g), tokenizerRenderCmd(g))
 	return cmd
 }
 
@@ -49,27 +49,7 @@ not UTF-8 on their own, as in part of a character, show as U+FFFD there; decode 
 			if err != nil {
 				return err
 			}
-			ids := tok.Encode(text)
-			pieces := make([]string, len(ids))
-			for i, id := range ids {
-				b, err := tok.TokenBytes(id)
-				if err != nil {
-					return err
-				}
-				pieces[i] = string(b)
-			}
-			if g.json {
-				return printJSON(cmd, struct {
-					IDs    []int    `json:"ids"`
-					Pieces []string `json:"pieces"`
-				}{ids, pieces})
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "#\tID\tPIECE")
-			for i, id := range ids {
-				fmt.Fprintf(w, "%d\t%d\t%s\n", i, id, strconv.Quote(pieces[i]))
-			}
-			return w.Flush()
+			return printTokens(cmd, g, tok, "", text)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tokenizer", "", "directory with tokenizer.json, or the file (default: t1's own tokenizer)")
@@ -118,6 +98,68 @@ writes the bytes it holds. With --json: {"text": "...", "utf8": true|false}.`,
 	}
 	cmd.Flags().StringVar(&dir, "tokenizer", "", "directory with tokenizer.json, or the file (default: t1's own tokenizer)")
 	return cmd
+}
+
+func tokenizerRenderCmd(g *globals) *cobra.Command {
+	var dir string
+	var r renderArgs
+	cmd := &cobra.Command{
+		Use:   "render --tokenizer DIR --messages FILE.json",
+		Short: "Render a conversation with the model's chat template and print its token ids and pieces",
+		Long: `Renders the messages with the chat_template of DIR's tokenizer_config.json, exactly as
+t1 chat render does (same flags), then encodes the text with DIR's tokenizer.json as transformers'
+apply_chat_template(tokenize=True) does: the template's special tokens become their ids, nothing
+is added. Prints the tokens as encode does; --json adds the text: {"text", "ids", "pieces"}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return fmt.Errorf("--tokenizer is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json")
+			}
+			tok, err := loadTokenizer(dir)
+			if err != nil {
+				return err
+			}
+			r.cfgPath = dir
+			if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+				r.cfgPath = filepath.Dir(dir)
+			}
+			text, err := r.render(cmd)
+			if err != nil {
+				return err
+			}
+			return printTokens(cmd, g, tok, text, text)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json")
+	r.bind(cmd)
+	return cmd
+}
+
+// printTokens encodes text and prints one line per token, or JSON with the
+// ids and pieces (and shown, when not empty, as "text").
+func printTokens(cmd *cobra.Command, g *globals, tok tokenizer.Tokenizer, shown, text string) error {
+	ids := tok.Encode(text)
+	pieces := make([]string, len(ids))
+	for i, id := range ids {
+		b, err := tok.TokenBytes(id)
+		if err != nil {
+			return err
+		}
+		pieces[i] = string(b)
+	}
+	if g.json {
+		return printJSON(cmd, struct {
+			Text   string   `json:"text,omitempty"`
+			IDs    []int    `json:"ids"`
+			Pieces []string `json:"pieces"`
+		}{shown, ids, pieces})
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tID\tPIECE")
+	for i, id := range ids {
+		fmt.Fprintf(w, "%d\t%d\t%s\n", i, id, strconv.Quote(pieces[i]))
+	}
+	return w.Flush()
 }
 
 func argsOrStdin(cmd *cobra.Command, args []string) (string, error) {

@@ -80,3 +80,30 @@ func TestTokenizerDefaultAndErrors(t *testing.T) {
 		t.Errorf("WordPiece error %v does not name the model type", err)
 	}
 }
+
+// render tokenises what the model's own template makes of a conversation,
+// its special tokens as their ids.
+func TestTokenizerRenderQwen3(t *testing.T) {
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	if err := os.WriteFile(msgs, []byte(`[{"role":"user","content":"hi"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := t1(t, "tokenizer", "render", "--json", "--tokenizer", qwen3Dir, "--messages", msgs, "--add-generation-prompt")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+	if r.Text != want || len(r.IDs) < 6 || r.IDs[0] != 151644 || r.IDs[4] != 151645 {
+		t.Fatalf("render = %q %v, want %q", r.Text, r.IDs, want)
+	}
+	if _, err := t1(t, "tokenizer", "render", "--messages", msgs); err == nil {
+		t.Error("render without --tokenizer succeeded")
+	}
+}
