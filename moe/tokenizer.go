@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // Default special tokens. They take ids 256.. in this order; merges follow.
@@ -39,6 +41,8 @@ type Tokenizer struct {
 	ranks     map[[2]int]int // pair -> merge index (lower merges first)
 	specialID map[string]int
 }
+
+var _ tokenizer.Tokenizer = (*Tokenizer)(nil)
 
 // NewTokenizer builds a tokenizer from its specials and merges, checking
 // that every merge refers only to earlier ids.

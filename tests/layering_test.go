@@ -76,6 +76,13 @@ func TestLayering(t *testing.T) {
 				t.Errorf("%s imports %s, a layer above it", name, imp)
 			}
 		}
+		if name == "tokenizer" {
+			for _, dep := range internal(p.Deps) {
+				if dep != "tokenizer" {
+					t.Errorf("tokenizer depends on %s: it imports nothing of the project", dep)
+				}
+			}
+		}
 		core := name == "schemas" || under(name, "schemas/") || name == "engine" || name == "rl" || name == "keys"
 		if !core {
 			continue

@@ -79,6 +79,7 @@ func newRoot() *cobra.Command {
 		digestCmd(g),
 		poolCmd(g),
 		chatCmd(g),
+		tokenizerCmd(g),
 	)
 	return root
 }
