@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,19 +28,77 @@ type ablationSummary struct {
 	HTML     string             `json:"report_html"`
 	Stopped  bool               `json:"stopped,omitempty"`
 	Variants []string           `json:"variants"`
+	// Spread is, with several seeds, each variant's recipe table over the
+	// seeds: mean, lowest and highest resolve rate per stage.
+	Spread []spreadRow `json:"spread,omitempty"`
+}
+
+// spreadRow is one variant's stage of the recipe over the seeds.
+type spreadRow struct {
+	Variant       string  `json:"variant"` // "" for the base configuration
+	Stage         string  `json:"stage"`
+	Seeds         int     `json:"seeds"`
+	ResolveMean   float64 `json:"resolve_mean"`
+	ResolveMin    float64 `json:"resolve_min"`
+	ResolveMax    float64 `json:"resolve_max"`
+	PartialCredit float64 `json:"partial_credit_mean"`
+}
+
+// seeded returns cfg run at seed: its own run id (<id>-s<seed>), the
+// run's seed and the fresh model's initialisation seed both set to it.
+// The held-out suite keeps its own seed, so every seed is measured on
+// the same tasks.
+func seeded(cfg config.Config, seed uint64) config.Config {
+	c := cfg
+	c.Run.ID = fmt.Sprintf("%s-s%d", cfg.Run.ID, seed)
+	c.Run.Seed = seed
+	c.Inference.Model.Seed = seed
+	return c
+}
+
+// spread folds the recipe rows of runs (variant name → one summary per
+// seed) into spreadRows, in the order of names.
+func spread(names []string, runs map[string][]*pipelineSummary) []spreadRow {
+	var out []spreadRow
+	for _, n := range names {
+		for _, stage := range []string{report.StageBase, report.StageSFT, report.StageRL} {
+			row := spreadRow{Variant: n, Stage: stage, ResolveMin: 1}
+			for _, s := range runs[n] {
+				for _, r := range s.Recipe {
+					if r.Stage != stage {
+						continue
+					}
+					row.Seeds++
+					row.ResolveMean += r.ResolveRate
+					row.PartialCredit += r.MeanReward
+					row.ResolveMin, row.ResolveMax = min(row.ResolveMin, r.ResolveRate), max(row.ResolveMax, r.ResolveRate)
+				}
+			}
+			if row.Seeds > 0 {
+				row.ResolveMean /= float64(row.Seeds)
+				row.PartialCredit /= float64(row.Seeds)
+				out = append(out, row)
+			}
+		}
+	}
+	return out
 }
 
 func ablateCmd(g *globals) *cobra.Command {
 	var only []string
+	var seeds []uint
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
 default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, one
 after the other in this process on the same infrastructure and seed, and writes a report that
 shows them side by side: runs/<run.id>/ablation.md and ablation.html, in the store and under
 the data directory. Runs that already completed are not run again, so an interrupted ablation
-resumes where it stopped.`,
+resumes where it stopped. With --seeds, the base run and every variant run once per seed, as
+run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
+same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
+mean and the lowest and highest over the seeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -53,13 +112,26 @@ resumes where it stopped.`,
 			if len(names) == 0 {
 				return fmt.Errorf("no variants configured (variants: in %s) and none named with --variants", configName(g))
 			}
-			cfgs := []config.Config{cfg}
-			for _, n := range names {
-				v, err := cfg.Variant(n)
-				if err != nil {
-					return err
+			bases := []config.Config{cfg}
+			if len(seeds) > 0 {
+				bases = bases[:0]
+				for _, s := range seeds {
+					bases = append(bases, seeded(cfg, uint64(s)))
 				}
-				cfgs = append(cfgs, v)
+			}
+			var cfgs []config.Config
+			variantOf := map[string]string{}
+			for _, b := range bases {
+				cfgs = append(cfgs, b)
+				variantOf[b.Run.ID] = ""
+				for _, n := range names {
+					v, err := b.Variant(n)
+					if err != nil {
+						return err
+					}
+					cfgs = append(cfgs, v)
+					variantOf[v.Run.ID] = n
+				}
 			}
 			ctx := cmd.Context()
 			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
@@ -75,6 +147,13 @@ resumes where it stopped.`,
 			if sum.Stopped {
 				return nil
 			}
+			if len(seeds) > 0 {
+				byVariant := map[string][]*pipelineSummary{}
+				for _, r := range sum.Runs {
+					byVariant[variantOf[r.Run]] = append(byVariant[variantOf[r.Run]], r)
+				}
+				sum.Spread = spread(append([]string{""}, names...), byVariant)
+			}
 			if g.json {
 				return printJSON(cmd, sum)
 			}
@@ -83,6 +162,7 @@ resumes where it stopped.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&only, "variants", nil, "variants to run, by name (default: every configured variant)")
+	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
 
@@ -156,6 +236,14 @@ func printAblation(w io.Writer, s *ablationSummary) {
 		fmt.Fprintf(tw, "%s\t%s\tv%d\t%s\t%s\n", r.Run, r.Status, r.PolicyLast, strings.Join(evals, "  "), r.Elapsed.Round(1e9))
 	}
 	tw.Flush()
+	if len(s.Spread) > 0 {
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "variant\tpolicy\tseeds\tresolve rate: mean [lowest, highest]\tpartial credit: mean")
+		for _, r := range s.Spread {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f [%.3f, %.3f]\t%.2f\n", cmp.Or(r.Variant, "base"), r.Stage, r.Seeds, r.ResolveMean, r.ResolveMin, r.ResolveMax, r.PartialCredit)
+		}
+		tw.Flush()
+	}
 	fmt.Fprintf(w, "report %s\nhtml   %s\n", s.Report, s.HTML)
 }
 
