@@ -1,0 +1,265 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX kernels for gemm (gemm.go). Each output element is summed in increasing k,
+// one VMULPS-rounded product added by VADDPS at a time: no FMA, so the bits
+// equal gemmGo's.
+
+// func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
+TEXT ·kern4x16(SB), NOSPLIT, $0-65
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), R8
+	SHLQ $2, R8
+	MOVQ acs+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ ldb+40(FP), R11
+	SHLQ $2, R11
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	LEAQ (SI)(R8*2), R9
+	LEAQ (DX)(R12*2), R13
+	MOVBLZX acc+64(FP), AX
+	TESTQ AX, AX
+	JZ kern4x16_zero
+	VMOVUPS (DX), Y4
+	VMOVUPS 32(DX), Y5
+	VMOVUPS (DX)(R12*1), Y6
+	VMOVUPS 32(DX)(R12*1), Y7
+	VMOVUPS (R13), Y8
+	VMOVUPS 32(R13), Y9
+	VMOVUPS (R13)(R12*1), Y10
+	VMOVUPS 32(R13)(R12*1), Y11
+	JMP kern4x16_loop
+kern4x16_zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+kern4x16_loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VBROADCASTSS (SI), Y2
+	VMULPS Y0, Y2, Y3
+	VADDPS Y3, Y4, Y4
+	VMULPS Y1, Y2, Y12
+	VADDPS Y12, Y5, Y5
+	VBROADCASTSS (SI)(R8*1), Y13
+	VMULPS Y0, Y13, Y3
+	VADDPS Y3, Y6, Y6
+	VMULPS Y1, Y13, Y12
+	VADDPS Y12, Y7, Y7
+	VBROADCASTSS (R9), Y14
+	VMULPS Y0, Y14, Y3
+	VADDPS Y3, Y8, Y8
+	VMULPS Y1, Y14, Y12
+	VADDPS Y12, Y9, Y9
+	VBROADCASTSS (R9)(R8*1), Y15
+	VMULPS Y0, Y15, Y3
+	VADDPS Y3, Y10, Y10
+	VMULPS Y1, Y15, Y12
+	VADDPS Y12, Y11, Y11
+	ADDQ R10, SI
+	ADDQ R10, R9
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern4x16_loop
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, (DX)(R12*1)
+	VMOVUPS Y7, 32(DX)(R12*1)
+	VMOVUPS Y8, (R13)
+	VMOVUPS Y9, 32(R13)
+	VMOVUPS Y10, (R13)(R12*1)
+	VMOVUPS Y11, 32(R13)(R12*1)
+	VZEROUPPER
+	RET
+
+// func kern4x8(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
+TEXT ·kern4x8(SB), NOSPLIT, $0-65
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), R8
+	SHLQ $2, R8
+	MOVQ acs+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ ldb+40(FP), R11
+	SHLQ $2, R11
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	LEAQ (SI)(R8*2), R9
+	LEAQ (DX)(R12*2), R13
+	MOVBLZX acc+64(FP), AX
+	TESTQ AX, AX
+	JZ kern4x8_zero
+	VMOVUPS (DX), Y4
+	VMOVUPS (DX)(R12*1), Y5
+	VMOVUPS (R13), Y6
+	VMOVUPS (R13)(R12*1), Y7
+	JMP kern4x8_loop
+kern4x8_zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+kern4x8_loop:
+	VMOVUPS (DI), Y0
+	VBROADCASTSS (SI), Y2
+	VMULPS Y0, Y2, Y3
+	VADDPS Y3, Y4, Y4
+	VBROADCASTSS (SI)(R8*1), Y8
+	VMULPS Y0, Y8, Y11
+	VADDPS Y11, Y5, Y5
+	VBROADCASTSS (R9), Y9
+	VMULPS Y0, Y9, Y3
+	VADDPS Y3, Y6, Y6
+	VBROADCASTSS (R9)(R8*1), Y10
+	VMULPS Y0, Y10, Y11
+	VADDPS Y11, Y7, Y7
+	ADDQ R10, SI
+	ADDQ R10, R9
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern4x8_loop
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, (DX)(R12*1)
+	VMOVUPS Y6, (R13)
+	VMOVUPS Y7, (R13)(R12*1)
+	VZEROUPPER
+	RET
+
+// func kern1x64(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool)
+TEXT ·kern1x64(SB), NOSPLIT, $0-49
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ acs+16(FP), R10
+	SHLQ $2, R10
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R11
+	SHLQ $2, R11
+	MOVQ c+40(FP), DX
+	MOVBLZX acc+48(FP), AX
+	TESTQ AX, AX
+	JZ kern1x64_zero
+	VMOVUPS (DX), Y4
+	VMOVUPS 32(DX), Y5
+	VMOVUPS 64(DX), Y6
+	VMOVUPS 96(DX), Y7
+	VMOVUPS 128(DX), Y8
+	VMOVUPS 160(DX), Y9
+	VMOVUPS 192(DX), Y10
+	VMOVUPS 224(DX), Y11
+	JMP kern1x64_loop
+kern1x64_zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+kern1x64_loop:
+	VBROADCASTSS (SI), Y2
+	VMULPS (DI), Y2, Y12
+	VADDPS Y12, Y4, Y4
+	VMULPS 32(DI), Y2, Y13
+	VADDPS Y13, Y5, Y5
+	VMULPS 64(DI), Y2, Y14
+	VADDPS Y14, Y6, Y6
+	VMULPS 96(DI), Y2, Y15
+	VADDPS Y15, Y7, Y7
+	VMULPS 128(DI), Y2, Y12
+	VADDPS Y12, Y8, Y8
+	VMULPS 160(DI), Y2, Y13
+	VADDPS Y13, Y9, Y9
+	VMULPS 192(DI), Y2, Y14
+	VADDPS Y14, Y10, Y10
+	VMULPS 224(DI), Y2, Y15
+	VADDPS Y15, Y11, Y11
+	ADDQ R10, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern1x64_loop
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 128(DX)
+	VMOVUPS Y9, 160(DX)
+	VMOVUPS Y10, 192(DX)
+	VMOVUPS Y11, 224(DX)
+	VZEROUPPER
+	RET
+
+// func kern1x16(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool)
+TEXT ·kern1x16(SB), NOSPLIT, $0-49
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ acs+16(FP), R10
+	SHLQ $2, R10
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R11
+	SHLQ $2, R11
+	MOVQ c+40(FP), DX
+	MOVBLZX acc+48(FP), AX
+	TESTQ AX, AX
+	JZ kern1x16_zero
+	VMOVUPS (DX), Y4
+	VMOVUPS 32(DX), Y5
+	JMP kern1x16_loop
+kern1x16_zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+kern1x16_loop:
+	VBROADCASTSS (SI), Y2
+	VMULPS (DI), Y2, Y12
+	VADDPS Y12, Y4, Y4
+	VMULPS 32(DI), Y2, Y13
+	VADDPS Y13, Y5, Y5
+	ADDQ R10, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern1x16_loop
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool)
+TEXT ·kern1x8(SB), NOSPLIT, $0-49
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ acs+16(FP), R10
+	SHLQ $2, R10
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R11
+	SHLQ $2, R11
+	MOVQ c+40(FP), DX
+	MOVBLZX acc+48(FP), AX
+	TESTQ AX, AX
+	JZ kern1x8_zero
+	VMOVUPS (DX), Y4
+	JMP kern1x8_loop
+kern1x8_zero:
+	VXORPS Y4, Y4, Y4
+kern1x8_loop:
+	VBROADCASTSS (SI), Y2
+	VMULPS (DI), Y2, Y12
+	VADDPS Y12, Y4, Y4
+	ADDQ R10, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern1x8_loop
+	VMOVUPS Y4, (DX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,26 @@
+//go:build !amd64 || purego
+
+package moe
+
+// Without the assembly kernels gemm runs gemmGo, which gives the same bits.
+var useAVX = false
+
+func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
+
+func kern4x8(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
+
+func kern1x64(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
+
+func kern1x16(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
+
+func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
