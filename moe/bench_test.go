@@ -149,3 +149,72 @@ func BenchmarkAgentTurns(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPeer is moe's side of bench/torch-peer.sh: the training step
+// (forward, backward with ∂L/∂logp = −1/N, clip 1, Adam) on a 512-token
+// sequence and KV-cached bf16 sampling (64-token prompt, 448 sampled), at
+// the default config (d64) and at d_model 256, d_ff 512 (d256), on one
+// goroutine (Workers = 1) like the single-threaded PyTorch peer. Its
+// sub-benchmark names match bench/torch_peer.py's.
+func BenchmarkPeer(b *testing.B) {
+	configs := []struct {
+		name string
+		cfg  Config
+	}{{"d64", DefaultConfig()}, {"d256", peerConfig()}}
+	old := Workers
+	Workers = 1
+	defer func() { Workers = old }()
+	for _, c := range configs {
+		b.Run("train-"+c.name, func(b *testing.B) {
+			m, err := NewModel(c.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opt := NewAdam(m, DefaultAdam())
+			seq := samplePrompt(m.Cfg, 512)
+			d := make([]float32, len(seq)-1)
+			for i := range d {
+				d[i] = -1 / float32(len(d))
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := m.Forward(seq, ForwardOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Backward(p, d, nil); err != nil {
+					b.Fatal(err)
+				}
+				opt.Update(1)
+			}
+			b.ReportMetric(float64(b.N*len(seq))/b.Elapsed().Seconds(), "tok/s")
+		})
+		b.Run("sample-"+c.name, func(b *testing.B) {
+			m, err := NewModel(c.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := NewSampler(m, BF16)
+			s.SetPrefixCache(0)
+			prompt := samplePrompt(m.Cfg, 64)
+			sp := SamplingParams{Temperature: 1, MaxNewTokens: 448, Seed: 1}
+			b.ResetTimer()
+			tokens := 0
+			for i := 0; i < b.N; i++ {
+				g, err := s.Generate(context.Background(), prompt, sp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tokens += len(prompt) + len(g.OutputIDs)
+			}
+			b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// peerConfig is the larger shape of BenchmarkPeer: d_model 256, d_ff 512.
+func peerConfig() Config {
+	c := DefaultConfig()
+	c.DModel, c.DFF = 256, 512
+	return c
+}

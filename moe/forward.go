@@ -78,7 +78,7 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 		p.temp = opt.Temperature
 	}
 	f := func(n int) []float32 { return make([]float32, n) }
-	wt := transposeWeights(m.W, cfg, true)
+	wt := transposeWeights(m.W, cfg, false, true)
 	x := f(T * D)
 	for t, id := range ids {
 		copy(x[t*D:(t+1)*D], m.W.Embed[id*D:(id+1)*D])

@@ -9,6 +9,13 @@ import "golang.org/x/sys/cpu"
 // Both paths give the same bits; tests flip it to check.
 var useAVX = cpu.X86.HasAVX
 
+// useAVX2 selects the vector exponential (expfs), which needs AVX2's
+// integer lanes; it too gives the portable bits.
+var useAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func expf8(dst, src *float32, n int)
+
 //go:noescape
 func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
 

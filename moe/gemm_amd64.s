@@ -263,3 +263,95 @@ kern1x8_loop:
 	VMOVUPS Y4, (DX)
 	VZEROUPPER
 	RET
+
+// expf8 constants, each broadcast from memory.
+DATA expfC<>+0(SB)/4, $1.442695
+DATA expfC<>+4(SB)/4, $0.5
+DATA expfC<>+8(SB)/4, $0.693359375
+DATA expfC<>+12(SB)/4, $-2.12194440e-4
+DATA expfC<>+16(SB)/4, $1.9875691500e-4
+DATA expfC<>+20(SB)/4, $1.3981999507e-3
+DATA expfC<>+24(SB)/4, $8.3334519073e-3
+DATA expfC<>+28(SB)/4, $4.1665795894e-2
+DATA expfC<>+32(SB)/4, $1.6666665459e-1
+DATA expfC<>+36(SB)/4, $5.0000001201e-1
+DATA expfC<>+40(SB)/4, $1.0
+DATA expfC<>+44(SB)/4, $88.72283
+DATA expfC<>+48(SB)/4, $-87.33654
+DATA expfC<>+52(SB)/4, $127
+DATA expfC<>+56(SB)/4, $0x7f800000
+GLOBL expfC<>(SB), RODATA|NOPTR, $60
+
+// func expf8(dst, src *float32, n int)
+// dst[i] = expf(src[i]) for n a multiple of 8, with expf's operations
+// (kernels.go) lane by lane, so the bits are the scalar function's.
+TEXT ·expf8(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ expf8_done
+	VBROADCASTSS expfC<>+44(SB), Y14 // hi
+	VBROADCASTSS expfC<>+48(SB), Y15 // lo
+expf8_loop:
+	VMOVUPS (SI), Y0                 // x
+	VMAXPS Y15, Y0, Y1
+	VMINPS Y14, Y1, Y1               // x clamped, so the integer part stays small
+	VBROADCASTSS expfC<>+0(SB), Y2
+	VMULPS Y2, Y1, Y2                // t = x·log2e
+	VBROADCASTSS expfC<>+4(SB), Y3
+	VADDPS Y3, Y2, Y2
+	VROUNDPS $1, Y2, Y2              // fn = floor(t + 0.5)
+	VBROADCASTSS expfC<>+8(SB), Y3
+	VMULPS Y3, Y2, Y3
+	VSUBPS Y3, Y1, Y4                // r = x − fn·ln2hi
+	VBROADCASTSS expfC<>+12(SB), Y3
+	VMULPS Y3, Y2, Y3
+	VSUBPS Y3, Y4, Y4                // r −= fn·ln2lo
+	VBROADCASTSS expfC<>+16(SB), Y5
+	VMULPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+20(SB), Y3
+	VADDPS Y3, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+24(SB), Y3
+	VADDPS Y3, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+28(SB), Y3
+	VADDPS Y3, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+32(SB), Y3
+	VADDPS Y3, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+36(SB), Y3
+	VADDPS Y3, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VMULPS Y4, Y5, Y5
+	VADDPS Y4, Y5, Y5
+	VBROADCASTSS expfC<>+40(SB), Y3
+	VADDPS Y3, Y5, Y5                // p = ((p·r)·r + r) + 1
+	VCVTTPS2DQ Y2, Y6                // n
+	VPBROADCASTD expfC<>+52(SB), Y7
+	VPMINSD Y7, Y6, Y8               // min(n, 127)
+	VPSUBD Y8, Y6, Y9                // 1 where n = 128
+	VPADDD Y7, Y8, Y8
+	VPSLLD $23, Y8, Y8               // 2^min(n,127)
+	VMULPS Y8, Y5, Y5
+	VCVTDQ2PS Y9, Y9
+	VADDPS Y3, Y9, Y9                // 2 where n = 128, else 1
+	VMULPS Y9, Y5, Y5
+	VCMPPS $0x11, Y15, Y0, Y10       // x < lo: 0
+	VXORPS Y11, Y11, Y11
+	VBLENDVPS Y10, Y11, Y5, Y5
+	VCMPPS $0x1e, Y14, Y0, Y10       // x > hi: +Inf
+	VBROADCASTSS expfC<>+56(SB), Y11
+	VBLENDVPS Y10, Y11, Y5, Y5
+	VCMPPS $3, Y0, Y0, Y10           // NaN: x
+	VBLENDVPS Y10, Y0, Y5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ expf8_loop
+	VZEROUPPER
+expf8_done:
+	RET

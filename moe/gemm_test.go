@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 )
 
 // TestGemmPathsAgree: the assembly kernels and the portable gemm give the
@@ -78,8 +80,8 @@ func TestTrainingSameWithoutAVX(t *testing.T) {
 		t.Skip("no AVX on this machine: only the portable path exists")
 	}
 	run := func(avx bool) (*Model, *Generation) {
-		useAVX = avx
-		defer func() { useAVX = true }()
+		useAVX, useAVX2 = avx, avx && cpu.X86.HasAVX2
+		defer func() { useAVX, useAVX2 = true, cpu.X86.HasAVX2 }()
 		cfg := wideConfig()
 		m := roughModel(t, cfg)
 		opt := NewAdam(m, DefaultAdam())

@@ -114,16 +114,35 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// softmax writes the softmax of x into p (which may alias x).
+// expfs sets dst[i] = expf(src[i]) (dst may alias src), eight lanes at a
+// time where the CPU has AVX2, with the same bits either way.
+func expfs(dst, src []float32) {
+	src = src[:len(dst)]
+	i := 0
+	if useAVX2 {
+		i = len(dst) &^ 7
+		if i > 0 {
+			expf8(&dst[0], &src[0], i)
+		}
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = expf(src[i])
+	}
+}
+
+// softmax writes the softmax of x into p (which may alias x); the sum runs
+// in index order.
 func softmax(p, x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
 		mx = max(mx, v)
 	}
-	var sum float32
 	for i, v := range x {
-		e := expf(v - mx)
-		p[i] = e
+		p[i] = v - mx
+	}
+	expfs(p, p)
+	var sum float32
+	for _, e := range p {
 		sum += e
 	}
 	inv := 1 / sum
@@ -190,12 +209,28 @@ func logSumExp(x []float32) float64 {
 	return float64(mx) + math.Log(sum)
 }
 
-func silu(x float32) float32 { return x / (1 + expf(-x)) }
+// silus sets dst[i] = silu(x[i]) = x/(1 + e^−x) (dst must not alias x).
+func silus(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = -v
+	}
+	expfs(dst, dst)
+	for i, v := range x {
+		dst[i] = v / (1 + dst[i])
+	}
+}
 
-// siluGrads returns silu(x) and d silu(x)/dx from one exponential.
-func siluGrads(x float32) (float32, float32) {
-	s := 1 / (1 + expf(-x))
-	return x * s, s * (1 + x*(1-s))
+// sigmoids sets dst[i] = 1/(1 + e^−x[i]) (dst must not alias x).
+func sigmoids(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = -v
+	}
+	expfs(dst, dst)
+	for i := range dst {
+		dst[i] = 1 / (1 + dst[i])
+	}
 }
 
 // expf is e^x in float32 arithmetic (Cephes' expf: x = n·ln2 + r,
@@ -214,13 +249,8 @@ func expf(x float32) float32 {
 		return 0
 	}
 	t := float32(x * 1.442695)
-	var n int32
-	if t >= 0 {
-		n = int32(t + 0.5)
-	} else {
-		n = int32(t - 0.5)
-	}
-	fn := float32(n)
+	fn := float32(math.Floor(float64(t + 0.5)))
+	n := int32(fn)
 	r := x - float32(fn*0.693359375)
 	r -= float32(fn * -2.12194440e-4)
 	p := float32(1.9875691500e-4*r) + 1.3981999507e-3

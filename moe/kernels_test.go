@@ -28,3 +28,32 @@ func TestExpf(t *testing.T) {
 		t.Error("expf(NaN) is not NaN")
 	}
 }
+
+// TestExpfsMatchesExpf: the vector exponential gives expf's bits for every
+// input class: the normal range, both clamps, n = 128, subnormal results,
+// ±0, ±Inf and NaN.
+func TestExpfsMatchesExpf(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 on this machine: only the scalar exponential exists")
+	}
+	var xs []float32
+	for x := float32(-105); x < 105; x += 0.0173 {
+		xs = append(xs, x)
+	}
+	for x := float32(88.3); x < 88.8; x += 1e-4 {
+		xs = append(xs, x, -x+1)
+	}
+	inf := float32(math.Inf(1))
+	xs = append(xs, 0, float32(math.Copysign(0, -1)), inf, -inf, float32(math.NaN()), 1e-40, -1e-40, 88.72283, -87.33654)
+	for len(xs)%8 != 5 {
+		xs = append(xs, 1)
+	}
+	got := make([]float32, len(xs))
+	expfs(got, xs)
+	for i, x := range xs {
+		want := expf(x)
+		if math.Float32bits(got[i]) != math.Float32bits(want) && !(want != want && got[i] != got[i]) {
+			t.Fatalf("expfs(%v) = %v, expf %v", x, got[i], want)
+		}
+	}
+}

@@ -103,16 +103,21 @@ func topK(sel []int32, probs []float32) {
 // s = t·K + j is token t's j-th used expert; the per-expert arrays hold
 // the slots grouped by expert (rows off[e]..off[e+1] are expert e's, in
 // token order), and row[s] is slot s's row there. Grouping lets each
-// expert run as one matrix product over all its tokens.
+// expert run as one matrix product over all its tokens. The expert
+// intermediates are kept transposed, one block per expert: expert e's
+// m = off[e+1]−off[e] rows of width W occupy [off[e]·W, off[e+1]·W) as
+// [W, m], so the trainer multiplies by the weights as stored (W1 · hgᵀ)
+// rather than transposing every expert's matrices on each forward. With
+// m = 1 (the sampler) the block is the row itself.
 type moeAct struct {
 	h2, probs, gates []float32 // [n,D], [n,E], [n,K]
 	rms              []float32 // [n]
 	live, sel        []int32   // [n·K]: the router's choice, the set used
 	row              []int32   // [n·K]
 	off              []int     // [E+1]
-	hg               []float32 // [n·K, D] h2 of each row
-	e1, e3, act      []float32 // [n·K, F] W1 h2, W3 h2, silu(e1) ⊙ e3
-	eout             []float32 // [n·K, D] W2 act
+	hg               []float32 // [n·K, D] h2 of each row (rows, not blocks)
+	e1, e3, act      []float32 // per expert [F, m]: W1 h2, W3 h2, silu(e1) ⊙ e3
+	eout             []float32 // per expert [D, m]: W2 act
 }
 
 func newMoEAct(cfg Config, n int) *moeAct {
@@ -166,33 +171,40 @@ func moeForward(lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, 
 		copy(ma.hg[int(r)*D:int(r+1)*D], ma.h2[t*D:(t+1)*D])
 	}
 	rows(E, par && n > 1, func(lo, hi int) {
+		var hgT []float32
 		for e := lo; e < hi; e++ {
 			r0, r1 := ma.off[e], ma.off[e+1]
-			if r0 == r1 {
+			m := r1 - r0
+			if m == 0 {
 				continue
 			}
-			m := r1 - r0
-			e1, e3, act := ma.e1[r0*F:r1*F], ma.e3[r0*F:r1*F], ma.act[r0*F:r1*F]
-			gemm(false, m, F, D, ma.hg[r0*D:], D, 1, lt.w1[e], F, e1, F)
-			gemm(false, m, F, D, ma.hg[r0*D:], D, 1, lt.w3[e], F, e3, F)
-			p.round(e1)
-			p.round(e3)
-			for i := range act {
-				act[i] = silu(e1[i]) * e3[i]
+			e1, e3, act, o := ma.e1[r0*F:r1*F], ma.e3[r0*F:r1*F], ma.act[r0*F:r1*F], ma.eout[r0*D:r1*D]
+			if m == 1 && lt.w1 != nil {
+				// One row (the sampler): by the transposed weights.
+				h := ma.hg[r0*D : r1*D]
+				gemm(false, 1, F, D, h, D, 1, lt.w1[e], F, e1, F)
+				gemm(false, 1, F, D, h, D, 1, lt.w3[e], F, e3, F)
+				expertAct(p, e1, e3, act)
+				gemm(false, 1, D, F, act, F, 1, lt.w2[e], D, o, D)
+			} else {
+				// Many rows (the trainer): Wᵀ-free, in the blocks' layout.
+				hgT = slices.Grow(hgT[:0], m*D)[:m*D]
+				transpose(hgT, ma.hg[r0*D:r1*D], m, D)
+				gemm(false, F, m, D, lw.W1[e], D, 1, hgT, m, e1, m)
+				gemm(false, F, m, D, lw.W3[e], D, 1, hgT, m, e3, m)
+				expertAct(p, e1, e3, act)
+				gemm(false, D, m, F, lw.W2[e], F, 1, act, m, o, m)
 			}
-			p.round(act)
-			o := ma.eout[r0*D : r1*D]
-			gemm(false, m, D, F, act, F, 1, lt.w2[e], D, o, D)
 			p.round(o)
 		}
 	})
 	rows(n, par, func(lo, hi int) {
+		eo := make([]float32, D)
 		for t := lo; t < hi; t++ {
 			xo := xout[t*D : (t+1)*D]
 			clear(xo)
 			for j := 0; j < K; j++ {
-				r := int(ma.row[t*K+j])
-				axpyAt(xo, ma.gates[t*K+j], ma.eout[r*D:(r+1)*D])
+				axpyAt(xo, ma.gates[t*K+j], ma.blockRow(eo, ma.eout, t*K+j))
 			}
 			for i, v := range x2[t*D : (t+1)*D] {
 				xo[i] += v
@@ -202,6 +214,30 @@ func moeForward(lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, 
 	})
 }
 
+// expertAct rounds an expert's two projections and sets act = silu(e1) ⊙ e3.
+func expertAct(p Precision, e1, e3, act []float32) {
+	p.round(e1)
+	p.round(e3)
+	silus(act, e1)
+	for i, v := range e3 {
+		act[i] *= v
+	}
+	p.round(act)
+}
+
+// blockRow gathers slot s's row out of the per-expert blocks of buf (row
+// width len(dst)) into dst and returns it.
+func (ma *moeAct) blockRow(dst, buf []float32, s int) []float32 {
+	r := int(ma.row[s])
+	e := ma.sel[s]
+	r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
+	W := len(dst)
+	blk := buf[r0*W : (r0+m)*W]
+	for i := range dst {
+		dst[i] = blk[i*m+r-r0]
+	}
+	return dst
+}
 // groupExperts fills ma.off and ma.row from ma.sel: a counting sort of the
 // slots by expert, stable in slot (token) order.
 func groupExperts(ma *moeAct, E int) {
@@ -228,22 +264,26 @@ func moeBackward(lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float
 	K := len(ma.sel) / T
 	f := func(k int) []float32 { return make([]float32, k) }
 	dS, dh2 := f(T*E), f(T*D)
+	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
 	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
 	// gate_j = softmax over the used set of the router scores, so
 	// dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0 elsewhere,
 	// with dg_j = dxout·eout_j; the expert output gradient is g_j dxout.
 	parallel(T, func(lo, hi int) {
 		dg := make([]float32, K)
+		eo := make([]float32, D)
 		for t := lo; t < hi; t++ {
 			dx := dxout[t*D : (t+1)*D]
 			var gdg float32
 			for j := 0; j < K; j++ {
-				r, g := int(ma.row[t*K+j]), ma.gates[t*K+j]
-				dg[j] = dot(dx, ma.eout[r*D:(r+1)*D])
+				s := t*K + j
+				r, e, g := int(ma.row[s]), ma.sel[s], ma.gates[s]
+				dg[j] = dot(dx, ma.blockRow(eo, ma.eout, s))
 				gdg += g * dg[j]
-				o := dO[r*D : (r+1)*D]
+				r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
+				blk := dO[r0*D : (r0+m)*D]
 				for i, v := range dx {
-					o[i] = g * v
+					blk[i*m+r-r0] = g * v
 				}
 			}
 			for j, e := range ma.sel[t*K : (t+1)*K] {
@@ -252,23 +292,30 @@ func moeBackward(lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float
 		}
 	})
 	parallel(E, func(lo, hi int) {
+		var act []float32
 		for e := lo; e < hi; e++ {
 			r0, r1 := ma.off[e], ma.off[e+1]
-			if r0 == r1 {
+			m := r1 - r0
+			if m == 0 {
 				continue
 			}
-			m := r1 - r0
-			gemm(false, m, F, D, dO[r0*D:], D, 1, lw.W2[e], F, dact[r0*F:], F)
+			bF := func(s []float32) []float32 { return s[r0*F : r1*F] }
+			// dactᵀ = W2ᵀ dOᵀ, [F, m].
+			gemm(false, F, m, D, lw.W2[e], 1, F, dO[r0*D:], m, bF(dact), m)
+			// silu'(x) = s (1 + x (1 − s)) with s = sigmoid(x).
+			sigmoids(bF(d1), bF(ma.e1))
 			for i := r0 * F; i < r1*F; i++ {
-				sl, sg := siluGrads(ma.e1[i])
-				d1[i] = dact[i] * ma.e3[i] * sg
-				d3[i] = dact[i] * sl
+				x, s := ma.e1[i], d1[i]
+				d1[i] = dact[i] * ma.e3[i] * (s * (1 + x*(1-s)))
+				d3[i] = dact[i] * (x * s)
 			}
-			gemm(false, m, D, F, d1[r0*F:], F, 1, lw.W1[e], D, dhg[r0*D:], D)
-			gemm(true, m, D, F, d3[r0*F:], F, 1, lw.W3[e], D, dhg[r0*D:], D)
-			gemm(true, D, F, m, dO[r0*D:], 1, D, ma.act[r0*F:], F, gl.W2[e], F)
-			gemm(true, F, D, m, d1[r0*F:], 1, F, ma.hg[r0*D:], D, gl.W1[e], D)
-			gemm(true, F, D, m, d3[r0*F:], 1, F, ma.hg[r0*D:], D, gl.W3[e], D)
+			gemm(false, m, D, F, d1[r0*F:], 1, m, lw.W1[e], D, dhg[r0*D:], D)
+			gemm(true, m, D, F, d3[r0*F:], 1, m, lw.W3[e], D, dhg[r0*D:], D)
+			act = slices.Grow(act[:0], m*F)[:m*F]
+			transpose(act, bF(ma.act), F, m)
+			gemm(true, D, F, m, dO[r0*D:], m, 1, act, F, gl.W2[e], F)
+			gemm(true, F, D, m, d1[r0*F:], m, 1, ma.hg[r0*D:], D, gl.W1[e], D)
+			gemm(true, F, D, m, d3[r0*F:], m, 1, ma.hg[r0*D:], D, gl.W3[e], D)
 		}
 	})
 	parallel(T, func(lo, hi int) {

@@ -80,7 +80,8 @@ func newWeights(cfg Config) *Weights {
 }
 
 // layerT holds one block's matrices transposed to [in, out], the layout
-// gemm reads for out = in · Wᵀ.
+// gemm reads for out = in · Wᵀ. The expert matrices are only there for
+// the sampler.
 type layerT struct {
 	wq, wk, wv, wo, router []float32
 	w1, w3, w2             [][]float32
@@ -93,8 +94,9 @@ type weightsT struct {
 }
 
 // transposeWeights builds w's transposed matrices, jobs split over
-// Workers when par is set.
-func transposeWeights(w *Weights, cfg Config, par bool) *weightsT {
+// Workers when par is set. Without experts it leaves the expert matrices
+// out (the trainer multiplies by them as stored).
+func transposeWeights(w *Weights, cfg Config, experts, par bool) *weightsT {
 	D, F, E, V := cfg.DModel, cfg.DFF, cfg.Experts, cfg.Vocab
 	wt := &weightsT{layers: make([]layerT, len(w.Layers)), lmHead: make([]float32, V*D)}
 	type job struct {
@@ -111,7 +113,7 @@ func transposeWeights(w *Weights, cfg Config, par bool) *weightsT {
 		}
 		lt.wq, lt.wk, lt.wv, lt.wo = mk(lw.Wq, D, D), mk(lw.Wk, D, D), mk(lw.Wv, D, D), mk(lw.Wo, D, D)
 		lt.router = mk(lw.Router, E, D)
-		for e := 0; e < E; e++ {
+		for e := 0; e < E && experts; e++ {
 			lt.w1 = append(lt.w1, mk(lw.W1[e], F, D))
 			lt.w3 = append(lt.w3, mk(lw.W3[e], F, D))
 			lt.w2 = append(lt.w2, mk(lw.W2[e], D, F))

@@ -79,7 +79,7 @@ func NewSampler(m *Model, p Precision) *Sampler {
 		copy(w.Tensors[i].Data, t.Data)
 		p.round(w.Tensors[i].Data)
 	}
-	return &Sampler{cfg: m.Cfg, prec: p, w: w, wt: transposeWeights(w, m.Cfg, false), rope: m.rope, cache: &prefixCache{max: DefaultPrefixCache}}
+	return &Sampler{cfg: m.Cfg, prec: p, w: w, wt: transposeWeights(w, m.Cfg, true, false), rope: m.rope, cache: &prefixCache{max: DefaultPrefixCache}}
 }
 
 // SetPrefixCache sets how many recent sequences are kept for prefix reuse
