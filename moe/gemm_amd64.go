@@ -30,3 +30,6 @@ func kern1x16(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc b
 
 //go:noescape
 func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool)
+
+//go:noescape
+func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)

@@ -355,3 +355,59 @@ expf8_loop:
 	VZEROUPPER
 expf8_done:
 	RET
+
+// func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)
+// One Adam step over n elements (a multiple of 4), in float64 lanes with
+// the scalar Step's operations in its order (k: β1, 1−β1, β2, 1−β2, lr,
+// bias corrections 1 and 2, ε), so the bits are the scalar code's.
+TEXT ·adam4(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ grad+8(FP), SI
+	MOVQ mom+16(FP), R8
+	MOVQ vel+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ k+40(FP), AX
+	SHRQ $2, CX
+	JZ adam4_done
+	VBROADCASTSD 0(AX), Y8
+	VBROADCASTSD 8(AX), Y9
+	VBROADCASTSD 16(AX), Y10
+	VBROADCASTSD 24(AX), Y11
+	VBROADCASTSD 32(AX), Y12
+	VBROADCASTSD 40(AX), Y13
+	VBROADCASTSD 48(AX), Y14
+	VBROADCASTSD 56(AX), Y15
+adam4_loop:
+	VCVTPS2PD (SI), Y0
+	VCVTPS2PD (R8), Y1
+	VCVTPS2PD (R9), Y2
+	VMULPD Y8, Y1, Y1     // β1·m
+	VMULPD Y9, Y0, Y3     // (1−β1)·g
+	VADDPD Y3, Y1, Y1     // m'
+	VMULPD Y10, Y2, Y2    // β2·v
+	VMULPD Y11, Y0, Y3    // (1−β2)·g
+	VMULPD Y0, Y3, Y3     // ·g
+	VADDPD Y3, Y2, Y2     // v'
+	VCVTPD2PSY Y1, X4
+	VMOVUPS X4, (R8)
+	VCVTPD2PSY Y2, X4
+	VMOVUPS X4, (R9)
+	VDIVPD Y13, Y1, Y1    // m'/bc1
+	VMULPD Y1, Y12, Y1    // lr·(m'/bc1)
+	VDIVPD Y14, Y2, Y2    // v'/bc2
+	VSQRTPD Y2, Y2
+	VADDPD Y15, Y2, Y2    // + ε
+	VDIVPD Y2, Y1, Y1
+	VCVTPD2PSY Y1, X5
+	VMOVUPS (DI), X6
+	VSUBPS X5, X6, X6
+	VMOVUPS X6, (DI)
+	ADDQ $16, DI
+	ADDQ $16, SI
+	ADDQ $16, R8
+	ADDQ $16, R9
+	DECQ CX
+	JNZ adam4_loop
+	VZEROUPPER
+adam4_done:
+	RET

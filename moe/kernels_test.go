@@ -2,6 +2,8 @@ package moe
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -54,6 +56,37 @@ func TestExpfsMatchesExpf(t *testing.T) {
 		want := expf(x)
 		if math.Float32bits(got[i]) != math.Float32bits(want) && !(want != want && got[i] != got[i]) {
 			t.Fatalf("expfs(%v) = %v, expf %v", x, got[i], want)
+		}
+	}
+}
+
+// TestAdamPathsAgree: the vector Adam step gives the scalar step's bits.
+func TestAdamPathsAgree(t *testing.T) {
+	if !useAVX {
+		t.Skip("no AVX on this machine: only the scalar step exists")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := 1003
+	mk := func(scale float64) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64() * scale)
+		}
+		return s
+	}
+	w, g, m, v := mk(1), mk(1e-3), mk(1e-4), mk(1e-6)
+	for i := range v {
+		v[i] = v[i] * v[i]
+	}
+	k := [8]float64{0.9, 1 - 0.9, 0.95, 1 - 0.95, 1e-3, 1 - math.Pow(0.9, 3), 1 - math.Pow(0.95, 3), 1e-8}
+	w2, m2, v2 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+	adamStep(w, g, m, v, &k)
+	useAVX = false
+	adamStep(w2, g, m2, v2, &k)
+	useAVX = true
+	for i := range w {
+		if math.Float32bits(w[i]) != math.Float32bits(w2[i]) || m[i] != m2[i] || v[i] != v2[i] {
+			t.Fatalf("element %d: vector (%v, %v, %v), scalar (%v, %v, %v)", i, w[i], m[i], v[i], w2[i], m2[i], v2[i])
 		}
 	}
 }
