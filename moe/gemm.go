@@ -44,12 +44,23 @@ func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int
 	}
 }
 
+// laneMasks[r] keeps the first r of eight lanes (r = 1…7 in use).
+var laneMasks = func() (m [8][8]int32) {
+	for r := range m {
+		for i := 0; i < r; i++ {
+			m[r][i] = -1
+		}
+	}
+	return m
+}()
+
 // gemmAVX tiles C into 4×16 and 4×8 blocks (single rows: 1×64, 1×16,
 // 1×8, so that a one-row product has independent sums in flight) for the
-// assembly kernels; the last N mod 8 columns go to the portable code.
+// assembly kernels; the last N mod 8 columns go through masked kernels.
 func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	n16 := N &^ 15
 	n8 := N &^ 7
+	mask := &laneMasks[N-n8][0]
 	i := 0
 	for ; i+4 <= M; i += 4 {
 		ai, ci := a[i*ars:], c[i*ldc:]
@@ -58,6 +69,9 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 		}
 		if n16 < n8 {
 			kern4x8(K, &ai[0], ars, acs, &b[n16], ldb, &ci[n16], ldc, acc)
+		}
+		if n8 < N {
+			kern4x8m(K, &ai[0], ars, acs, &b[n8], ldb, &ci[n8], ldc, acc, mask)
 		}
 	}
 	for ; i < M; i++ {
@@ -72,9 +86,9 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 		if n16 < n8 {
 			kern1x8(K, &ai[0], acs, &b[n16], ldb, &ci[n16], acc)
 		}
-	}
-	if n8 < N {
-		gemmGo(acc, M, N-n8, K, a, ars, acs, b[n8:], ldb, c[n8:], ldc)
+		if n8 < N {
+			kern1x8m(K, &ai[0], acs, &b[n8], ldb, &ci[n8], acc, mask)
+		}
 	}
 }
 

@@ -33,3 +33,9 @@ func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bo
 
 //go:noescape
 func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)
+
+//go:noescape
+func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool, mask *int32)
+
+//go:noescape
+func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool, mask *int32)

@@ -411,3 +411,96 @@ adam4_loop:
 	VZEROUPPER
 adam4_done:
 	RET
+
+// The same kernels for the last N mod 8 columns: B and C are read and
+// written through the lane mask, so the arithmetic of the kept lanes is
+// kern4x8's and kern1x8's.
+
+// func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool, mask *int32)
+TEXT ·kern4x8m(SB), NOSPLIT, $0-80
+	MOVQ k+0(FP), CX
+	MOVQ mask+72(FP), BX
+	VMOVDQU (BX), Y12
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), R8
+	SHLQ $2, R8
+	MOVQ acs+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ ldb+40(FP), R11
+	SHLQ $2, R11
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	LEAQ (SI)(R8*2), R9
+	LEAQ (DX)(R12*2), R13
+	MOVBLZX acc+64(FP), AX
+	TESTQ AX, AX
+	JZ kern4x8m_zero
+	VMASKMOVPS (DX), Y12, Y4
+	VMASKMOVPS (DX)(R12*1), Y12, Y5
+	VMASKMOVPS (R13), Y12, Y6
+	VMASKMOVPS (R13)(R12*1), Y12, Y7
+	JMP kern4x8m_loop
+kern4x8m_zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+kern4x8m_loop:
+	VMASKMOVPS (DI), Y12, Y0
+	VBROADCASTSS (SI), Y2
+	VMULPS Y0, Y2, Y3
+	VADDPS Y3, Y4, Y4
+	VBROADCASTSS (SI)(R8*1), Y8
+	VMULPS Y0, Y8, Y11
+	VADDPS Y11, Y5, Y5
+	VBROADCASTSS (R9), Y9
+	VMULPS Y0, Y9, Y3
+	VADDPS Y3, Y6, Y6
+	VBROADCASTSS (R9)(R8*1), Y10
+	VMULPS Y0, Y10, Y11
+	VADDPS Y11, Y7, Y7
+	ADDQ R10, SI
+	ADDQ R10, R9
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern4x8m_loop
+	VMASKMOVPS Y4, Y12, (DX)
+	VMASKMOVPS Y5, Y12, (DX)(R12*1)
+	VMASKMOVPS Y6, Y12, (R13)
+	VMASKMOVPS Y7, Y12, (R13)(R12*1)
+	VZEROUPPER
+	RET
+
+// func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool, mask *int32)
+TEXT ·kern1x8m(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ mask+56(FP), BX
+	VMOVDQU (BX), Y12
+	MOVQ a+8(FP), SI
+	MOVQ acs+16(FP), R10
+	SHLQ $2, R10
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R11
+	SHLQ $2, R11
+	MOVQ c+40(FP), DX
+	MOVBLZX acc+48(FP), AX
+	TESTQ AX, AX
+	JZ kern1x8m_zero
+	VMASKMOVPS (DX), Y12, Y4
+	JMP kern1x8m_loop
+kern1x8m_zero:
+	VXORPS Y4, Y4, Y4
+kern1x8m_loop:
+	VBROADCASTSS (SI), Y2
+	VMASKMOVPS (DI), Y12, Y13
+	VMULPS Y13, Y2, Y14
+	VADDPS Y14, Y4, Y4
+	ADDQ R10, SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ kern1x8m_loop
+	VMASKMOVPS Y4, Y12, (DX)
+	VZEROUPPER
+	RET

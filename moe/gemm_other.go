@@ -30,3 +30,11 @@ func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bo
 func adam4(w, grad, mom, vel *float32, n int, k *[8]float64) {
 	panic("moe: no assembly kernels in this build")
 }
+
+func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool, mask *int32) {
+	panic("moe: no assembly kernels in this build")
+}
+
+func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool, mask *int32) {
+	panic("moe: no assembly kernels in this build")
+}

@@ -238,6 +238,7 @@ func (ma *moeAct) blockRow(dst, buf []float32, s int) []float32 {
 	}
 	return dst
 }
+
 // groupExperts fills ma.off and ma.row from ma.sel: a counting sort of the
 // slots by expert, stable in slot (token) order.
 func groupExperts(ma *moeAct, E int) {
