@@ -54,19 +54,15 @@ var laneMasks = func() (m [8][8]int32) {
 	return m
 }()
 
-// gemmAVX tiles C into 4×16 and 4×8 blocks (single rows: 1×64, 1×16,
-// 1×8, so that a one-row product has independent sums in flight) for the
-// assembly kernels; the last N mod 8 columns go through masked kernels.
+// gemmAVX tiles C for the assembly kernels: 6×16 blocks, their 8- and
+// masked 1…7-column edges four rows and one row at a time, then the
+// remaining rows as 4×16 and single rows (1×64, 1×16, …, so that a
+// one-row product has independent sums in flight).
 func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	n16 := N &^ 15
 	n8 := N &^ 7
 	mask := &laneMasks[N-n8][0]
-	i := 0
-	for ; i+4 <= M; i += 4 {
-		ai, ci := a[i*ars:], c[i*ldc:]
-		for j := 0; j < n16; j += 16 {
-			kern4x16(K, &ai[0], ars, acs, &b[j], ldb, &ci[j], ldc, acc)
-		}
+	edge4 := func(ai, ci []float32) {
 		if n16 < n8 {
 			kern4x8(K, &ai[0], ars, acs, &b[n16], ldb, &ci[n16], ldc, acc)
 		}
@@ -74,9 +70,7 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 			kern4x8m(K, &ai[0], ars, acs, &b[n8], ldb, &ci[n8], ldc, acc, mask)
 		}
 	}
-	for ; i < M; i++ {
-		ai, ci := a[i*ars:], c[i*ldc:]
-		j := 0
+	row := func(ai, ci []float32, j int) {
 		for ; j+64 <= n16; j += 64 {
 			kern1x64(K, &ai[0], acs, &b[j], ldb, &ci[j], acc)
 		}
@@ -89,6 +83,28 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 		if n8 < N {
 			kern1x8m(K, &ai[0], acs, &b[n8], ldb, &ci[n8], acc, mask)
 		}
+	}
+	i := 0
+	for ; i+6 <= M; i += 6 {
+		ai, ci := a[i*ars:], c[i*ldc:]
+		for j := 0; j < n16; j += 16 {
+			kern6x16(K, &ai[0], ars, acs, &b[j], ldb, &ci[j], ldc, acc)
+		}
+		if n16 < N {
+			edge4(ai, ci)
+			row(a[(i+4)*ars:], c[(i+4)*ldc:], n16)
+			row(a[(i+5)*ars:], c[(i+5)*ldc:], n16)
+		}
+	}
+	for ; i+4 <= M; i += 4 {
+		ai, ci := a[i*ars:], c[i*ldc:]
+		for j := 0; j < n16; j += 16 {
+			kern4x16(K, &ai[0], ars, acs, &b[j], ldb, &ci[j], ldc, acc)
+		}
+		edge4(ai, ci)
+	}
+	for ; i < M; i++ {
+		row(a[i*ars:], c[i*ldc:], 0)
 	}
 }
 

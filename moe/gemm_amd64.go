@@ -39,3 +39,6 @@ func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, 
 
 //go:noescape
 func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool, mask *int32)
+
+//go:noescape
+func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)

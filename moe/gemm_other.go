@@ -38,3 +38,7 @@ func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, 
 func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool, mask *int32) {
 	panic("moe: no assembly kernels in this build")
 }
+
+func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("moe: no assembly kernels in this build")
+}
