@@ -152,12 +152,7 @@ def time_train(cfg, tokens, reps):
         opt.step()
 
     step()  # warm-up
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - t0)
-    return out
+    return [timed(step) for _ in range(reps)]
 
 
 @torch.no_grad()
@@ -178,12 +173,14 @@ def time_sample(cfg, prompt, new, reps):
             pos, last = pos + 1, logits[-1]
 
     generate()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        generate()
-        out.append(time.perf_counter() - t0)
-    return out
+    return [timed(generate) for _ in range(reps)]
+
+
+def timed(f):
+    """Wall and process CPU seconds of one call."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    f()
+    return time.perf_counter() - w0, time.process_time() - c0
 
 
 CONFIGS = {
@@ -203,11 +200,15 @@ def main():
     for name in a.configs.split(","):
         cfg = CONFIGS[name]
         if "train" in a.what:
-            for s in time_train(cfg, a.train_tokens, a.reps):
-                print(f"BenchmarkTorch/train-{name} \t1\t{s * 1e9:.0f} ns/op\t{a.train_tokens / s:.1f} tok/s", flush=True)
+            for w, c in time_train(cfg, a.train_tokens, a.reps):
+                report(f"train-{name}", w, c, a.train_tokens)
         if "sample" in a.what:
-            for s in time_sample(cfg, 64, 448, a.reps):
-                print(f"BenchmarkTorch/sample-{name} \t1\t{s * 1e9:.0f} ns/op\t{512 / s:.1f} tok/s", flush=True)
+            for w, c in time_sample(cfg, 64, 448, a.reps):
+                report(f"sample-{name}", w, c, 512)
+
+
+def report(name, wall, cpu, tokens):
+    print(f"BenchmarkTorch/{name} \t1\t{wall * 1e9:.0f} ns/op\t{tokens / wall:.1f} tok/s\t{tokens / cpu:.1f} cpu-tok/s", flush=True)
 
 
 if __name__ == "__main__":
