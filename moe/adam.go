@@ -81,13 +81,26 @@ func (a *Adam) Update(maxNorm float64) float64 {
 	return n
 }
 
-// GradNorm is the global L2 norm of m.G, summed in float64.
+// GradNorm is the global L2 norm of m.G, summed in float64: four
+// interleaved partial sums per tensor (independent additions in flight),
+// reduced in a fixed order.
 func (m *Model) GradNorm() float64 {
 	var s float64
 	for _, t := range m.G.Tensors {
-		for _, v := range t.Data {
-			s += float64(v) * float64(v)
+		d := t.Data
+		var s0, s1, s2, s3 float64
+		i := 0
+		for ; i+4 <= len(d); i += 4 {
+			a, b, c, e := float64(d[i]), float64(d[i+1]), float64(d[i+2]), float64(d[i+3])
+			s0 += float64(a * a)
+			s1 += float64(b * b)
+			s2 += float64(c * c)
+			s3 += float64(e * e)
 		}
+		for ; i < len(d); i++ {
+			s0 += float64(float64(d[i]) * float64(d[i]))
+		}
+		s += (s0 + s1) + (s2 + s3)
 	}
 	return math.Sqrt(s)
 }
