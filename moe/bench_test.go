@@ -2,6 +2,8 @@ package moe
 
 import (
 	"context"
+	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -239,4 +241,47 @@ func peerConfig() Config {
 	c := DefaultConfig()
 	c.DModel, c.DFF = 256, 512
 	return c
+}
+
+// BenchmarkGemm: one gemm of the trainer's d256 shapes on one goroutine
+// (rows × columns × depth: a linear layer's forward, an expert's
+// transposed forward, a weight gradient), in multiply-adds per second of
+// wall and of this thread's CPU time.
+func BenchmarkGemm(b *testing.B) {
+	for _, sh := range []struct {
+		name    string
+		M, N, K int
+	}{{"512x256x256", 512, 256, 256}, {"512x128x256", 512, 128, 256}, {"256x256x512", 256, 256, 512}} {
+		b.Run(sh.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rng := rand.New(rand.NewPCG(1, 1))
+			fill := func(n int) []float32 {
+				s := make([]float32, n)
+				for i := range s {
+					s[i] = float32(rng.NormFloat64())
+				}
+				return s
+			}
+			A, B, C := fill(sh.M*sh.K), fill(sh.K*sh.N), make([]float32, sh.M*sh.N)
+			b.ResetTimer()
+			cpu0 := threadCPU()
+			for i := 0; i < b.N; i++ {
+				gemm(false, sh.M, sh.N, sh.K, A, sh.K, 1, B, sh.N, C, sh.N)
+			}
+			macs := float64(sh.M*sh.N*sh.K) * float64(b.N)
+			b.ReportMetric(macs/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			b.ReportMetric(macs/(threadCPU()-cpu0).Seconds()/1e9, "cpu-GMAC/s")
+		})
+	}
+}
+
+// threadCPU is the user and system time of the calling OS thread.
+func threadCPU() time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,5 +1,5 @@
-// Package moe is t1's reference Mixture-of-Experts language model in pure
-// Go: a byte-level BPE tokenizer, a decoder-only transformer whose
+// Package moe is t1's reference Mixture-of-Experts language model in Go
+// (with AVX kernels for its inner loops, chosen at run time): a byte-level BPE tokenizer, a decoder-only transformer whose
 // feed-forward layers are top-k routed experts, a KV-cached sampler (the
 // serving path), a float32 forward/backward with rollout routing replay
 // (the training path), Adam, and safetensors checkpoints. It is small
