@@ -43,15 +43,31 @@ func (a *Adam) Step() {
 	c := a.Cfg
 	bc1 := 1 - math.Pow(c.Beta1, float64(a.step))
 	bc2 := 1 - math.Pow(c.Beta2, float64(a.step))
+	k := [8]float64{c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.LR, bc1, bc2, c.Eps}
 	for i, t := range a.m.W.Tensors {
-		g, mo, ve := a.m.G.Tensors[i].Data, a.mom.Tensors[i].Data, a.vel.Tensors[i].Data
-		for j := range t.Data {
-			gj := float64(g[j])
-			mj := c.Beta1*float64(mo[j]) + (1-c.Beta1)*gj
-			vj := c.Beta2*float64(ve[j]) + (1-c.Beta2)*gj*gj
-			mo[j], ve[j] = float32(mj), float32(vj)
-			t.Data[j] -= float32(c.LR * (mj / bc1) / (math.Sqrt(vj/bc2) + c.Eps))
+		adamStep(t.Data, a.m.G.Tensors[i].Data, a.mom.Tensors[i].Data, a.vel.Tensors[i].Data, &k)
+	}
+}
+
+// adamStep updates w and the moments m, v from the gradient g, in float64
+// (k as adam4 takes it), four lanes at a time where the CPU has AVX: the
+// same operations in the same order either way, products rounded before
+// they are added, so the bits do not depend on the path.
+func adamStep(w, g, m, v []float32, k *[8]float64) {
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	j := 0
+	if useAVX {
+		j = len(w) &^ 3
+		if j > 0 {
+			adam4(&w[0], &g[0], &m[0], &v[0], j, k)
 		}
+	}
+	for ; j < len(w); j++ {
+		gj := float64(g[j])
+		mj := float64(k[0]*float64(m[j])) + float64(k[1]*gj)
+		vj := float64(k[2]*float64(v[j])) + float64(float64(k[3]*gj)*gj)
+		m[j], v[j] = float32(mj), float32(vj)
+		w[j] -= float32(float64(k[4]*(mj/k[5])) / (math.Sqrt(vj/k[6]) + k[7]))
 	}
 }
 
@@ -65,13 +81,26 @@ func (a *Adam) Update(maxNorm float64) float64 {
 	return n
 }
 
-// GradNorm is the global L2 norm of m.G, summed in float64.
+// GradNorm is the global L2 norm of m.G, summed in float64: four
+// interleaved partial sums per tensor (independent additions in flight),
+// reduced in a fixed order.
 func (m *Model) GradNorm() float64 {
 	var s float64
 	for _, t := range m.G.Tensors {
-		for _, v := range t.Data {
-			s += float64(v) * float64(v)
+		d := t.Data
+		var s0, s1, s2, s3 float64
+		i := 0
+		for ; i+4 <= len(d); i += 4 {
+			a, b, c, e := float64(d[i]), float64(d[i+1]), float64(d[i+2]), float64(d[i+3])
+			s0 += float64(a * a)
+			s1 += float64(b * b)
+			s2 += float64(c * c)
+			s3 += float64(e * e)
 		}
+		for ; i < len(d); i++ {
+			s0 += float64(float64(d[i]) * float64(d[i]))
+		}
+		s += (s0 + s1) + (s2 + s3)
 	}
 	return math.Sqrt(s)
 }

@@ -9,7 +9,7 @@ import "fmt"
 // router still gets gradients through the gate weights.
 func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	cfg := m.Cfg
-	T, D, E, K, F, V := len(p.IDs), cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Vocab
+	T, D, V := len(p.IDs), cfg.DModel, cfg.Vocab
 	if dLogProbs != nil && len(dLogProbs) != T-1 {
 		return fmt.Errorf("moe backward: %d log-prob gradients for %d targets", len(dLogProbs), T-1)
 	}
@@ -18,31 +18,41 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	}
 	f := func(n int) []float32 { return make([]float32, n) }
 	g := m.G
-	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t/τ)) / τ.
-	dlogits := f(T * V)
+	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t/τ)) / τ,
+	// for the rows with a non-zero dlogp only (masked tokens add nothing).
+	var tgt []int
 	if dLogProbs != nil {
-		parallel(T-1, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				d := dLogProbs[t] / float32(p.temp)
-				if d == 0 {
-					continue
-				}
-				row, dr := p.logits[t*V:(t+1)*V], dlogits[t*V:(t+1)*V]
-				softmaxTemp(dr, row, p.temp)
-				for i := range dr {
-					dr[i] *= -d
-				}
-				dr[p.IDs[t+1]] += d
+		for t, d := range dLogProbs {
+			if d != 0 {
+				tgt = append(tgt, t)
 			}
-		})
+		}
 	}
+	n := len(tgt)
+	dlogits, xfR, dxfR := f(n*V), f(n*D), f(n*D)
+	parallel(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := tgt[i]
+			d := dLogProbs[t] / float32(p.temp)
+			dr := dlogits[i*V : (i+1)*V]
+			softmaxTemp(dr, p.logits[t*V:(t+1)*V], p.temp)
+			for j := range dr {
+				dr[j] *= -d
+			}
+			dr[p.IDs[t+1]] += d
+			copy(xfR[i*D:(i+1)*D], p.xf[t*D:(t+1)*D])
+		}
+	})
+	linearBackward(dxfR, g.LMHead, dlogits, xfR, m.W.LMHead, n, V, D)
 	dxf := f(T * D)
-	linearBackward(dxf, g.LMHead, dlogits, p.xf, m.W.LMHead, T, V, D)
+	for i, t := range tgt {
+		copy(dxf[t*D:(t+1)*D], dxfR[i*D:(i+1)*D])
+	}
 	if dValues != nil {
 		for t := 0; t < T; t++ {
 			if dv := dValues[t]; dv != 0 {
-				axpy(dxf[t*D:(t+1)*D], dv, m.W.ValueW)
-				axpy(g.ValueW, dv, p.xf[t*D:(t+1)*D])
+				axpyAt(dxf[t*D:(t+1)*D], dv, m.W.ValueW)
+				axpyAt(g.ValueW, dv, p.xf[t*D:(t+1)*D])
 				g.ValueB[0] += dv
 			}
 		}
@@ -57,64 +67,19 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	})
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		lw, gl, pl := &m.W.Layers[l], &g.Layers[l], &p.layers[l]
-		// MoE half.
-		dx2, dh2, dS := f(T*D), f(T*D), f(T*E)
-		dh1, dh3 := f(T*K*F), f(T*K*F)
-		sel := p.Routing
-		parallel(T, func(lo, hi int) {
-			dact := f(F)
-			for t := lo; t < hi; t++ {
-				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-				moeRowBackward(lw, r(dx), r(dx2), r(dh2), dS[t*E:(t+1)*E], r(pl.x2), pl.rms2[t], sel.At(t, l),
-					pl.gates[t*K:(t+1)*K], pl.e1[t*K*F:(t+1)*K*F], pl.e3[t*K*F:(t+1)*K*F], pl.eout[t*K*D:(t+1)*K*D],
-					dh1[t*K*F:(t+1)*K*F], dh3[t*K*F:(t+1)*K*F], dact)
-			}
-		})
-		rmsNormGainGrad(gl.MoENorm, dh2, pl.x2, pl.rms2)
-		linearBackward(nil, gl.Router, dS, pl.h2, lw.Router, T, E, D)
-		// Expert weights: each goroutine owns a range of experts and walks
-		// the tokens in order, so sums are deterministic.
-		parallel(E, func(lo, hi int) {
-			act := f(F)
-			for t := 0; t < T; t++ {
-				for j, e := range sel.At(t, l) {
-					if int(e) < lo || int(e) >= hi {
-						continue
-					}
-					a1, a3 := pl.e1[(t*K+j)*F:(t*K+j+1)*F], pl.e3[(t*K+j)*F:(t*K+j+1)*F]
-					for i := range act {
-						act[i] = silu(a1[i]) * a3[i]
-					}
-					gate, dxo := pl.gates[t*K+j], dx[t*D:(t+1)*D]
-					w2 := gl.W2[e]
-					for d := 0; d < D; d++ {
-						if v := gate * dxo[d]; v != 0 {
-							axpy(w2[d*F:(d+1)*F], v, act)
-						}
-					}
-					h2 := pl.h2[t*D : (t+1)*D]
-					d1, d3 := dh1[(t*K+j)*F:(t*K+j+1)*F], dh3[(t*K+j)*F:(t*K+j+1)*F]
-					w1, w3 := gl.W1[e], gl.W3[e]
-					for i := 0; i < F; i++ {
-						if d1[i] != 0 {
-							axpy(w1[i*D:(i+1)*D], d1[i], h2)
-						}
-						if d3[i] != 0 {
-							axpy(w3[i*D:(i+1)*D], d3[i], h2)
-						}
-					}
-				}
-			}
-		})
+		dx2 := f(T * D)
+		moeBackward(lw, gl, pl.moe, T, pl.x2, dx, dx2)
 		// Attention half: x2 = x + Wo a.
 		da := f(T * D)
 		linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, D)
 		dq, dk, dv := f(T*D), f(T*D), f(T*D)
-		attentionBackward(dq, dk, dv, da, pl.q, pl.k, pl.v, T, D, cfg.Heads)
-		for t := 0; t < T; t++ {
-			m.rope.apply(dq[t*D:(t+1)*D], t, -1)
-			m.rope.apply(dk[t*D:(t+1)*D], t, -1)
-		}
+		attentionBackward(dq, dk, dv, da, pl.q, pl.k, pl.v, pl.p, T, D, cfg.Heads)
+		parallel(T, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				m.rope.apply(dq[t*D:(t+1)*D], t, -1)
+				m.rope.apply(dk[t*D:(t+1)*D], t, -1)
+			}
+		})
 		dh := f(T * D)
 		linearBackward(dh, gl.Wq, dq, pl.h1, lw.Wq, T, D, D)
 		linearBackward(dh, gl.Wk, dk, pl.h1, lw.Wk, T, D, D)
@@ -130,7 +95,7 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 		dx = ndx
 	}
 	for t, id := range p.IDs {
-		axpy(g.Embed[id*D:(id+1)*D], 1, dx[t*D:(t+1)*D])
+		axpyAt(g.Embed[id*D:(id+1)*D], 1, dx[t*D:(t+1)*D])
 	}
 	return nil
 }

@@ -2,11 +2,16 @@ package moe
 
 import (
 	"context"
+	"math/rand/v2"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // BenchmarkSample: KV-cached bf16 decoding with the default config, a
-// 64-token prompt and 448 new tokens per op; reports processed tokens/s.
+// 64-token prompt and 448 new tokens per op; reports processed tokens/s
+// (wall, and per CPU-second of the process).
 func BenchmarkSample(b *testing.B) {
 	for _, prec := range []Precision{BF16, F32} {
 		b.Run(prec.String(), func(b *testing.B) {
@@ -19,6 +24,7 @@ func BenchmarkSample(b *testing.B) {
 			prompt := samplePrompt(m.Cfg, 64)
 			sp := SamplingParams{Temperature: 1, MaxNewTokens: 448, Seed: 1}
 			b.ResetTimer()
+			cpu0 := processCPU()
 			tokens := 0
 			for i := 0; i < b.N; i++ {
 				g, err := s.Generate(context.Background(), prompt, sp)
@@ -27,7 +33,7 @@ func BenchmarkSample(b *testing.B) {
 				}
 				tokens += len(prompt) + len(g.OutputIDs)
 			}
-			b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+			reportPeer(b, tokens, processCPU()-cpu0)
 		})
 	}
 }
@@ -148,4 +154,134 @@ func BenchmarkAgentTurns(b *testing.B) {
 			b.ReportMetric(float64(gen)/b.Elapsed().Seconds(), "gen-tok/s")
 		})
 	}
+}
+
+// BenchmarkPeer is moe's side of bench/torch-peer.sh: the training step
+// (forward, backward with ∂L/∂logp = −1/N, clip 1, Adam) on a 512-token
+// sequence and KV-cached bf16 sampling (64-token prompt, 448 sampled), at
+// the default config (d64) and at d_model 256, d_ff 512 (d256), on one
+// goroutine (Workers = 1) like the single-threaded PyTorch peer. Its
+// sub-benchmark names match bench/torch_peer.py's. Besides tok/s (wall)
+// it reports cpu-tok/s, tokens per CPU-second of the whole process, which
+// other work on a shared machine disturbs less than the wall clock.
+func BenchmarkPeer(b *testing.B) {
+	configs := []struct {
+		name string
+		cfg  Config
+	}{{"d64", DefaultConfig()}, {"d256", peerConfig()}}
+	old := Workers
+	Workers = 1
+	defer func() { Workers = old }()
+	for _, c := range configs {
+		b.Run("train-"+c.name, func(b *testing.B) {
+			m, err := NewModel(c.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opt := NewAdam(m, DefaultAdam())
+			seq := samplePrompt(m.Cfg, 512)
+			d := make([]float32, len(seq)-1)
+			for i := range d {
+				d[i] = -1 / float32(len(d))
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				p, err := m.Forward(seq, ForwardOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Backward(p, d, nil); err != nil {
+					b.Fatal(err)
+				}
+				opt.Update(1)
+			}
+			reportPeer(b, b.N*len(seq), processCPU()-cpu0)
+		})
+		b.Run("sample-"+c.name, func(b *testing.B) {
+			m, err := NewModel(c.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := NewSampler(m, BF16)
+			s.SetPrefixCache(0)
+			prompt := samplePrompt(m.Cfg, 64)
+			sp := SamplingParams{Temperature: 1, MaxNewTokens: 448, Seed: 1}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			tokens := 0
+			for i := 0; i < b.N; i++ {
+				g, err := s.Generate(context.Background(), prompt, sp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tokens += len(prompt) + len(g.OutputIDs)
+			}
+			reportPeer(b, tokens, processCPU()-cpu0)
+		})
+	}
+}
+
+func reportPeer(b *testing.B, tokens int, cpu time.Duration) {
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric(float64(tokens)/cpu.Seconds(), "cpu-tok/s")
+}
+
+// processCPU is the user and system time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peerConfig is the larger shape of BenchmarkPeer: d_model 256, d_ff 512.
+func peerConfig() Config {
+	c := DefaultConfig()
+	c.DModel, c.DFF = 256, 512
+	return c
+}
+
+// BenchmarkGemm: one gemm of the trainer's d256 shapes on one goroutine
+// (rows × columns × depth: a linear layer's forward, an expert's
+// transposed forward, a weight gradient), in multiply-adds per second of
+// wall and of this thread's CPU time.
+func BenchmarkGemm(b *testing.B) {
+	for _, sh := range []struct {
+		name    string
+		M, N, K int
+	}{{"512x256x256", 512, 256, 256}, {"512x128x256", 512, 128, 256}, {"256x256x512", 256, 256, 512}} {
+		b.Run(sh.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rng := rand.New(rand.NewPCG(1, 1))
+			fill := func(n int) []float32 {
+				s := make([]float32, n)
+				for i := range s {
+					s[i] = float32(rng.NormFloat64())
+				}
+				return s
+			}
+			A, B, C := fill(sh.M*sh.K), fill(sh.K*sh.N), make([]float32, sh.M*sh.N)
+			b.ResetTimer()
+			cpu0 := threadCPU()
+			for i := 0; i < b.N; i++ {
+				gemm(false, sh.M, sh.N, sh.K, A, sh.K, 1, B, sh.N, C, sh.N)
+			}
+			macs := float64(sh.M*sh.N*sh.K) * float64(b.N)
+			b.ReportMetric(macs/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			b.ReportMetric(macs/(threadCPU()-cpu0).Seconds()/1e9, "cpu-GMAC/s")
+		})
+	}
+}
+
+// threadCPU is the user and system time of the calling OS thread.
+func threadCPU() time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,5 +1,5 @@
-// Package moe is t1's reference Mixture-of-Experts language model in pure
-// Go: a byte-level BPE tokenizer, a decoder-only transformer whose
+// Package moe is t1's reference Mixture-of-Experts language model in Go
+// (with AVX kernels for its inner loops, chosen at run time): a byte-level BPE tokenizer, a decoder-only transformer whose
 // feed-forward layers are top-k routed experts, a KV-cached sampler (the
 // serving path), a float32 forward/backward with rollout routing replay
 // (the training path), Adam, and safetensors checkpoints. It is small
@@ -24,7 +24,9 @@
 //	attention.go   RoPE and causal attention, forward and backward
 //	moe.go         Routing, top-k routing and the expert layer, forward and backward
 //	norm.go        RMSNorm
-//	kernels.go     precision rounding, matvec, softmax, parallel rows
+//	gemm.go        the one matrix product (gemm), its tiling and portable code; transposes
+//	gemm_amd64.s   AVX kernels: gemm tiles, the vector exponential, the Adam step
+//	kernels.go     precision rounding, softmax, expf, silu, parallel rows
 //	backward.go    the backward pass into Model.G
 //	adam.go        Adam, gradient-norm clipping, Adam.Update
 //	params.go      Tensor, Weights, Model and initialisation
@@ -66,12 +68,35 @@
 // target token and ∂L/∂value of each position from the caller (PPO builds
 // its loss from log-prob ratios, SFT uses −mask/N, the critic the value
 // loss) and accumulates into Model.G; Adam.Update then clips, steps and
-// clears it. Both paths call the same per-token kernels in the same
-// order, so with F32 serving the sampler reproduces the trainer bit for
-// bit, and replaying a forward's own live routing reproduces that forward
-// exactly.
-// Training splits rows over Workers goroutines without changing any sum's
-// order, so results do not depend on the number of workers.
+// clears it. The trainer runs each layer as matrix products over all T
+// tokens (each expert over the tokens routed to it, its intermediates kept
+// transposed so its weights are used as stored; the attention weights are
+// kept for the backward pass); the sampler runs the same functions on one
+// row. Every output element gets the same arithmetic in both (Numerics),
+// so with F32 serving the sampler reproduces the trainer bit for bit, and
+// replaying a forward's own live routing reproduces that forward exactly.
+// Training splits rows, heads and experts over Workers goroutines without
+// changing any sum's order, so results do not depend on the number of
+// workers.
+//
+// # Numerics
+//
+// Every matrix product is gemm: each output element is summed in
+// increasing k, one product at a time, each product rounded to float32
+// before it is added. No fused multiply-add is used anywhere, because an
+// FMA rounds once where the portable code rounds twice: the AVX kernels
+// (VMULPS then VADDPS) and the portable Go (float32(a*b) added) give the
+// same bits, and so does the one-row product of the sampler against the
+// many-row product of the trainer. The exponential of softmax and silu is
+// expf, a float32 polynomial (within 2 ulp of e^x), again the same
+// operations in its eight-lane AVX2 form and in Go; Adam's step runs in
+// float64 lanes with the scalar code's operations. Sums outside gemm
+// (softmax's denominator, norms, the gate gradients) run in a fixed
+// order. So a run's results are the same with and without AVX (tests
+// flip the kernels off and compare bits) and on any number of workers; the
+// kernels are chosen at run time (golang.org/x/sys/cpu), so the build
+// stays GOAMD64=v1. Changing any of these orders changes results (and run
+// digests), never their determinism.
 //
 // # Tokenizer
 //

@@ -41,18 +41,16 @@ type Pass struct {
 }
 
 type passLayer struct {
-	x, h1, q, k, v, a, x2, h2 []float32 // [T, D]
-	rms1, rms2                []float32 // [T]
-	probs                     []float32 // [T, E]
-	gates                     []float32 // [T, K]
-	e1, e3                    []float32 // [T, K, F]
-	eout                      []float32 // [T, K, D]
+	x, h1, q, k, v, a, x2 []float32 // [T, D]
+	rms1                  []float32 // [T]
+	p                     []float32 // attention weights [heads, T, T]
+	moe                   *moeAct
 }
 
 // Forward runs the float32 training forward over ids (1 ≤ len ≤ Context).
 func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 	cfg := m.Cfg
-	T, D, E, K, F, L, V := len(ids), cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Layers, cfg.Vocab
+	T, D, K, L, V := len(ids), cfg.DModel, cfg.TopK, cfg.Layers, cfg.Vocab
 	if T == 0 {
 		return nil, errors.New("moe forward: empty sequence")
 	}
@@ -80,44 +78,42 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 		p.temp = opt.Temperature
 	}
 	f := func(n int) []float32 { return make([]float32, n) }
+	wt := transposeWeights(m.W, cfg, false, true)
 	x := f(T * D)
 	for t, id := range ids {
 		copy(x[t*D:(t+1)*D], m.W.Embed[id*D:(id+1)*D])
 	}
+	var replay []int32
+	nReplay := 0
+	if opt.Replay != nil {
+		nReplay = opt.Replay.Tokens
+		replay = make([]int32, nReplay*K)
+	}
 	for l := 0; l < L; l++ {
-		lw := &m.W.Layers[l]
-		pl := passLayer{x: x, h1: f(T * D), q: f(T * D), k: f(T * D), v: f(T * D), a: f(T * D), x2: f(T * D), h2: f(T * D),
-			rms1: f(T), rms2: f(T), probs: f(T * E), gates: f(T * K), e1: f(T * K * F), e3: f(T * K * F), eout: f(T * K * D)}
-		parallel(T, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-				pl.rms1[t] = attnIn(lw, m.rope, F32, t, r(pl.x), r(pl.h1), r(pl.q), r(pl.k), r(pl.v))
-			}
-		})
+		lw, lt := &m.W.Layers[l], &wt.layers[l]
+		pl := passLayer{x: x, h1: f(T * D), q: f(T * D), k: f(T * D), v: f(T * D), a: f(T * D), x2: f(T * D),
+			rms1: f(T), p: f(cfg.Heads * T * T), moe: newMoEAct(cfg, T)}
+		attnIn(lw, lt, m.rope, F32, 0, T, pl.x, pl.h1, pl.q, pl.k, pl.v, pl.rms1, true)
+		attendCausal(pl.a, pl.q, pl.k, pl.v, pl.p, T, D, cfg.Heads)
+		attnOut(lt, F32, T, pl.a, pl.x, pl.x2, true)
+		for t := 0; t < nReplay; t++ {
+			copy(replay[t*K:(t+1)*K], opt.Replay.At(t, l))
+		}
 		xout := f(T * D)
-		parallel(T, func(lo, hi int) {
-			scores, act := f(T), f(F)
-			for t := lo; t < hi; t++ {
-				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-				attnOut(lw, F32, t, cfg.Heads, r(pl.q), pl.k, pl.v, r(pl.a), r(pl.x), r(pl.x2), scores)
-				var replay []int32
-				if opt.Replay != nil && t < opt.Replay.Tokens {
-					replay = opt.Replay.At(t, l)
-				}
-				pl.rms2[t] = moeRow(lw, F32, r(pl.x2), r(pl.h2), pl.probs[t*E:(t+1)*E], p.LiveRouting.At(t, l), replay, p.Routing.At(t, l),
-					pl.gates[t*K:(t+1)*K], pl.e1[t*K*F:(t+1)*K*F], pl.e3[t*K*F:(t+1)*K*F], pl.eout[t*K*D:(t+1)*K*D], act, r(xout))
-			}
-		})
+		moeForward(lw, lt, F32, T, pl.x2, replay, nReplay, pl.moe, xout, true)
+		for t := 0; t < T; t++ {
+			copy(p.LiveRouting.At(t, l), pl.moe.live[t*K:(t+1)*K])
+			copy(p.Routing.At(t, l), pl.moe.sel[t*K:(t+1)*K])
+		}
 		p.layers = append(p.layers, pl)
 		x = xout
 	}
 	p.xl, p.xf, p.rmsF, p.logits = x, f(T*D), f(T), f(T*V)
 	p.LogProbs, p.Values = f(T-1), f(T)
+	headRows(m.W, wt, F32, T, p.xl, p.xf, p.rmsF, p.logits, true)
 	parallel(T, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			xf := p.xf[t*D : (t+1)*D]
-			p.rmsF[t] = headRow(m.W, F32, p.xl[t*D:(t+1)*D], xf, p.logits[t*V:(t+1)*V])
-			p.Values[t] = dot(xf, m.W.ValueW) + m.W.ValueB[0]
+			p.Values[t] = dot(p.xf[t*D:(t+1)*D], m.W.ValueW) + m.W.ValueB[0]
 			if t+1 < T {
 				p.LogProbs[t] = logSoftmaxAtTemp(p.logits[t*V:(t+1)*V], ids[t+1], p.temp)
 			}
@@ -126,40 +122,60 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 	return p, nil
 }
 
-// attnIn is the first half of attention for one token, shared by both
-// paths: h1 = norm(x); q, k, v = W h1; RoPE on q and k at pos.
-func attnIn(lw *LayerWeights, rope ropeTable, p Precision, pos int, x, h1, q, k, v []float32) float32 {
-	r := rmsNorm(h1, x, lw.AttnNorm)
-	p.round(h1)
-	matvec(q, lw.Wq, h1)
-	matvec(k, lw.Wk, h1)
-	matvec(v, lw.Wv, h1)
-	rope.apply(q, pos, 1)
-	rope.apply(k, pos, 1)
-	p.round(q)
-	p.round(k)
-	p.round(v)
-	return r
+// attnIn is the first half of attention for n tokens at positions pos0…,
+// shared by both paths: h1 = norm(x); q, k, v = W h1; RoPE on q and k.
+func attnIn(lw *LayerWeights, lt *layerT, rope ropeTable, p Precision, pos0, n int, x, h1, q, k, v, rms []float32, par bool) {
+	D := len(lw.AttnNorm)
+	rows(n, par, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			h := h1[t*D : (t+1)*D]
+			rms[t] = rmsNorm(h, x[t*D:(t+1)*D], lw.AttnNorm)
+			p.round(h)
+		}
+	})
+	linear(q, h1, lt.wq, n, D, D)
+	linear(k, h1, lt.wk, n, D, D)
+	linear(v, h1, lt.wv, n, D, D)
+	rows(n, par, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+			rope.apply(r(q), pos0+t, 1)
+			rope.apply(r(k), pos0+t, 1)
+			p.round(r(q))
+			p.round(r(k))
+			p.round(r(v))
+		}
+	})
 }
 
-// attnOut attends from q at pos over K, V rows [0, pos] and adds the output
-// projection to the residual: x2 = x + Wo·attn.
-func attnOut(lw *LayerWeights, p Precision, pos, heads int, q, K, V, a, x, x2, scores []float32) {
-	attendRow(a, q, K, V, pos, heads, scores)
-	p.round(a)
-	matvec(x2, lw.Wo, a)
-	p.round(x2)
-	for i := range x2 {
-		x2[i] += x[i]
-	}
-	p.round(x2)
+// attnOut adds the output projection of the attention output a (rounded
+// in place) to the residual for n tokens: x2 = x + Wo·a.
+func attnOut(lt *layerT, p Precision, n int, a, x, x2 []float32, par bool) {
+	D := len(x) / n
+	p.round(a[:n*D])
+	linear(x2, a, lt.wo, n, D, D)
+	rows(n, par, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			r := x2[t*D : (t+1)*D]
+			p.round(r)
+			for i, v := range x[t*D : (t+1)*D] {
+				r[i] += v
+			}
+			p.round(r)
+		}
+	})
 }
 
-// headRow is the final norm and the LM head for one token.
-func headRow(w *Weights, p Precision, x, xf, logits []float32) float32 {
-	r := rmsNorm(xf, x, w.FinalNorm)
-	p.round(xf)
-	matvec(logits, w.LMHead, xf)
-	p.round(logits)
-	return r
+// headRows is the final norm and the LM head for n tokens.
+func headRows(w *Weights, wt *weightsT, p Precision, n int, x, xf, rms, logits []float32, par bool) {
+	D, V := len(w.FinalNorm), len(wt.lmHead)/len(w.FinalNorm)
+	rows(n, par, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			h := xf[t*D : (t+1)*D]
+			rms[t] = rmsNorm(h, x[t*D:(t+1)*D], w.FinalNorm)
+			p.round(h)
+		}
+	})
+	linear(logits, xf, wt.lmHead, n, V, D)
+	p.round(logits[:n*V])
 }

@@ -83,9 +83,20 @@ func parallel(n int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
-// dot is the one inner product both paths use; its summation order (four
-// interleaved partial sums, then a fixed reduction) is part of the
-// numerical contract between the sampler and the trainer.
+// rows runs f over [0,n), split over Workers when par is set (the
+// trainer's many rows) and on the caller's goroutine otherwise (the
+// sampler's one).
+func rows(n int, par bool, f func(lo, hi int)) {
+	if par {
+		parallel(n, f)
+	} else {
+		f(0, n)
+	}
+}
+
+// dot is the inner product of the value head and of the backward pass's
+// gate gradients (matrix products go through gemm): four interleaved
+// partial sums, then a fixed reduction.
 func dot(a, b []float32) float32 {
 	n := len(a)
 	b = b[:n]
@@ -103,68 +114,35 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// matvec sets out[r] = W[r,:]·x for a [rows, len(x)] matrix W.
-func matvec(out, W, x []float32) {
-	cols := len(x)
-	for r := range out {
-		out[r] = dot(W[r*cols:(r+1)*cols], x)
-	}
-}
-
-// axpy adds a·x to y.
-func axpy(y []float32, a float32, x []float32) {
-	x = x[:len(y)]
-	for i := range y {
-		y[i] += a * x[i]
-	}
-}
-
-// linearForward applies out_t = W in_t to T rows in parallel.
-func linearForward(out, W, in []float32, T, O, I int) {
-	parallel(T, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			matvec(out[t*O:(t+1)*O], W, in[t*I:(t+1)*I])
+// expfs sets dst[i] = expf(src[i]) (dst may alias src), eight lanes at a
+// time where the CPU has AVX2, with the same bits either way.
+func expfs(dst, src []float32) {
+	src = src[:len(dst)]
+	i := 0
+	if useAVX2 {
+		i = len(dst) &^ 7
+		if i > 0 {
+			expf8(&dst[0], &src[0], i)
 		}
-	})
-}
-
-// linearBackward is the backward of out_t = W in_t over T rows:
-// dIn_t += Wᵀ dOut_t and dW += Σ_t dOut_t ⊗ in_t. dIn may be nil.
-func linearBackward(dIn, dW, dOut, in, W []float32, T, O, I int) {
-	if dIn != nil {
-		parallel(T, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				di := dIn[t*I : (t+1)*I]
-				for o := 0; o < O; o++ {
-					if g := dOut[t*O+o]; g != 0 {
-						axpy(di, g, W[o*I:(o+1)*I])
-					}
-				}
-			}
-		})
 	}
-	parallel(O, func(lo, hi int) {
-		for o := lo; o < hi; o++ {
-			dw := dW[o*I : (o+1)*I]
-			for t := 0; t < T; t++ {
-				if g := dOut[t*O+o]; g != 0 {
-					axpy(dw, g, in[t*I:(t+1)*I])
-				}
-			}
-		}
-	})
+	for ; i < len(dst); i++ {
+		dst[i] = expf(src[i])
+	}
 }
 
-// softmax writes the softmax of x into p (which may alias x).
+// softmax writes the softmax of x into p (which may alias x); the sum runs
+// in index order.
 func softmax(p, x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
 		mx = max(mx, v)
 	}
-	var sum float32
 	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
-		p[i] = e
+		p[i] = v - mx
+	}
+	expfs(p, p)
+	var sum float32
+	for _, e := range p {
 		sum += e
 	}
 	inv := 1 / sum
@@ -231,10 +209,58 @@ func logSumExp(x []float32) float64 {
 	return float64(mx) + math.Log(sum)
 }
 
-func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+// silus sets dst[i] = silu(x[i]) = x/(1 + e^−x) (dst must not alias x).
+func silus(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = -v
+	}
+	expfs(dst, dst)
+	for i, v := range x {
+		dst[i] = v / (1 + dst[i])
+	}
+}
 
-// siluGrad is d silu(x)/dx.
-func siluGrad(x float32) float32 {
-	s := 1 / (1 + float32(math.Exp(float64(-x))))
-	return s * (1 + x*(1-s))
+// sigmoids sets dst[i] = 1/(1 + e^−x[i]) (dst must not alias x).
+func sigmoids(dst, x []float32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] = -v
+	}
+	expfs(dst, dst)
+	for i := range dst {
+		dst[i] = 1 / (1 + dst[i])
+	}
+}
+
+// expf is e^x in float32 arithmetic (Cephes' expf: x = n·ln2 + r,
+// |r| ≤ ln2/2, a degree-7 polynomial for e^r, then the exponent bits;
+// within about 1 ulp, results below the smallest normal flush to 0). It
+// is the exponential of softmax and silu: a few times cheaper than
+// math.Exp, and, written in plain float32 operations with every product
+// rounded (no fusion), the same bits on every machine.
+func expf(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -87.33654:
+		return 0
+	}
+	t := float32(x * 1.442695)
+	fn := float32(math.Floor(float64(t + 0.5)))
+	n := int32(fn)
+	r := x - float32(fn*0.693359375)
+	r -= float32(fn * -2.12194440e-4)
+	p := float32(1.9875691500e-4*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	p = float32(float32(p*r)*r) + r + 1
+	if n > 127 {
+		return p * math.Float32frombits(254<<23) * 2 // 2^127·2: n = 128 has no exponent bits of its own
+	}
+	return p * math.Float32frombits(uint32(n+127)<<23)
 }

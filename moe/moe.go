@@ -98,106 +98,246 @@ func topK(sel []int32, probs []float32) {
 	slices.Sort(sel)
 }
 
-// moeRow is the MoE half of a block for one token, shared by both paths:
-// h2 = norm(x2); probs = softmax(router h2); live = topK(probs); the used
-// set is replay (sorted) if given, else live; gates are probs at the used
-// set renormalised over it (so they stay differentiable in the router
-// scores under replay); xout = x2 + Σ_j gate_j · W2 (silu(W1 h2) ⊙ W3 h2).
-// e1, e3 ([K·F]) and eout ([K·D]) keep the experts' intermediates; act is
-// scratch of length F. It returns the norm's inverse RMS.
-func moeRow(lw *LayerWeights, p Precision, x2, h2, probs []float32, live, replay, sel []int32, gates, e1, e3, eout, act, xout []float32) float32 {
-	D, F := len(x2), len(act)
-	r := rmsNorm(h2, x2, lw.MoENorm)
-	p.round(h2)
-	matvec(probs, lw.Router, h2)
-	p.round(probs)
-	softmax(probs, probs)
-	topK(live, probs)
-	if replay != nil {
-		copy(sel, replay)
-		slices.Sort(sel)
-	} else {
-		copy(sel, live)
-	}
-	var sum float32
-	for j, e := range sel {
-		gates[j] = probs[e]
-		sum += gates[j]
-	}
-	for j := range gates {
-		gates[j] /= sum
-	}
-	for i := range xout {
-		xout[i] = 0
-	}
-	for j, e := range sel {
-		a1, a3, o := e1[j*F:(j+1)*F], e3[j*F:(j+1)*F], eout[j*D:(j+1)*D]
-		matvec(a1, lw.W1[e], h2)
-		matvec(a3, lw.W3[e], h2)
-		p.round(a1)
-		p.round(a3)
-		for f := range act {
-			act[f] = silu(a1[f]) * a3[f]
-		}
-		p.round(act)
-		matvec(o, lw.W2[e], act)
-		p.round(o)
-		axpy(xout, gates[j], o)
-	}
-	for i := range xout {
-		xout[i] += x2[i]
-	}
-	p.round(xout)
-	return r
+// moeAct is one layer's MoE half over n tokens: its inputs, routing and
+// intermediates, kept by the trainer for the backward pass. Slot
+// s = t·K + j is token t's j-th used expert; the per-expert arrays hold
+// the slots grouped by expert (rows off[e]..off[e+1] are expert e's, in
+// token order), and row[s] is slot s's row there. Grouping lets each
+// expert run as one matrix product over all its tokens. The expert
+// intermediates are kept transposed, one block per expert: expert e's
+// m = off[e+1]−off[e] rows of width W occupy [off[e]·W, off[e+1]·W) as
+// [W, m], so the trainer multiplies by the weights as stored (W1 · hgᵀ)
+// rather than transposing every expert's matrices on each forward. With
+// m = 1 (the sampler) the block is the row itself.
+type moeAct struct {
+	h2, probs, gates []float32 // [n,D], [n,E], [n,K]
+	rms              []float32 // [n]
+	live, sel        []int32   // [n·K]: the router's choice, the set used
+	row              []int32   // [n·K]
+	off              []int     // [E+1]
+	hg               []float32 // [n·K, D] h2 of each row (rows, not blocks)
+	e1, e3, act      []float32 // per expert [F, m]: W1 h2, W3 h2, silu(e1) ⊙ e3
+	eout             []float32 // per expert [D, m]: W2 act
 }
 
-// moeRowBackward backpropagates dxout through moeRow for one token. It adds
-// to dx2 (residual and norm paths), writes dh2 (the norm output gradient,
-// for the gain gradient), dS (router score gradients, [E]) and, per used
-// expert j, dh1/dh3 ([K·F]) for the weight-gradient pass.
-func moeRowBackward(lw *LayerWeights, dxout, dx2, dh2, dS []float32, x2 []float32, rms float32, sel []int32, gates, e1, e3, eout, dh1, dh3, dact []float32) {
-	D, F := len(dxout), len(dact)
-	clear(dh2)
-	clear(dS)
-	var gdg float32
-	dg := make([]float32, len(sel))
-	for j, e := range sel {
-		dg[j] = dot(dxout, eout[j*D:(j+1)*D])
-		gdg += gates[j] * dg[j]
-		// dact = W2ᵀ (g_j dxout)
-		clear(dact)
-		w2 := lw.W2[e]
-		for d := 0; d < D; d++ {
-			if g := gates[j] * dxout[d]; g != 0 {
-				axpy(dact, g, w2[d*F:(d+1)*F])
-			}
+func newMoEAct(cfg Config, n int) *moeAct {
+	D, E, K, F := cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF
+	f := func(k int) []float32 { return make([]float32, k) }
+	return &moeAct{h2: f(n * D), probs: f(n * E), gates: f(n * K), rms: f(n),
+		live: make([]int32, n*K), sel: make([]int32, n*K), row: make([]int32, n*K), off: make([]int, E+1),
+		hg: f(n * K * D), e1: f(n * K * F), e3: f(n * K * F), act: f(n * K * F), eout: f(n * K * D)}
+}
+
+// moeForward is the MoE half of a block for n tokens, shared by both
+// paths: h2 = norm(x2); probs = softmax(router h2); live = topK(probs);
+// the used set is the replayed one (sorted) for the first nReplay tokens
+// (replay holds their sets, [nReplay·K]), else live; gates are probs at
+// the used set renormalised over it (so they stay differentiable in the
+// router scores under replay); xout = x2 + Σ_j gate_j · W2 (silu(W1 h2) ⊙
+// W3 h2), summed over j in order. par splits the work over Workers.
+func moeForward(lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, replay []int32, nReplay int, ma *moeAct, xout []float32, par bool) {
+	D, E, K, F := len(lw.MoENorm), len(lw.W1), len(ma.sel)/n, len(lw.W1[0])/len(lw.MoENorm)
+	rows(n, par, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			h := ma.h2[t*D : (t+1)*D]
+			ma.rms[t] = rmsNorm(h, x2[t*D:(t+1)*D], lw.MoENorm)
+			p.round(h)
 		}
-		a1, a3 := e1[j*F:(j+1)*F], e3[j*F:(j+1)*F]
-		d1, d3 := dh1[j*F:(j+1)*F], dh3[j*F:(j+1)*F]
-		for f := 0; f < F; f++ {
-			d1[f] = dact[f] * a3[f] * siluGrad(a1[f])
-			d3[f] = dact[f] * silu(a1[f])
+	})
+	gemmPar(false, n, E, D, ma.h2, D, 1, lt.router, E, ma.probs, E)
+	for t := 0; t < n; t++ {
+		probs, live, sel, gates := ma.probs[t*E:(t+1)*E], ma.live[t*K:(t+1)*K], ma.sel[t*K:(t+1)*K], ma.gates[t*K:(t+1)*K]
+		p.round(probs)
+		softmax(probs, probs)
+		topK(live, probs)
+		if t < nReplay {
+			copy(sel, replay[t*K:(t+1)*K])
+			slices.Sort(sel)
+		} else {
+			copy(sel, live)
 		}
-		w1, w3 := lw.W1[e], lw.W3[e]
-		for f := 0; f < F; f++ {
-			if d1[f] != 0 {
-				axpy(dh2, d1[f], w1[f*D:(f+1)*D])
-			}
-			if d3[f] != 0 {
-				axpy(dh2, d3[f], w3[f*D:(f+1)*D])
-			}
+		var sum float32
+		for j, e := range sel {
+			gates[j] = probs[e]
+			sum += gates[j]
+		}
+		for j := range gates {
+			gates[j] /= sum
 		}
 	}
+	groupExperts(ma, E)
+	for s, r := range ma.row {
+		t := s / K
+		copy(ma.hg[int(r)*D:int(r+1)*D], ma.h2[t*D:(t+1)*D])
+	}
+	rows(E, par && n > 1, func(lo, hi int) {
+		var hgT []float32
+		for e := lo; e < hi; e++ {
+			r0, r1 := ma.off[e], ma.off[e+1]
+			m := r1 - r0
+			if m == 0 {
+				continue
+			}
+			e1, e3, act, o := ma.e1[r0*F:r1*F], ma.e3[r0*F:r1*F], ma.act[r0*F:r1*F], ma.eout[r0*D:r1*D]
+			if m == 1 && lt.w1 != nil {
+				// One row (the sampler): by the transposed weights.
+				h := ma.hg[r0*D : r1*D]
+				gemm(false, 1, F, D, h, D, 1, lt.w1[e], F, e1, F)
+				gemm(false, 1, F, D, h, D, 1, lt.w3[e], F, e3, F)
+				expertAct(p, e1, e3, act)
+				gemm(false, 1, D, F, act, F, 1, lt.w2[e], D, o, D)
+			} else {
+				// Many rows (the trainer): Wᵀ-free, in the blocks' layout.
+				hgT = slices.Grow(hgT[:0], m*D)[:m*D]
+				transpose(hgT, ma.hg[r0*D:r1*D], m, D)
+				gemm(false, F, m, D, lw.W1[e], D, 1, hgT, m, e1, m)
+				gemm(false, F, m, D, lw.W3[e], D, 1, hgT, m, e3, m)
+				expertAct(p, e1, e3, act)
+				gemm(false, D, m, F, lw.W2[e], F, 1, act, m, o, m)
+			}
+			p.round(o)
+		}
+	})
+	rows(n, par, func(lo, hi int) {
+		eo := make([]float32, D)
+		for t := lo; t < hi; t++ {
+			xo := xout[t*D : (t+1)*D]
+			clear(xo)
+			for j := 0; j < K; j++ {
+				axpyAt(xo, ma.gates[t*K+j], ma.blockRow(eo, ma.eout, t*K+j))
+			}
+			for i, v := range x2[t*D : (t+1)*D] {
+				xo[i] += v
+			}
+			p.round(xo)
+		}
+	})
+}
+
+// expertAct rounds an expert's two projections and sets act = silu(e1) ⊙ e3.
+func expertAct(p Precision, e1, e3, act []float32) {
+	p.round(e1)
+	p.round(e3)
+	silus(act, e1)
+	for i, v := range e3 {
+		act[i] *= v
+	}
+	p.round(act)
+}
+
+// blockRow gathers slot s's row out of the per-expert blocks of buf (row
+// width len(dst)) into dst and returns it.
+func (ma *moeAct) blockRow(dst, buf []float32, s int) []float32 {
+	r := int(ma.row[s])
+	e := ma.sel[s]
+	r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
+	W := len(dst)
+	blk := buf[r0*W : (r0+m)*W]
+	for i := range dst {
+		dst[i] = blk[i*m+r-r0]
+	}
+	return dst
+}
+
+// groupExperts fills ma.off and ma.row from ma.sel: a counting sort of the
+// slots by expert, stable in slot (token) order.
+func groupExperts(ma *moeAct, E int) {
+	clear(ma.off)
+	for _, e := range ma.sel {
+		ma.off[e+1]++
+	}
+	for e := 0; e < E; e++ {
+		ma.off[e+1] += ma.off[e]
+	}
+	next := slices.Clone(ma.off[:E])
+	for s, e := range ma.sel {
+		ma.row[s] = int32(next[e])
+		next[e]++
+	}
+}
+
+// moeBackward backpropagates dxout through moeForward over T tokens: it
+// sets dx2 (residual and norm paths) and adds the router, expert and norm
+// gain gradients to gl. Each expert's gradients come from one goroutine
+// walking its rows in token order, so sums do not depend on Workers.
+func moeBackward(lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32) {
+	D, E, F := len(lw.MoENorm), len(lw.W1), len(lw.W1[0])/len(lw.MoENorm)
+	K := len(ma.sel) / T
+	f := func(k int) []float32 { return make([]float32, k) }
+	dS, dh2 := f(T*E), f(T*D)
+	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
+	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
 	// gate_j = softmax over the used set of the router scores, so
-	// dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0 elsewhere.
-	for j, e := range sel {
-		dS[e] = gates[j] * (dg[j] - gdg)
-		if dS[e] != 0 {
-			axpy(dh2, dS[e], lw.Router[int(e)*D:(int(e)+1)*D])
+	// dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0 elsewhere,
+	// with dg_j = dxout·eout_j; the expert output gradient is g_j dxout.
+	parallel(T, func(lo, hi int) {
+		dg := make([]float32, K)
+		eo := make([]float32, D)
+		for t := lo; t < hi; t++ {
+			dx := dxout[t*D : (t+1)*D]
+			var gdg float32
+			for j := 0; j < K; j++ {
+				s := t*K + j
+				r, e, g := int(ma.row[s]), ma.sel[s], ma.gates[s]
+				dg[j] = dot(dx, ma.blockRow(eo, ma.eout, s))
+				gdg += g * dg[j]
+				r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
+				blk := dO[r0*D : (r0+m)*D]
+				for i, v := range dx {
+					blk[i*m+r-r0] = g * v
+				}
+			}
+			for j, e := range ma.sel[t*K : (t+1)*K] {
+				dS[t*E+int(e)] = ma.gates[t*K+j] * (dg[j] - gdg)
+			}
 		}
-	}
-	for i := range dx2 {
-		dx2[i] += dxout[i]
-	}
-	rmsNormBackward(dx2, dh2, x2, lw.MoENorm, rms)
+	})
+	parallel(E, func(lo, hi int) {
+		var act []float32
+		for e := lo; e < hi; e++ {
+			r0, r1 := ma.off[e], ma.off[e+1]
+			m := r1 - r0
+			if m == 0 {
+				continue
+			}
+			bF := func(s []float32) []float32 { return s[r0*F : r1*F] }
+			// dactᵀ = W2ᵀ dOᵀ, [F, m].
+			gemm(false, F, m, D, lw.W2[e], 1, F, dO[r0*D:], m, bF(dact), m)
+			// silu'(x) = s (1 + x (1 − s)) with s = sigmoid(x).
+			sigmoids(bF(d1), bF(ma.e1))
+			for i := r0 * F; i < r1*F; i++ {
+				x, s := ma.e1[i], d1[i]
+				d1[i] = dact[i] * ma.e3[i] * (s * (1 + x*(1-s)))
+				d3[i] = dact[i] * (x * s)
+			}
+			gemm(false, m, D, F, d1[r0*F:], 1, m, lw.W1[e], D, dhg[r0*D:], D)
+			gemm(true, m, D, F, d3[r0*F:], 1, m, lw.W3[e], D, dhg[r0*D:], D)
+			act = slices.Grow(act[:0], m*F)[:m*F]
+			transpose(act, bF(ma.act), F, m)
+			gemm(true, D, F, m, dO[r0*D:], m, 1, act, F, gl.W2[e], F)
+			gemm(true, F, D, m, d1[r0*F:], m, 1, ma.hg[r0*D:], D, gl.W1[e], D)
+			gemm(true, F, D, m, d3[r0*F:], m, 1, ma.hg[r0*D:], D, gl.W3[e], D)
+		}
+	})
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			dh := dh2[t*D : (t+1)*D]
+			for j := 0; j < K; j++ {
+				r := int(ma.row[t*K+j])
+				for i, v := range dhg[r*D : (r+1)*D] {
+					dh[i] += v
+				}
+			}
+		}
+	})
+	gemmPar(true, T, D, E, dS, E, 1, lw.Router, D, dh2, D)
+	gemmPar(true, E, D, T, dS, 1, E, ma.h2, D, gl.Router, D)
+	rmsNormGainGrad(gl.MoENorm, dh2, x2, ma.rms)
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+			copy(r(dx2), r(dxout))
+			rmsNormBackward(r(dx2), r(dh2), r(x2), lw.MoENorm, ma.rms[t])
+		}
+	})
 }

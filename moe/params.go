@@ -79,6 +79,54 @@ func newWeights(cfg Config) *Weights {
 	return w
 }
 
+// layerT holds one block's matrices transposed to [in, out], the layout
+// gemm reads for out = in · Wᵀ. The expert matrices are only there for
+// the sampler.
+type layerT struct {
+	wq, wk, wv, wo, router []float32
+	w1, w3, w2             [][]float32
+}
+
+// weightsT is every matrix a forward multiplies by, transposed.
+type weightsT struct {
+	layers []layerT
+	lmHead []float32
+}
+
+// transposeWeights builds w's transposed matrices, jobs split over
+// Workers when par is set. Without experts it leaves the expert matrices
+// out (the trainer multiplies by them as stored).
+func transposeWeights(w *Weights, cfg Config, experts, par bool) *weightsT {
+	D, F, E, V := cfg.DModel, cfg.DFF, cfg.Experts, cfg.Vocab
+	wt := &weightsT{layers: make([]layerT, len(w.Layers)), lmHead: make([]float32, V*D)}
+	type job struct {
+		dst, src   []float32
+		rows, cols int
+	}
+	jobs := []job{{wt.lmHead, w.LMHead, V, D}}
+	for l := range w.Layers {
+		lw, lt := &w.Layers[l], &wt.layers[l]
+		mk := func(src []float32, rows, cols int) []float32 {
+			dst := make([]float32, rows*cols)
+			jobs = append(jobs, job{dst, src, rows, cols})
+			return dst
+		}
+		lt.wq, lt.wk, lt.wv, lt.wo = mk(lw.Wq, D, D), mk(lw.Wk, D, D), mk(lw.Wv, D, D), mk(lw.Wo, D, D)
+		lt.router = mk(lw.Router, E, D)
+		for e := 0; e < E && experts; e++ {
+			lt.w1 = append(lt.w1, mk(lw.W1[e], F, D))
+			lt.w3 = append(lt.w3, mk(lw.W3[e], F, D))
+			lt.w2 = append(lt.w2, mk(lw.W2[e], D, F))
+		}
+	}
+	rows(len(jobs), par, func(lo, hi int) {
+		for _, j := range jobs[lo:hi] {
+			transpose(j.dst, j.src, j.rows, j.cols)
+		}
+	})
+	return wt
+}
+
 // NumParams is the total number of scalars.
 func (w *Weights) NumParams() int {
 	n := 0

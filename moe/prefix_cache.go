@@ -17,7 +17,7 @@ type prefixCache struct {
 
 type cacheEntry struct {
 	tokens  []int
-	k, v    [][]float32 // per layer [len(tokens), D]
+	kt, v   [][]float32 // per layer [D, len(tokens)] (keys transposed), [len(tokens), D]
 	routing []int32     // [len(tokens), L, K]
 	used    uint64
 }
@@ -48,8 +48,11 @@ func (c *prefixCache) restore(st *kvState, prompt []int, D, L, K int) (int, []in
 	c.clock++
 	best.used = c.clock
 	c.hits += uint64(bestN)
+	en := len(best.tokens)
 	for l := 0; l < L; l++ {
-		copy(st.k[l][:bestN*D], best.k[l][:bestN*D])
+		for d := 0; d < D; d++ {
+			copy(st.kt[l][d*st.capacity:d*st.capacity+bestN], best.kt[l][d*en:d*en+bestN])
+		}
 		copy(st.v[l][:bestN*D], best.v[l][:bestN*D])
 	}
 	return bestN, append([]int32(nil), best.routing[:bestN*L*K]...)
@@ -65,7 +68,11 @@ func (c *prefixCache) store(st *kvState, tokens []int, routing []int32, D, L, K 
 	n := len(tokens)
 	e := &cacheEntry{tokens: append([]int(nil), tokens...), routing: append([]int32(nil), routing[:n*L*K]...)}
 	for l := 0; l < L; l++ {
-		e.k = append(e.k, append([]float32(nil), st.k[l][:n*D]...))
+		kt := make([]float32, D*n)
+		for d := 0; d < D; d++ {
+			copy(kt[d*n:(d+1)*n], st.kt[l][d*st.capacity:d*st.capacity+n])
+		}
+		e.kt = append(e.kt, kt)
 		e.v = append(e.v, append([]float32(nil), st.v[l][:n*D]...))
 	}
 	c.mu.Lock()

@@ -62,6 +62,7 @@ type Sampler struct {
 	cfg   Config
 	prec  Precision
 	w     *Weights
+	wt    *weightsT // w's matrices transposed, as gemm reads them
 	rope  ropeTable
 	cache *prefixCache
 }
@@ -78,7 +79,7 @@ func NewSampler(m *Model, p Precision) *Sampler {
 		copy(w.Tensors[i].Data, t.Data)
 		p.round(w.Tensors[i].Data)
 	}
-	return &Sampler{cfg: m.Cfg, prec: p, w: w, rope: m.rope, cache: &prefixCache{max: DefaultPrefixCache}}
+	return &Sampler{cfg: m.Cfg, prec: p, w: w, wt: transposeWeights(w, m.Cfg, true, false), rope: m.rope, cache: &prefixCache{max: DefaultPrefixCache}}
 }
 
 // SetPrefixCache sets how many recent sequences are kept for prefix reuse
@@ -102,14 +103,16 @@ func (s *Sampler) Config() Config { return s.cfg }
 // Precision returns the serving precision.
 func (s *Sampler) Precision() Precision { return s.prec }
 
-// kvState is one generation's cache and scratch.
+// kvState is one generation's cache and scratch. Keys are kept
+// transposed (kt[l] is [D, capacity]), so that one query's scores are a
+// gemm row over positions; values are rows (v[l] is [capacity, D]).
 type kvState struct {
-	k, v                    [][]float32 // per layer [n, D]
-	x, h1, q, a, x2, h2     []float32
-	xout, xf, logits, probs []float32
-	gates, e1, e3, eout     []float32
-	act, scores             []float32
-	live, sel               []int32
+	capacity              int
+	kt, v                 [][]float32
+	x, h1, q, k, a, x2    []float32
+	xout, xf, logits, rms []float32
+	moe                   *moeAct
+	scores                []float32
 }
 
 // Generate samples up to sp.MaxNewTokens tokens after prompt.
@@ -137,13 +140,12 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 		return nil, fmt.Errorf("moe generate: top_p %g outside [0,1]", sp.TopP)
 	}
 	total := min(n+sp.MaxNewTokens, cfg.Context)
-	D, E, K, F, L := cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, cfg.Layers
+	D, K, L := cfg.DModel, cfg.TopK, cfg.Layers
 	f := func(k int) []float32 { return make([]float32, k) }
-	st := &kvState{x: f(D), h1: f(D), q: f(D), a: f(D), x2: f(D), h2: f(D), xout: f(D), xf: f(D), logits: f(cfg.Vocab),
-		probs: f(E), gates: f(K), e1: f(K * F), e3: f(K * F), eout: f(K * D), act: f(F), scores: f(total),
-		live: make([]int32, K), sel: make([]int32, K)}
+	st := &kvState{capacity: total, x: f(D), h1: f(D), q: f(D), k: f(D), a: f(D), x2: f(D), xout: f(D), xf: f(D),
+		logits: f(cfg.Vocab), rms: f(1), moe: newMoEAct(cfg, 1), scores: f(total)}
 	for l := 0; l < L; l++ {
-		st.k = append(st.k, f(total*D))
+		st.kt = append(st.kt, f(total*D))
 		st.v = append(st.v, f(total*D))
 	}
 	rng := rand.New(rand.NewPCG(sp.Seed, 0x73616d706c65))
@@ -169,7 +171,7 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 		if pos < n-1 {
 			continue
 		}
-		headRow(s.w, s.prec, st.x, st.xf, st.logits)
+		headRows(s.w, s.wt, s.prec, 1, st.x, st.xf, st.rms, st.logits, false)
 		id, lp := sample(st.logits, sp, rng)
 		g.OutputIDs = append(g.OutputIDs, id)
 		g.LogProbs = append(g.LogProbs, lp)
@@ -194,12 +196,16 @@ func (s *Sampler) step(st *kvState, id, pos int, routing []int32) []int32 {
 	D := s.cfg.DModel
 	copy(st.x, s.w.Embed[id*D:(id+1)*D])
 	for l := range s.w.Layers {
-		lw := &s.w.Layers[l]
-		k, v := st.k[l][pos*D:(pos+1)*D], st.v[l][pos*D:(pos+1)*D]
-		attnIn(lw, s.rope, s.prec, pos, st.x, st.h1, st.q, k, v)
-		attnOut(lw, s.prec, pos, s.cfg.Heads, st.q, st.k[l], st.v[l], st.a, st.x, st.x2, st.scores)
-		moeRow(lw, s.prec, st.x2, st.h2, st.probs, st.live, nil, st.sel, st.gates, st.e1, st.e3, st.eout, st.act, st.xout)
-		routing = append(routing, st.sel...)
+		lw, lt := &s.w.Layers[l], &s.wt.layers[l]
+		attnIn(lw, lt, s.rope, s.prec, pos, 1, st.x, st.h1, st.q, st.k, st.v[l][pos*D:(pos+1)*D], st.rms, false)
+		kt := st.kt[l]
+		for d, v := range st.k {
+			kt[d*st.capacity+pos] = v
+		}
+		attendOne(st.a, st.q, kt, st.v[l], pos, st.capacity, s.cfg.Heads, st.scores)
+		attnOut(lt, s.prec, 1, st.a, st.x, st.x2, false)
+		moeForward(lw, lt, s.prec, 1, st.x2, nil, 0, st.moe, st.xout, false)
+		routing = append(routing, st.moe.sel...)
 		st.x, st.xout = st.xout, st.x
 	}
 	return routing

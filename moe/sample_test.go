@@ -19,23 +19,31 @@ func samplePrompt(cfg Config, n int) []int {
 // the full-sequence trainer are the same function, bit for bit.
 func TestSamplerF32MatchesTrainer(t *testing.T) {
 	for _, temp := range []float64{1, 0.7, 1.3} {
-		t.Run(fmt.Sprint(temp), func(t *testing.T) { samplerMatchesTrainer(t, temp) })
+		t.Run(fmt.Sprint(temp), func(t *testing.T) { samplerMatchesTrainer(t, tinyConfig(), temp) })
 	}
+	// Widths that take the assembly tiles and their edges, and a sequence
+	// longer than several attention blocks.
+	t.Run("wide", func(t *testing.T) { samplerMatchesTrainer(t, wideConfig(), 1) })
+}
+
+// wideConfig has widths that exercise every gemm tile (16- and 8-column
+// blocks, 64-column rows, odd remainders) while staying fast in tests.
+func wideConfig() Config {
+	return Config{Vocab: 44, Layers: 2, DModel: 32, Heads: 2, Experts: 4, TopK: 2, DFF: 72, Context: 64, Seed: 5}
 }
 
 // samplerMatchesTrainer: at equal precision, the training forward at the
 // sampling temperature gives the sampler's log-probs bit for bit.
-func samplerMatchesTrainer(t *testing.T, temp float64) {
-	cfg := tinyConfig()
+func samplerMatchesTrainer(t *testing.T, cfg Config, temp float64) {
 	cfg.Context = 64
 	m := roughModel(t, cfg)
 	s := NewSampler(m, F32)
 	prompt := samplePrompt(cfg, 7)
-	g, err := s.Generate(context.Background(), prompt, SamplingParams{Temperature: temp, TopP: 1, MaxNewTokens: 20, Seed: 5})
+	g, err := s.Generate(context.Background(), prompt, SamplingParams{Temperature: temp, TopP: 1, MaxNewTokens: 40, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g.OutputIDs) != 20 || g.FinishReason != FinishLength {
+	if len(g.OutputIDs) != 40 || g.FinishReason != FinishLength {
 		t.Fatalf("got %d tokens, finish %q", len(g.OutputIDs), g.FinishReason)
 	}
 	seq := append(slices.Clone(prompt), g.OutputIDs...)

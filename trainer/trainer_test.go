@@ -62,7 +62,10 @@ func sampledRows(t *testing.T, m *moe.Model, prec moe.Precision, temp, recorded 
 			for range 6 + c {
 				prompt = append(prompt, 32+rng.IntN(200))
 			}
-			g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: temp, TopP: 1, MaxNewTokens: 20, Seed: uint64(10*a + c)})
+			// The token rows keep the temperature as float32, which is what
+			// the trainer reads back: sample at that value, so that the
+			// exact comparisons compare one distribution.
+			g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: float64(float32(temp)), TopP: 1, MaxNewTokens: 20, Seed: uint64(10*a + c)})
 			if err != nil {
 				t.Fatal(err)
 			}

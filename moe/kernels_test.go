@@ -1,0 +1,92 @@
+package moe
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestExpf: expf stays within 2 ulp of the float64 exponential over the
+// range softmax and silu use, and handles the edges.
+func TestExpf(t *testing.T) {
+	worst := 0.0
+	for x := float32(-87); x < 88.7; x += 0.00137 {
+		got, want := float64(expf(x)), math.Exp(float64(x))
+		ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1)))) - float64(float32(want))
+		if d := math.Abs(got-want) / ulp; d > worst {
+			worst = d
+		}
+	}
+	if worst > 2 {
+		t.Errorf("expf is off by %.2f ulp", worst)
+	}
+	for _, c := range []struct{ x, want float32 }{{0, 1}, {-200, 0}, {200, float32(math.Inf(1))}, {float32(math.Inf(-1)), 0}} {
+		if got := expf(c.x); got != c.want {
+			t.Errorf("expf(%v) = %v, want %v", c.x, got, c.want)
+		}
+	}
+	if nan := float32(math.NaN()); expf(nan) == expf(nan) {
+		t.Error("expf(NaN) is not NaN")
+	}
+}
+
+// TestExpfsMatchesExpf: the vector exponential gives expf's bits for every
+// input class: the normal range, both clamps, n = 128, subnormal results,
+// ±0, ±Inf and NaN.
+func TestExpfsMatchesExpf(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2 on this machine: only the scalar exponential exists")
+	}
+	var xs []float32
+	for x := float32(-105); x < 105; x += 0.0173 {
+		xs = append(xs, x)
+	}
+	for x := float32(88.3); x < 88.8; x += 1e-4 {
+		xs = append(xs, x, -x+1)
+	}
+	inf := float32(math.Inf(1))
+	xs = append(xs, 0, float32(math.Copysign(0, -1)), inf, -inf, float32(math.NaN()), 1e-40, -1e-40, 88.72283, -87.33654)
+	for len(xs)%8 != 5 {
+		xs = append(xs, 1)
+	}
+	got := make([]float32, len(xs))
+	expfs(got, xs)
+	for i, x := range xs {
+		want := expf(x)
+		if math.Float32bits(got[i]) != math.Float32bits(want) && !(want != want && got[i] != got[i]) {
+			t.Fatalf("expfs(%v) = %v, expf %v", x, got[i], want)
+		}
+	}
+}
+
+// TestAdamPathsAgree: the vector Adam step gives the scalar step's bits.
+func TestAdamPathsAgree(t *testing.T) {
+	if !useAVX {
+		t.Skip("no AVX on this machine: only the scalar step exists")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := 1003
+	mk := func(scale float64) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64() * scale)
+		}
+		return s
+	}
+	w, g, m, v := mk(1), mk(1e-3), mk(1e-4), mk(1e-6)
+	for i := range v {
+		v[i] = v[i] * v[i]
+	}
+	k := [8]float64{0.9, 1 - 0.9, 0.95, 1 - 0.95, 1e-3, 1 - math.Pow(0.9, 3), 1 - math.Pow(0.95, 3), 1e-8}
+	w2, m2, v2 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+	adamStep(w, g, m, v, &k)
+	useAVX = false
+	adamStep(w2, g, m2, v2, &k)
+	useAVX = true
+	for i := range w {
+		if math.Float32bits(w[i]) != math.Float32bits(w2[i]) || m[i] != m2[i] || v[i] != v2[i] {
+			t.Fatalf("element %d: vector (%v, %v, %v), scalar (%v, %v, %v)", i, w[i], m[i], v[i], w2[i], m2[i], v2[i])
+		}
+	}
+}
