@@ -64,7 +64,7 @@ func signalNotes(r *Run) []string {
 		if u.Skipped != "" {
 			skipped = append(skipped, fmt.Sprintf("iteration %d (v%d: %s)", u.Iteration, u.PolicyVersion, u.Skipped))
 		}
-		if u.WarmupEnd != "" && u.WarmupEnd == "rewards do not vary" {
+		if u.WarmupEnd == warmupNoVariance {
 			notes = append(notes, fmt.Sprintf("Iteration %d: every attempt earned the same reward, so the returns have no variance: the critic's warm-up stopped and its explained variance (0) measures nothing.", u.Iteration))
 		}
 	}
@@ -93,3 +93,7 @@ func joinAnd(xs []string) string {
 	}
 	return s + " and " + xs[len(xs)-1]
 }
+
+// warmupNoVariance is trainer.WarmupNoVariance, as critic.updated carries
+// it (report reads events, not the trainer).
+const warmupNoVariance = "rewards do not vary"

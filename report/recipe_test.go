@@ -1,0 +1,57 @@
+package report
+
+import (
+	"strings"
+	"testing"
+)
+
+// The recipe table takes the base, the fine-tuned and the last policy's
+// evaluation, whatever else was evaluated in between.
+func TestRecipe(t *testing.T) {
+	r := &Run{ID: "r", SFT: []SFT{{PolicyVersion: 1}}, Evals: []Eval{
+		{Suite: "s", PolicyVersion: 0, ResolveRate: 0},
+		{Suite: "s", PolicyVersion: 1, ResolveRate: 0.25},
+		{Suite: "s", PolicyVersion: 3, ResolveRate: 0.4},
+		{Suite: "s", PolicyVersion: 4, ResolveRate: 0.5},
+	}}
+	rows := Recipe(r)
+	var got []string
+	for _, row := range rows {
+		got = append(got, row.Stage+"@v"+string(rune('0'+row.PolicyVersion)))
+	}
+	if strings.Join(got, ",") != "base@v0,after SFT@v1,after RL@v4" {
+		t.Fatalf("recipe rows %v", got)
+	}
+	// Without fine-tuning there is no middle row.
+	r.SFT = nil
+	if rows := Recipe(r); len(rows) != 2 || rows[1].Stage != StageRL || rows[1].PolicyVersion != 4 {
+		t.Fatalf("recipe without SFT: %+v", rows)
+	}
+}
+
+// A run whose updates had nothing to learn from says so, in words, where
+// its training is reported.
+func TestReportSaysWhenThereWasNoSignal(t *testing.T) {
+	r := &Run{ID: "r", Status: "completed", Updates: []Update{
+		{Iteration: 0, PolicyVersion: 1, Skipped: "every advantage is 0", WarmupEnd: "rewards do not vary"},
+		{Iteration: 1, PolicyVersion: 2, Skipped: "every advantage is 0"},
+	}}
+	md, _, err := Render([]*Run{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"No learning signal, so the policy did not change, in iteration 0 (v1: every advantage is 0) and iteration 1 (v2: every advantage is 0).",
+		"No update of this run changed the policy",
+		"Iteration 0: every attempt earned the same reward",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	r.Updates[1].Skipped = ""
+	md, _, _ = Render([]*Run{r})
+	if strings.Contains(string(md), "No update of this run changed the policy") {
+		t.Error("a run with one real update reported as unchanged")
+	}
+}
