@@ -30,7 +30,7 @@ var variantName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 func defaultVariants() []Variant {
 	return []Variant{
 		{Name: "replay-off", Set: map[string]any{"training.replay": false}},
-		{Name: "critic-cold", Set: map[string]any{"training.warmup.steps": uint64(0)}},
+		{Name: "critic-cold", Set: map[string]any{"training.warmup.steps": uint64(0), "training.critic_init": CriticFresh}},
 		{Name: "reward-fraction", Set: map[string]any{"stages.reward.mode": "fraction"}},
 		{Name: "reward-binary", Set: map[string]any{"stages.reward.mode": "binary"}},
 	}

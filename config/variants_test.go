@@ -23,7 +23,9 @@ func TestVariantAppliesItsKeysOnly(t *testing.T) {
 		t.Fatal("the variant changed more than training.replay")
 	}
 	for name, check := range map[string]func(Config) bool{
-		"critic-cold":     func(c Config) bool { return c.Training.Warmup.Steps == 0 && c.Stages.Reward.Mode == "count" },
+		"critic-cold": func(c Config) bool {
+			return c.Training.Warmup.Steps == 0 && c.Training.CriticInit == CriticFresh && c.Stages.Reward.Mode == "count"
+		},
 		"reward-fraction": func(c Config) bool { return c.Stages.Reward.Mode == "fraction" && c.Training.Warmup.Steps == 4 },
 		"reward-binary":   func(c Config) bool { return c.Stages.Reward.Mode == "binary" && c.Training.Replay },
 	} {

@@ -59,5 +59,9 @@ func (s Settings) Resolve(workDir string) Suite {
 		}
 		dirs[i] = filepath.Clean(d)
 	}
-	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Library: taskgen.Library(s.Library), Dirs: dirs}
+	lib := taskgen.Library(s.Library)
+	if lib == "" {
+		lib = taskgen.Basic
+	}
+	return Suite{Builtin: s.Tasks > 0, Tasks: s.Tasks, Rounds: s.Rounds, Seed: s.Seed, Library: lib, Dirs: dirs}
 }
