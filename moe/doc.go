@@ -71,7 +71,8 @@
 // clears it. The trainer runs each layer as matrix products over all T
 // tokens (each expert over the tokens routed to it, its intermediates kept
 // transposed so its weights are used as stored; the attention weights are
-// kept for the backward pass); the sampler runs the same functions on one
+// kept for the backward pass, heads·T² floats per layer: 64 MiB a layer
+// at 4 heads and 2048 tokens); the sampler runs the same functions on one
 // row. Every output element gets the same arithmetic in both (Numerics),
 // so with F32 serving the sampler reproduces the trainer bit for bit, and
 // replaying a forward's own live routing reproduces that forward exactly.
