@@ -31,9 +31,12 @@ func event(t *testing.T, id, typ string, payload any) engine.Event {
 	return engine.Event{ID: id, Type: typ, Run: "r", Payload: b}
 }
 
-// testConfig is the default run, evaluated on the built-in suite.
+// testConfig is the default run without fine-tuning, every pool task in
+// every iteration, evaluated on the built-in suite.
 func testConfig() Config {
-	return Config{Settings: DefaultSettings(), EvalSuite: "builtin", EvalAttempts: 3}
+	s := DefaultSettings()
+	s.SFTSteps, s.TasksPerIteration = 0, 0
+	return Config{Settings: s, EvalSuite: "builtin", EvalAttempts: 3}
 }
 
 func decide(t *testing.T, s *stage, st *runState) []engine.Event {

@@ -36,7 +36,8 @@ type Settings struct {
 
 // DefaultSettings is a small run for a laptop.
 func DefaultSettings() Settings {
-	return Settings{PoolTarget: 6, Rounds: 2, Seeds: 4, PerSeed: 1, Iterations: 2, Attempts: 2, MinSuccess: 0.5, MaxTurns: 6, EvalBaseline: true}
+	return Settings{PoolTarget: 192, Rounds: 2, Seeds: 96, PerSeed: 1, Iterations: 4, TasksPerIteration: 16, Attempts: 4, MinSuccess: 0.5,
+		MaxTurns: 6, EvalBaseline: true, SFTSteps: 1500}
 }
 
 // Check reports every invalid setting.

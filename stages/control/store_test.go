@@ -43,7 +43,7 @@ func TestStoreFaults(t *testing.T) {
 	taskRef, bundle := setup(t, testinfra.Store(t))
 
 	c := Config{Settings: DefaultSettings()}
-	c.Seeds, c.Rounds, c.PoolTarget, c.Iterations, c.Attempts, c.EvalBaseline, c.EvalSuite = 1, 1, 1, 1, 1, false, ""
+	c.Seeds, c.Rounds, c.PoolTarget, c.Iterations, c.Attempts, c.EvalBaseline, c.EvalSuite, c.SFTSteps = 1, 1, 1, 1, 1, false, "", 0
 	c.MaxSimilarity = 0.9
 	c.Model = schemas.ModelDims{Vocab: 512, Layers: 2, TopK: 2, Experts: 8}
 	newStage := func(t *testing.T, st store.ObjectStore) engine.Stage {

@@ -28,7 +28,7 @@ type Settings struct {
 
 // DefaultSettings evaluate on three built-in tasks.
 func DefaultSettings() Settings {
-	return Settings{Suite: "builtin", Tasks: 3, Rounds: 1, Seed: 1000, Library: string(taskgen.Basic), Attempts: 2, Dirs: []string{}}
+	return Settings{Suite: "builtin", Tasks: 24, Rounds: 0, Seed: 1000, Library: string(taskgen.Basic), Attempts: 2, Dirs: []string{}}
 }
 
 // Check reports every invalid setting.

@@ -15,16 +15,20 @@ import (
 	"github.com/t1pipe/t1/store"
 )
 
-// Config is the default configuration on the bubblewrap sandbox, with
-// replies of at most 32 tokens so the reference model's episodes stay
-// quick. It skips the test where bubblewrap cannot run, as
-// testinfra.Bubblewrap does.
+// Config is the default configuration on the bubblewrap sandbox, scaled
+// down for tests: replies of at most 32 tokens, a pool of a few tasks,
+// every one in each of two iterations of two attempts, no fine-tuning,
+// three evaluation tasks. It skips the test where bubblewrap cannot run,
+// as testinfra.Bubblewrap does.
 func Config(t testing.TB) config.Config {
 	t.Helper()
 	testinfra.Bubblewrap(t)
 	cfg := config.Default()
 	cfg.Sandbox.Backend = "bwrap"
 	cfg.Stages.Rollout.MaxNewTokens = 32
+	c := &cfg.Stages.Control
+	c.PoolTarget, c.Seeds, c.Iterations, c.TasksPerIteration, c.Attempts, c.SFTSteps = 6, 4, 2, 0, 2, 0
+	cfg.Stages.Eval.Tasks, cfg.Stages.Eval.Rounds = 3, 1
 	return cfg
 }
 
