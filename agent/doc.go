@@ -14,8 +14,10 @@
 //	            repaired at each turn boundary (strict prefix, clipped
 //	            normalisation, text retokenisation, new chunk) and counted;
 //	            loss-region ids never change
-//	Scripted    fixed replies (FromSolution: a reference solution one
-//	            command per turn), for demonstrations and tests
+//	Scripted    fixed replies (FromSolution: a reference solution parsed
+//	            as bash, one top-level statement per turn, its source text
+//	            byte for byte; a script that is not bash is an error), for
+//	            demonstrations and tests
 //	AttemptRows a finished episode as its rows of the tokens, routing,
 //	            turns and trajectories tables
 //

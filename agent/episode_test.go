@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -125,11 +127,104 @@ func TestFromSolution(t *testing.T) {
 	tp := template(t)
 	// The script's error options and its cd to /app are not turns: the
 	// shell is persistent and starts in /app.
-	s := FromSolution(tp, "#!/bin/bash\nset -euo pipefail\ncd /app\n# make it\nmkdir -p /app/out\ncat > /app/out/a.sh <<'SH'\necho hi\nSH\nls \\\n  /app\n")
+	s, err := FromSolution(tp, "#!/bin/bash\nset -euo pipefail\ncd /app\n# make it\nmkdir -p /app/out\ncat > /app/out/a.sh <<'SH'\necho hi\nSH\nls \\\n  /app\n")
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"<command>mkdir -p /app/out</command>",
 		"<command>cat > /app/out/a.sh <<'SH'\necho hi\nSH</command>", "<command>ls \\\n  /app</command>", "<task_complete/>"}
 	if strings.Join(s.replies, "|") != strings.Join(want, "|") {
 		t.Fatalf("%q", s.replies)
+	}
+}
+
+// splitCases are solution scripts and the commands they split into, one
+// per top-level statement, each its source text.
+var splitCases = []struct {
+	name, script string
+	want         []string
+}{
+	{"quoted heredoc", "cat << 'EOF' > f\nx=$HOME `id`\nEOF\necho done > g\n",
+		[]string{"cat << 'EOF' > f\nx=$HOME `id`\nEOF", "echo done > g"}},
+	{"double-quoted heredoc then a comment", "cat <<\"END\" >f # write f\n  $a\nEND\n# between\ncat f > g\n",
+		[]string{"cat <<\"END\" >f # write f\n  $a\nEND", "cat f > g"}},
+	{"dash heredoc with tabs", "if true; then\n\tcat <<-EOF > f\n\t\tindented\n\tEOF\nfi\nwc -l f > g\n",
+		[]string{"if true; then\n\tcat <<-EOF > f\n\t\tindented\n\tEOF\nfi", "wc -l f > g"}},
+	{"empty heredoc", "cat <<EOF > f\nEOF\necho x > g\n", []string{"cat <<EOF > f\nEOF", "echo x > g"}},
+	{"heredocs sharing a line", "cat <<A > f; cat <<B > g\na\nA\nb\nB\necho x >> f\n",
+		[]string{"cat <<A > f; cat <<B > g\na\nA\nb\nB", "echo x >> f"}},
+	{"here-string", "tr a b <<< 'abc' > f\ncat f > g\n", []string{"tr a b <<< 'abc' > f", "cat f > g"}},
+	{"function with local", "greet() {\n  local who=\"$1\" # the name\n  echo \"hi $who\"\n}\ngreet you > f\n",
+		[]string{"greet() {\n  local who=\"$1\" # the name\n  echo \"hi $who\"\n}", "greet you > f"}},
+	{"loops and case", "for i in 1 2; do\n  # each\n  echo $i >> f\ndone\nn=0\nwhile [ $n -lt 2 ]; do\n  n=$((n+1))\ndone\ncase $n in\n  2) echo two > g ;;\n  *) echo other > g ;;\nesac\n",
+		[]string{"for i in 1 2; do\n  # each\n  echo $i >> f\ndone", "n=0", "while [ $n -lt 2 ]; do\n  n=$((n+1))\ndone", "case $n in\n  2) echo two > g ;;\n  *) echo other > g ;;\nesac"}},
+	{"continuation, groups and separators", "printf '%s\\n' \\\n  a b > f\n{ echo x; echo y; } > g; ( cd / && pwd ) >> g\nset -euo pipefail\nset -e; echo z >> g & wait\n",
+		[]string{"printf '%s\\n' \\\n  a b > f", "{ echo x; echo y; } > g", "( cd / && pwd ) >> g", "echo z >> g &", "wait"}},
+}
+
+func TestFromSolutionSplits(t *testing.T) {
+	for _, c := range splitCases {
+		got, err := solutionCommands(c.script)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if strings.Join(got, "\x00") != strings.Join(c.want, "\x00") {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A script that is not bash is reported, with where it goes wrong, never
+// split in part.
+func TestFromSolutionParseError(t *testing.T) {
+	tp := template(t)
+	for _, script := range []string{"echo a\nif true; then\n  echo b\n", "cat <<'EOF' > f\nbody\n", "echo 'open\n", "echo a\necho '</command>'\n"} {
+		if s, err := FromSolution(tp, script); err == nil || !strings.Contains(err.Error(), "solve.sh") {
+			t.Errorf("%q: got %v, %v; want an error naming solve.sh", script, s, err)
+		}
+	}
+}
+
+// The split commands, run turn by turn in the episode's persistent shell,
+// leave the same files as bash running the script whole.
+func TestFromSolutionRunsLikeBash(t *testing.T) {
+	tp := template(t)
+	var script strings.Builder
+	for i, c := range splitCases {
+		fmt.Fprintf(&script, "mkdir -p /tmp/split/%d && cd /tmp/split/%d\n%s", i, i, c.script)
+	}
+	dir := t.TempDir()
+	direct := exec.Command("bash", "-c", strings.ReplaceAll(script.String(), "/tmp/split", dir))
+	if out, err := direct.CombinedOutput(); err != nil {
+		t.Fatalf("bash: %v: %s", err, out)
+	}
+	pol, err := FromSolution(tp, script.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := shell(t)
+	res, err := Run(context.Background(), pol, tp, sh, "Run the script.", Config{MaxTurns: 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Termination != EndComplete {
+		t.Fatalf("termination %s", res.Termination)
+	}
+	for _, turn := range res.Turns {
+		if strings.Contains(turn.Observation, "[exit status") || strings.Contains(turn.Observation, "warning") {
+			t.Errorf("turn %q: %s", turn.Reply, turn.Observation)
+		}
+	}
+	listing, err := sh.Run(context.Background(), `cd /tmp/split && for f in $(find . -type f | sort); do echo "== $f"; cat "$f"; done`, sandbox.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := exec.Command("bash", "-c", `cd "$1" && for f in $(find . -type f | sort); do echo "== $f"; cat "$f"; done`, "-", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listing.Stdout != string(want) || !strings.Contains(string(want), "indented") {
+		t.Fatalf("the shell's files:\n%s\nbash's files:\n%s", listing.Stdout, want)
 	}
 }
 

@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/moe"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Scripted is a policy that replays fixed replies, one per turn, then
@@ -29,47 +31,101 @@ func NewScripted(tp *moe.Chat, replies []string) *Scripted {
 	return &Scripted{tp: tp, replies: replies}
 }
 
-// FromSolution makes one reply per non-empty, non-comment line of a
-// solution script (a line ending in a backslash continues), then a final
-// <task_complete/>. Heredocs are sent whole with the line that opens them.
-// Lines that only set the script's error options (set -euo pipefail) are
-// left out, and so is a cd to /app before any other command: the episode's
-// shell is interactive and persistent, where errexit would end the shell
-// at the first failing command, and it starts in /app.
-func FromSolution(tp *moe.Chat, script string) *Scripted {
-	var replies []string
-	var cur strings.Builder
-	heredoc := ""
-	for _, line := range strings.Split(script, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if heredoc == "" && cur.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "#") || shellOptions.MatchString(trimmed) ||
-			(len(replies) == 0 && trimmed == "cd /app")) {
-			continue
-		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
-		switch {
-		case heredoc != "":
-			if trimmed == heredoc {
-				heredoc = ""
-			}
-		case strings.Contains(line, "<<"):
-			_, after, _ := strings.Cut(line, "<<")
-			heredoc = strings.Trim(strings.TrimSpace(strings.TrimPrefix(after, "-")), `'"`)
-			if f := strings.Fields(heredoc); len(f) > 0 {
-				heredoc = f[0]
-			}
-		case strings.HasSuffix(trimmed, "\\"):
-		}
-		if heredoc == "" && !strings.HasSuffix(trimmed, "\\") {
-			replies = append(replies, "<command>"+strings.TrimRight(cur.String(), "\n")+"</command>")
-			cur.Reset()
-		}
+// FromSolution makes one reply per top-level statement of a solution
+// script, parsed as bash, then a final <task_complete/>. A reply is the
+// statement's own source text, so quoting, comments inside compound
+// commands and here-document bodies reach the shell byte for byte; a
+// function definition is a turn of its own, which the persistent shell
+// keeps for the statements after it. Statements that share a line with a
+// here-document's opener are one reply, because the body follows the
+// whole line. Comments between statements are not sent. Statements that
+// only set shell options (set -euo pipefail) are left out, and so is a cd
+// to /app before any other command: the episode's shell is interactive and
+// persistent, where errexit would end the shell at the first failing
+// command, and it starts in /app.
+//
+// A script that is not valid bash is an error, never a partial split.
+func FromSolution(tp *moe.Chat, script string) (*Scripted, error) {
+	cmds, err := solutionCommands(script)
+	if err != nil {
+		return nil, err
 	}
-	return NewScripted(tp, append(replies, "<task_complete/>"))
+	replies := make([]string, 0, len(cmds)+1)
+	for _, c := range cmds {
+		replies = append(replies, "<command>"+c+"</command>")
+	}
+	return NewScripted(tp, append(replies, "<task_complete/>")), nil
 }
 
-// shellOptions matches a line that only sets shell options.
+// solutionCommands splits a solution script into the commands
+// FromSolution sends, one per turn.
+func solutionCommands(script string) ([]string, error) {
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).
+		Parse(strings.NewReader(script), "solve.sh")
+	if err != nil {
+		return nil, fmt.Errorf("agent: the solution script is not valid bash (%w): fix solve.sh", err)
+	}
+	comment := make([]bool, len(script))
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.Comment); ok {
+			for i := c.Pos().Offset(); i < c.End().Offset() && int(i) < len(script); i++ {
+				comment[i] = true
+			}
+		}
+		return true
+	})
+	var cmds []string
+	for i := 0; i < len(f.Stmts); {
+		first := f.Stmts[i]
+		// A here-document's body starts on the line after its opener's
+		// line, past any statement that follows on that line.
+		for i+1 < len(f.Stmts) && heredocLine(f.Stmts[i]) == f.Stmts[i+1].Pos().Line() {
+			i++
+		}
+		last := f.Stmts[i]
+		i++
+		limit := uint(len(script))
+		if i < len(f.Stmts) {
+			limit = f.Stmts[i].Pos().Offset()
+		}
+		end := last.End().Offset()
+		if last.Semicolon.IsValid() && !last.Background && !last.Coprocess && !last.Disown {
+			end = last.Semicolon.Offset() // a separator, not part of the command
+		}
+		// Here-document bodies (and their closing lines) lie after the
+		// statement's end: take the gap up to its last byte that is neither
+		// blank nor a comment.
+		for j := last.End().Offset(); j < limit; j++ {
+			if b := script[j]; !comment[j] && b != ' ' && b != '\t' && b != '\n' && b != '\r' && !(b == '\\' && j+1 < limit && script[j+1] == '\n') {
+				end = j + 1
+			}
+		}
+		text := strings.TrimSpace(script[first.Pos().Offset():end])
+		if shellOptions.MatchString(text) || (len(cmds) == 0 && text == "cd /app") {
+			continue
+		}
+		if strings.Contains(text, "</command>") {
+			return nil, fmt.Errorf("agent: the solution command at line %d spells </command>, which would end its reply early: write it differently in solve.sh", first.Pos().Line())
+		}
+		cmds = append(cmds, text)
+	}
+	return cmds, nil
+}
+
+// heredocLine is the line of a statement's last here-document opener, 0
+// when it has none.
+func heredocLine(s *syntax.Stmt) uint {
+	var line uint
+	syntax.Walk(s, func(n syntax.Node) bool {
+		if r, ok := n.(*syntax.Redirect); ok && (r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc) {
+			line = max(line, r.Word.End().Line())
+		}
+		return true
+	})
+	return line
+}
+
+// shellOptions matches a statement that only sets shell options.
 var shellOptions = regexp.MustCompile(`^set( +[-+][euxo]+( +pipefail)?)+$`)
 
 // Generate returns the next reply.

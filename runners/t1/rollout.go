@@ -85,7 +85,9 @@ the pipeline's rollouts are, by stages.rollout.`,
 				return err
 			}
 			if policy == "oracle" {
-				pol = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
+				if pol, err = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)); err != nil {
+					return err
+				}
 			}
 			sb, err := be.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: cfg.Sandbox.SandboxLimits()})
 			if err != nil {

@@ -168,7 +168,9 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if p.Purpose == "sft" {
 		// A demonstration: the reference solution through the same harness,
 		// its tokens the supervised data.
-		policy = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data))
+		if policy, err = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)); err != nil {
+			return nil, engine.Permanent(fmt.Errorf("task %s: %w", p.TaskID, err))
+		}
 	}
 	res, err := agent.Run(ctx, policy, tp, sh, t.Instruction, ec, nil)
 	if err != nil {

@@ -59,7 +59,11 @@ func demonstrations(t *testing.T, st store.ObjectStore, tok *moe.Tokenizer) ([]s
 	}
 	var rows []schemas.TokenRow
 	for a, script := range []string{"mkdir -p /app/out\necho hello > /app/out/greeting.txt\ncat /app/out/greeting.txt\n", "ls /app\nwc -c /app/out/greeting.txt\n"} {
-		res, err := agent.Run(ctx, agent.FromSolution(tp, script), tp, shell(t), "Write hello to /app/out/greeting.txt.", agent.Config{}, nil)
+		pol, err := agent.FromSolution(tp, script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := agent.Run(ctx, pol, tp, shell(t), "Write hello to /app/out/greeting.txt.", agent.Config{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

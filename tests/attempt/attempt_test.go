@@ -58,7 +58,10 @@ func TestRolloutAndReward(t *testing.T) {
 				return pol, err
 			}
 			tp, err := moe.NewChat(pol.Tokenizer)
-			pol.Engine = agent.FromSolution(tp, sp.SolveScript())
+			if err != nil {
+				return pol, err
+			}
+			pol.Engine, err = agent.FromSolution(tp, sp.SolveScript())
 			return pol, err
 		}
 	})
