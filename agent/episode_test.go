@@ -255,3 +255,16 @@ func TestObservationCannotForgeTurns(t *testing.T) {
 		t.Fatalf("%d special ids in the context, want 10: %q", specials, text)
 	}
 }
+
+// Bytes that are not UTF-8 reach the shell as they are: bash takes them,
+// so a solution that holds them is split, not refused.
+func TestFromSolutionKeepsInvalidUTF8(t *testing.T) {
+	s, err := FromSolution(template(t), "#!/bin/bash\nprintf '\xff\xfe' > /app/out.bin\necho done\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"<command>printf '\xff\xfe' > /app/out.bin</command>", "<command>echo done</command>", "<task_complete/>"}
+	if strings.Join(s.replies, "|") != strings.Join(want, "|") {
+		t.Fatalf("%q", s.replies)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/moe"
@@ -60,8 +61,12 @@ func FromSolution(tp *moe.Chat, script string) (*Scripted, error) {
 // solutionCommands splits a solution script into the commands
 // FromSolution sends, one per turn.
 func solutionCommands(script string) ([]string, error) {
+	// Bash takes bytes that are not UTF-8 as they come; the parser does
+	// not, so it reads a copy with each such byte replaced by one ASCII
+	// byte, which keeps every offset, and the commands are cut from the
+	// script itself.
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)).
-		Parse(strings.NewReader(script), "solve.sh")
+		Parse(strings.NewReader(asciiInvalid(script)), "solve.sh")
 	if err != nil {
 		return nil, fmt.Errorf("agent: the solution script is not valid bash (%w): fix solve.sh", err)
 	}
@@ -144,4 +149,21 @@ func (s *Scripted) Generate(_ context.Context, req inference.GenerateRequest) (*
 		RoutingUnavailable: "scripted policy", FinishReason: inference.FinishStop,
 		PromptTokens: len(req.InputIDs), CompletionTokens: len(ids),
 	}, nil
+}
+
+// asciiInvalid replaces every byte of s that is not part of valid UTF-8
+// with '_', keeping each offset.
+func asciiInvalid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := []byte(s)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			b[i] = '_'
+		}
+		i += n
+	}
+	return string(b)
 }

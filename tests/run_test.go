@@ -82,7 +82,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		t.Fatalf("status %s (%s): %+v", s.Status, s.Reason, s.Events)
 	}
 	for typ, want := range map[string]uint64{"run.started": 1, "synth.requested": 1, "pool.sealed": 1, "sft.requested": 1, "sft.completed": 1,
-		"iteration.started": 2, "batch.ready": 2, "critic.updated": 2, "policy.updated": 2, "eval.requested": 2, "eval.completed": 2, "run.completed": 1} {
+		"iteration.started": 2, "batch.ready": 2, "critic.updated": 2, "policy.updated": 2, "eval.requested": 3, "eval.completed": 3, "run.completed": 1} {
 		if s.Events[typ] != want {
 			t.Errorf("%d %s events, want %d", s.Events[typ], typ, want)
 		}
@@ -97,8 +97,8 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		}
 	}
 	// v0 is the base policy, v1 its fine-tuned successor, v2 and v3 after
-	// the two PPO updates.
-	if len(s.Evals) != 2 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 3 || s.Dead != 0 {
+	// the two PPO updates: the recipe table's three rows.
+	if len(s.Evals) != 3 || s.Evals[0].PolicyVersion != 0 || s.Evals[1].PolicyVersion != 1 || s.Evals[2].PolicyVersion != 3 || s.Dead != 0 {
 		t.Errorf("evals %+v, dead letters %d", s.Evals, s.Dead)
 	}
 	// Every table has rows, read through the run's claim checks.
