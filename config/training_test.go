@@ -15,7 +15,7 @@ func TestTrainingOverlay(t *testing.T) {
 		tr.Trainer.Backend != "exec" || tr.Trainer.Command[0] != "torchrun" || tr.Trainer.Command[3] != "{job}" {
 		t.Errorf("parsed %+v", tr)
 	}
-	if d := Default().Training; d.Trainer.Backend != "reference" || !d.Replay || d.Adam().LR != 3e-4 {
+	if d := Default().Training; d.Trainer.Backend != "reference" || !d.Replay || d.Adam().LR != 1e-4 {
 		t.Errorf("defaults %+v", d)
 	}
 	if tr.CriticAdam().LR != 5e-4 || tr.CriticAdam().Beta2 != 0.95 {

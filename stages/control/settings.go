@@ -36,7 +36,7 @@ type Settings struct {
 
 // DefaultSettings is a small run for a laptop.
 func DefaultSettings() Settings {
-	return Settings{PoolTarget: 192, Rounds: 2, Seeds: 96, PerSeed: 1, Iterations: 4, TasksPerIteration: 16, Attempts: 4, MinSuccess: 0.5,
+	return Settings{PoolTarget: 192, Rounds: 2, Seeds: 96, PerSeed: 1, Iterations: 3, TasksPerIteration: 16, Attempts: 4, MinSuccess: 0.5,
 		MaxTurns: 6, EvalBaseline: true, SFTSteps: 1500}
 }
 
