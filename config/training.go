@@ -95,8 +95,8 @@ const (
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
-		Baseline: BaselineCritic, LossWeighting: LossPerToken,
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		Baseline: BaselineGroup, LossWeighting: LossPerToken,
 		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
