@@ -28,7 +28,7 @@ func BenchmarkHarnessTurn(b *testing.B) {
 	b.ResetTimer()
 	turns := 0
 	for range b.N {
-		res, err := Run(context.Background(), NewScripted(tp, replies), tp, instantShell{}, "Benchmark task.", Config{MaxTurns: len(replies) + 1, Context: 1 << 20}, nil)
+		res, err := Run(context.Background(), NewScripted(OwnChat(tp), replies), OwnChat(tp), instantShell{}, "Benchmark task.", Config{MaxTurns: len(replies) + 1, Context: 1 << 20}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkEpisodeTrivial(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := Run(ctx, NewScripted(tp, replies), tp, sh, "Echo five numbers.", Config{}, nil); err != nil {
+		if _, err := Run(ctx, NewScripted(OwnChat(tp), replies), OwnChat(tp), sh, "Echo five numbers.", Config{}, nil); err != nil {
 			b.Fatal(err)
 		}
 		sh.Close()
