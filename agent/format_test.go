@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,35 @@ func TestEpisodePolicyCompaction(t *testing.T) {
 		if !strings.Contains(next, "Print numbers.") || !strings.Contains(next, testSummary) {
 			t.Fatalf("the chunk after compaction does not carry the summary on: %q", next)
 		}
+	}
+}
+
+func TestModelSettingsCheck(t *testing.T) {
+	check := func(m ModelSettings) []string {
+		var errs []string
+		m.Check(func(path, format string, args ...any) { errs = append(errs, path+": "+fmt.Sprintf(format, args...)) })
+		return errs
+	}
+	if errs := check(DefaultModelSettings()); len(errs) != 0 {
+		t.Fatalf("defaults refused: %v", errs)
+	}
+	ok := ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls, Thinking: "off", Compaction: CompactPolicy, SummaryLoss: true}
+	if errs := check(ok); len(errs) != 0 {
+		t.Fatalf("refused %+v: %v", ok, errs)
+	}
+	for _, bad := range []ModelSettings{
+		{ActionFormat: "xml", Thinking: "template", Compaction: CompactMechanical},
+		{Tokenizer: t.TempDir(), ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: false}, // no tokenizer.json
+		{ActionFormat: FormatToolCalls, Thinking: "template", Compaction: CompactMechanical}, // no template to show the tool
+		{ActionFormat: FormatTags, Thinking: "on", Compaction: CompactMechanical},           // t1's template does not think
+		{ActionFormat: FormatTags, Thinking: "template", Compaction: "llm"},
+		{ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: true},
+	} {
+		if errs := check(bad); len(errs) != 1 {
+			t.Errorf("%+v: %v", bad, errs)
+		}
+	}
+	if !DefaultModelSettings().IsZero() || ok.IsZero() {
+		t.Fatal("only the defaults stay out of the configuration hash")
 	}
 }

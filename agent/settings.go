@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/t1pipe/t1/config/check"
@@ -72,6 +74,14 @@ func (m ModelSettings) IsZero() bool { return m == DefaultModelSettings() || m =
 
 // Check reports every invalid setting.
 func (m ModelSettings) Check(r check.Report) {
+	if m.Tokenizer != "" {
+		for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+			if _, err := os.Stat(filepath.Join(m.Tokenizer, f)); err != nil {
+				r("tokenizer", "%s: want a model directory holding tokenizer.json and tokenizer_config.json", err)
+				break
+			}
+		}
+	}
 	if _, err := NewFormat(m.ActionFormat); err != nil {
 		r("action_format", "%q: want one of %v", m.ActionFormat, Formats)
 	}

@@ -276,10 +276,9 @@ func (a *Assembler) nextConversation() (string, error) {
 	}
 	ids := a.tmpl.tokenize(esc)
 	text := a.tmpl.unescape(esc)
-	clipped := false
-	if last := c.Turns[len(c.Turns)-1]; last < len(c.IDs) {
-		clipped = !slices.Contains(a.chat.Stops(), c.IDs[len(c.IDs)-1])
-	}
+	// The held ids end at the last sample: its last id says whether the
+	// turn reached its end token.
+	clipped := len(c.Turns) > 0 && !slices.Contains(a.chat.Stops(), c.IDs[len(c.IDs)-1])
 	kind := schemas.RepairStrictPrefix
 	var rest []int
 	switch {
