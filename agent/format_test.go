@@ -229,8 +229,8 @@ func TestModelSettingsCheck(t *testing.T) {
 	for _, bad := range []ModelSettings{
 		{ActionFormat: "xml", Thinking: "template", Compaction: CompactMechanical},
 		{Tokenizer: t.TempDir(), ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: false}, // no tokenizer.json
-		{ActionFormat: FormatToolCalls, Thinking: "template", Compaction: CompactMechanical}, // no template to show the tool
-		{ActionFormat: FormatTags, Thinking: "on", Compaction: CompactMechanical},           // t1's template does not think
+		{ActionFormat: FormatToolCalls, Thinking: "template", Compaction: CompactMechanical},                                        // no template to show the tool
+		{ActionFormat: FormatTags, Thinking: "on", Compaction: CompactMechanical},                                                   // t1's template does not think
 		{ActionFormat: FormatTags, Thinking: "template", Compaction: "llm"},
 		{ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: true},
 	} {
