@@ -37,6 +37,32 @@ func BenchmarkHarnessTurn(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns), "µs/turn")
 }
 
+// BenchmarkHarnessTurnQwen3 is BenchmarkHarnessTurn on Qwen3's own
+// template and tokenizer with native tool calls: every boundary re-renders
+// the whole conversation through Jinja and tokenises it, so a turn costs
+// more as the episode grows.
+func BenchmarkHarnessTurnQwen3(b *testing.B) {
+	tp := qwen3(&testing.T{}, "template")
+	replies := make([]string, 64)
+	for i := range replies {
+		replies[i] = fmt.Sprintf("<think>\nNext step %d.\n</think>\n\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -la /app/dir%d && cat /app/file%d.txt\"}}\n</tool_call>", i, i, i)
+	}
+	cfg := Config{MaxTurns: len(replies) + 1, Context: 1 << 20, SystemPrompt: ToolCallsSystemPrompt, Model: ModelSettings{ActionFormat: FormatToolCalls}}
+	b.ResetTimer()
+	turns := 0
+	for range b.N {
+		res, err := Run(context.Background(), NewScripted(tp, replies), tp, instantShell{}, "Benchmark task.", cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Repairs["strict_prefix"] != len(replies) {
+			b.Fatalf("repairs %v", res.Repairs)
+		}
+		turns += len(res.Turns)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns), "µs/turn")
+}
+
 // BenchmarkEpisodeTrivial plays whole episodes of a trivial policy (five
 // echo commands, then done) in a fresh bubblewrap sandbox each.
 func BenchmarkEpisodeTrivial(b *testing.B) {
