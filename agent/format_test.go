@@ -242,3 +242,28 @@ func TestModelSettingsCheck(t *testing.T) {
 		t.Fatal("only the defaults stay out of the configuration hash")
 	}
 }
+
+// Config.Chat builds the rendering the model settings name, once per
+// process for a model directory.
+func TestConfigChat(t *testing.T) {
+	own := template(t)
+	c, err := Config{}.Chat(own)
+	if err != nil || c.Tools() != nil || c.ObservationRole() != "user" {
+		t.Fatalf("default chat %T, %v", c, err)
+	}
+	if _, err := (Config{Model: ModelSettings{ActionFormat: FormatToolCalls}}).Chat(own); err == nil {
+		t.Fatal("tool calls on t1's template accepted")
+	}
+	cfg := Config{Model: ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls, Thinking: "off"}}
+	c, err = cfg.Chat(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, ok := c.(*Template)
+	if !ok || len(tp.Tools()) != 1 || tp.ObservationRole() != "tool" || *tp.opts.EnableThinking {
+		t.Fatalf("chat %T %+v", c, c)
+	}
+	if again, _ := cfg.Chat(own); again != c {
+		t.Fatal("the model directory was loaded twice")
+	}
+}
