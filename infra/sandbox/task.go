@@ -123,9 +123,10 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 	if err != nil {
 		return err
 	}
-	vars := map[string]string{} // ARG and ENV values, for substitution
-	var envList []string        // ENV in order, for commands
-	var argList []string        // ARG values, for RUN only
+	// ARG and ENV values, for substitution; $PATH starts as commands see it.
+	vars := map[string]string{"PATH": defaultPath}
+	var envList []string // ENV in order, for commands
+	var argList []string // ARG values, for RUN only
 	workdir := "/"
 	froms := 0
 	for _, in := range ins {
@@ -148,6 +149,10 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories", file, in.Line, image)
 			b.notes = append(b.notes, note)
 			slog.Debug("sandbox: " + note)
+			if err := b.aliasFrom(file, in.Line, image); err != nil {
+				return err
+			}
+			vars["PATH"] = b.aliasPath()
 		case "ARG":
 			for _, w := range in.Args {
 				k, v, hasV := strings.Cut(w, "=")
