@@ -90,6 +90,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// FirstTurnTokens is the context the first turn of an episode of
+// instruction takes: the system prompt and the instruction as the policy
+// reads them, and one reply of at most MaxNewTokens. A Context below it
+// ends the episode before the policy replies (EndContext).
+func FirstTurnTokens(tp *moe.Chat, instruction string, cfg Config) int {
+	cfg = cfg.withDefaults()
+	asm := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: cfg.SystemPrompt}, {Role: moe.RoleUser, Content: instruction}})
+	return len(asm.Prompt()) + cfg.MaxNewTokens
+}
+
 // Shell runs commands with state carried between them.
 type Shell interface {
 	Run(ctx context.Context, script string, opts sandbox.RunOptions) (sandbox.Result, error)
@@ -141,7 +151,9 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if len(asm.Prompt())+cfg.MaxNewTokens > int(float64(cfg.Context)*cfg.CompactAt) {
+		// Compaction drops turns: before the first there is nothing to drop,
+		// and a summary would only add to the prompt.
+		if len(res.Turns) > 0 && len(asm.Prompt())+cfg.MaxNewTokens > int(float64(cfg.Context)*cfg.CompactAt) {
 			// Keep as many recent turns as fit; a single huge observation
 			// may leave room for none.
 			fits := false
@@ -152,10 +164,10 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 					asm.Compact(msgs)
 				}
 			}
-			if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
-				end = EndContext
-				break
-			}
+		}
+		if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
+			end = EndContext
+			break
 		}
 		t0 := time.Now()
 		sp := cfg.Sampling

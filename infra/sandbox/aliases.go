@@ -21,33 +21,32 @@ const hostPython = "/usr/bin/python3"
 // aliasFrom provides what the FROM image would have that the host's
 // system directories may lack: the python:* images' `python`, which is
 // their python3. The alias lives in ctl/bin (read-only inside, outside the
-// snapshot) and is reported in Info().Aliases and a note.
-func (b *box) aliasFrom(file string, line int, image string) error {
+// snapshot) and is reported in Info().Aliases; what it says is returned
+// for the FROM line's note.
+func (b *box) aliasFrom(image string) (string, error) {
 	name := strings.ToLower(path.Base(image))
 	if !strings.HasPrefix(name, "python:") && name != "python" {
-		return nil
+		return "", nil
 	}
 	if _, err := os.Stat("/usr/bin/python"); err == nil {
-		return nil
+		return "", nil
 	}
 	if _, err := os.Stat(hostPython); err != nil {
-		b.notes = append(b.notes, fmt.Sprintf("%s:%d: FROM %s: no python: the host has no %s", file, line, image, hostPython))
-		return nil
+		return "; the host has no " + hostPython + ", so there is no python", nil
 	}
 	if _, err := b.ctlRoot.Lstat(aliasDir); err != nil {
 		if err := b.ctlRoot.Mkdir(aliasDir, 0o755); err != nil {
-			return fmt.Errorf("sandbox: alias directory: %w", err)
+			return "", fmt.Errorf("sandbox: alias directory: %w", err)
 		}
 	}
 	if err := b.ctlRoot.Symlink(hostPython, aliasDir+"/python"); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("sandbox: python alias: %w", err)
+		return "", fmt.Errorf("sandbox: python alias: %w", err)
 	}
 	if b.aliases == nil {
 		b.aliases = map[string]string{}
 	}
 	b.aliases["python"] = hostPython
-	b.notes = append(b.notes, fmt.Sprintf("%s:%d: FROM %s: python runs the host's %s", file, line, image, hostPython))
-	return nil
+	return "; python runs the host's " + hostPython, nil
 }
 
 // aliasPath is the PATH with the alias directory first, as commands see

@@ -146,13 +146,14 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 			if len(in.Args) > 0 {
 				image = in.Args[0]
 			}
-			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories", file, in.Line, image)
-			b.notes = append(b.notes, note)
-			slog.Debug("sandbox: " + note)
-			if err := b.aliasFrom(file, in.Line, image); err != nil {
+			alias, err := b.aliasFrom(image)
+			if err != nil {
 				return err
 			}
 			vars["PATH"] = b.aliasPath()
+			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories%s", file, in.Line, image, alias)
+			b.notes = append(b.notes, note)
+			slog.Debug("sandbox: " + note)
 		case "ARG":
 			for _, w := range in.Args {
 				k, v, hasV := strings.Cut(w, "=")
@@ -216,8 +217,11 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 				return fail("RUN %s: %v", in.Raw, err)
 			}
 			if res.ExitCode != 0 {
-				return fail("RUN %s: exit code %d%s (the sandbox has no network: package installs fail here)\n%s%s",
-					in.Raw, res.ExitCode, timedOut(res), res.Stdout, res.Stderr)
+				hint := ""
+				if installs(in.Raw, jsonArgs(in)) {
+					hint = " (the sandbox has no network: package installs fail here)"
+				}
+				return fail("RUN %s: exit code %d%s%s\n%s%s", in.Raw, res.ExitCode, timedOut(res), hint, res.Stdout, res.Stderr)
 			}
 		case "USER":
 			u, _ := unquote(in.Raw, vars)
@@ -234,6 +238,14 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 	b.env = mergeEnv(envList, b.env)
 	if workdir != "/" {
 		b.workDir = workdir
+	}
+	return nil
+}
+
+// jsonArgs is the exec form's argv, nil for the shell form.
+func jsonArgs(in Instruction) []string {
+	if in.JSON {
+		return in.Args
 	}
 	return nil
 }

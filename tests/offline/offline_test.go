@@ -38,7 +38,7 @@ func TestFixturesOffline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !solved.Offline || !solved.Report.Solved || solved.Report.Total != tests || solved.Report.Source != verifier.SourceJUnit {
+			if !solved.Offline || !solved.Report.Solved || solved.Report.Total != tests || solved.Report.Source != verifier.SourceCTRF {
 				t.Fatalf("oracle: %+v", solved.Report)
 			}
 			unsolved, err := trial.Run(ctx, dir, tk, nil, opt)
