@@ -106,6 +106,9 @@ type Outcome struct {
 	Offline bool
 	// Isolated is false when the sandbox backend isolates nothing.
 	Isolated bool
+	// Notes say how the environment was built (Info().Notes): what of
+	// the Dockerfile was left out, and what stands in for its image.
+	Notes    []string
 	Duration time.Duration
 }
 
@@ -134,7 +137,7 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 		return Outcome{}, fmt.Errorf("trial %s: %w", t.Name, err)
 	}
 	defer sb.Close()
-	out := Outcome{SolutionExit: NoSolution, Isolated: sb.Info().Isolated}
+	out := Outcome{SolutionExit: NoSolution, Isolated: sb.Info().Isolated, Notes: sb.Info().Notes}
 	if sol != nil {
 		if err := out.solve(ctx, sb, t, sol, opt); err != nil {
 			return out, fmt.Errorf("trial %s: %w", t.Name, err)

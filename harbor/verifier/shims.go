@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"bytes"
 	"embed"
 	"fmt"
 	"os"
@@ -33,6 +34,8 @@ func WriteShims(dir string, python bool) error {
 	if err != nil {
 		return err
 	}
+	// The real tools are looked for where the verifier's PATH has them.
+	script = bytes.ReplaceAll(script, []byte("@PATH@"), []byte(Path))
 	plugin, err := shimFiles.ReadFile("shims/t1_ctrf.py")
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ type checkResult struct {
 	Reward       float64              `json:"reward"`
 	Problems     []string             `json:"problems,omitempty"`
 	Error        string               `json:"error,omitempty"`
+	// Notes say how the sandbox built the environment (FROM ignored,
+	// python for a python image).
+	Notes []string `json:"environment_notes,omitempty"`
 	// SolutionTail is the end of the solution's output (stdout, then
 	// stderr) when it failed.
 	SolutionTail string `json:"solution_tail,omitempty"`
@@ -108,7 +111,7 @@ directories provide. Exits non-zero unless every task is solved.`,
 					var out trial.Outcome
 					if out, err = trial.Run(cmd.Context(), dir, t, trial.Oracle(dir), opt); err == nil {
 						rep := out.Report
-						r.SolutionExit, r.Offline, r.Isolated = out.SolutionExit, out.Offline, out.Isolated
+						r.SolutionExit, r.Offline, r.Isolated, r.Notes = out.SolutionExit, out.Offline, out.Isolated, out.Notes
 						r.Source, r.Assertions, r.Passed, r.Total, r.Solved = string(rep.Source), rep.Assertions, rep.Passed, rep.Total, rep.Solved
 						r.Reward, r.Problems = rf.Score(rep).Value, rep.Problems
 						if out.SolutionExit != 0 || out.SolutionTimedOut {
@@ -171,6 +174,9 @@ func printChecks(w io.Writer, rs []checkResult) {
 			notes += ", NOT ISOLATED"
 		}
 		fmt.Fprintf(w, "%s (%s): solution exit %d, verifier report from %s%s\n", r.Dir, r.Task, r.SolutionExit, r.Source, notes)
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  environment: %s\n", n)
+		}
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		for _, a := range r.Assertions {
 			msg := strings.SplitN(a.Message, "\n", 2)[0]

@@ -46,6 +46,11 @@ func TestTasksCheckTerminalBenchShapes(t *testing.T) {
 		if !r.Solved || r.Passed != w.tests || r.Total != w.tests || r.Source != w.source || !r.Offline || r.NoOp == nil || r.NoOp.Passed != 0 || r.NoOp.Total != w.tests {
 			t.Errorf("%s: %+v (no-op %+v)", r.Task, r, r.NoOp)
 		}
+		// A host with its own python needs no alias.
+		_, hostPython := os.Stat("/usr/bin/python")
+		if python := strings.Contains(strings.Join(r.Notes, " "), "python runs the host's /usr/bin/python3"); hostPython != nil && python != (r.Task == "py-image") {
+			t.Errorf("%s: environment notes %q", r.Task, r.Notes)
+		}
 	}
 }
 
