@@ -114,6 +114,19 @@ const SummaryPrompt = "Your context is nearly full. Do not run any more commands
 // summaryHeading opens the user message that carries the summary on.
 const summaryHeading = "Summary of the work so far, written before the context was compacted:\n"
 
+// FirstTurnTokens is the context the first turn of an episode of
+// instruction takes: the system prompt and the instruction as the policy
+// reads them, and one reply of at most MaxNewTokens. A Context below it
+// ends the episode before the policy replies (EndContext).
+func FirstTurnTokens(chat Chat, instruction string, cfg Config) (int, error) {
+	cfg = cfg.withDefaults()
+	asm, err := NewAssembler(chat, []Message{{Role: "system", Content: cfg.SystemPrompt}, {Role: "user", Content: instruction}})
+	if err != nil {
+		return 0, fmt.Errorf("agent: %w", err)
+	}
+	return len(asm.Prompt()) + cfg.MaxNewTokens, nil
+}
+
 // Shell runs commands with state carried between them.
 type Shell interface {
 	Run(ctx context.Context, script string, opts sandbox.RunOptions) (sandbox.Result, error)
@@ -182,7 +195,9 @@ func Run(ctx context.Context, pol inference.Engine, chat Chat, sh Shell, instruc
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if n := len(asm.Prompt()) + cfg.MaxNewTokens; n > limit && (!summarising || n > cfg.Context) {
+		// Compaction drops turns: before the first there is nothing to drop,
+		// and a summary would only add to the prompt.
+		if n := len(asm.Prompt()) + cfg.MaxNewTokens; len(res.Turns) > 0 && n > limit && (!summarising || n > cfg.Context) {
 			summarising = false
 			// Keep as many recent turns as fit; a single huge observation
 			// may leave room for none.
@@ -200,10 +215,10 @@ func Run(ctx context.Context, pol inference.Engine, chat Chat, sh Shell, instruc
 					}
 				}
 			}
-			if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
-				end = EndContext
-				break
-			}
+		}
+		if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
+			end = EndContext
+			break
 		}
 		t0 := time.Now()
 		sp := cfg.Sampling

@@ -160,6 +160,8 @@ var splitCases = []struct {
 		[]string{"for i in 1 2; do\n  # each\n  echo $i >> f\ndone", "n=0", "while [ $n -lt 2 ]; do\n  n=$((n+1))\ndone", "case $n in\n  2) echo two > g ;;\n  *) echo other > g ;;\nesac"}},
 	{"continuation, groups and separators", "printf '%s\\n' \\\n  a b > f\n{ echo x; echo y; } > g; ( cd / && pwd ) >> g\nset -euo pipefail\nset -e; echo z >> g & wait\n",
 		[]string{"printf '%s\\n' \\\n  a b > f", "{ echo x; echo y; } > g", "( cd / && pwd ) >> g", "echo z >> g &", "wait"}},
+	{"every way to set error options", "set -Eeuo pipefail\nset -o errexit -o nounset\nset -x\nset +e\necho a > f\nset -- a b\necho \"$#\" >> f\n",
+		[]string{"echo a > f", "set -- a b", "echo \"$#\" >> f"}},
 }
 
 func TestFromSolutionSplits(t *testing.T) {
@@ -266,5 +268,30 @@ func TestFromSolutionKeepsInvalidUTF8(t *testing.T) {
 	want := []string{"<command>printf '\xff\xfe' > /app/out.bin</command>", "<command>echo done</command>", "<task_complete/>"}
 	if strings.Join(s.replies, "|") != strings.Join(want, "|") {
 		t.Fatalf("%q", s.replies)
+	}
+}
+
+// A context that holds the first turn lets the policy reply: compaction
+// before any turn has nothing to drop and would only add a summary. A
+// context one token short ends the episode before the first reply.
+func TestFirstTurnFitsContext(t *testing.T) {
+	tp := OwnChat(template(t))
+	instruction := strings.Repeat("Count the words of every text file in the directory and write the counts. ", 40)
+	cfg := Config{MaxTurns: 1}
+	need, err := FirstTurnTokens(tp, instruction, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Context = need
+	res, err := Run(context.Background(), NewScripted(tp, []string{"<task_complete/>"}), tp, shell(t), instruction, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Termination != EndComplete || len(res.Turns) != 1 {
+		t.Fatalf("context %d: %s after %d turns", cfg.Context, res.Termination, len(res.Turns))
+	}
+	cfg.Context--
+	if res, err = Run(context.Background(), NewScripted(tp, []string{"<task_complete/>"}), tp, shell(t), instruction, cfg, nil); err != nil || res.Termination != EndContext || len(res.Turns) != 0 {
+		t.Fatalf("context %d: %v, %+v", cfg.Context, err, res)
 	}
 }

@@ -127,7 +127,7 @@ func heredocLine(s *syntax.Stmt) uint {
 }
 
 // shellOptions matches a statement that only sets shell options.
-var shellOptions = regexp.MustCompile(`^set( +[-+][euxo]+( +pipefail)?)+$`)
+var shellOptions = regexp.MustCompile(`^set( +[-+][a-zA-Z]*o +[a-z]+| +[-+][a-zA-Z]+)+$`)
 
 // Generate returns the next reply.
 func (s *Scripted) Generate(_ context.Context, req inference.GenerateRequest) (*inference.GenerateResponse, error) {

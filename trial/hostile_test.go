@@ -76,6 +76,9 @@ var attacks = map[string]string{
 	// Shims in ~/.local/bin, which the image puts first on PATH, for every
 	// command a verifier starts with.
 	"path-shim": "mkdir -p /root/.local/bin\nfor c in python3 python pytest env mkdir; do { echo '#!/bin/bash'; echo " + shellSingle(forgeSh) + "; echo t1_forge; } > /root/.local/bin/$c; chmod +x /root/.local/bin/$c; done\n",
+	// Stand-ins of its own where the offline verifier keeps its stand-ins
+	// for network installers, and uv's env file pointing there.
+	"verifier-shims": "mkdir -p /tmp/t1-verifier/shims /root/.local/bin\nfor c in uvx uv curl wget pytest python3 python pip apt-get sh; do { echo '#!/bin/bash'; echo " + shellSingle(forgeSh) + "; echo t1_forge; } > /tmp/t1-verifier/shims/$c; chmod +x /tmp/t1-verifier/shims/$c; done\necho 'export PATH=/tmp/t1-verifier/shims:$PATH' > /root/.local/bin/env\n",
 	// ~/.bashrc, which BASH_ENV makes every non-interactive bash source:
 	// a function and an alias shadow the commands the verifier runs.
 	"rc-function": "cat >> /root/.bashrc <<'EOF'\n" + forgeSh + "python3() { t1_forge; }\nmkdir() { t1_forge; }\nshopt -s expand_aliases\nalias python3=t1_forge\nEOF\n",

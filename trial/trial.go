@@ -27,8 +27,10 @@ import (
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
-// Offline says when the verifier runs the task's pytest files with the
-// sandbox's own pytest instead of tests/test.sh.
+// Offline says when the verifier runs tests/test.sh with stand-ins for
+// the network installers it calls (curl … | sh of uv's installer, uv,
+// uvx, pip, apt-get: see the verifier package's "Offline verification"),
+// which succeed when what they are asked for is on the sandbox's image.
 type Offline string
 
 const (
@@ -100,10 +102,13 @@ type Outcome struct {
 	// ran (the exit code ends its precedence chain).
 	Report           *verifier.Report
 	VerifierTimedOut bool
-	// Offline is set when the local pytest stood in for test.sh.
+	// Offline is set when stand-ins answered test.sh's network installers.
 	Offline bool
 	// Isolated is false when the sandbox backend isolates nothing.
 	Isolated bool
+	// Notes say how the environment was built (Info().Notes): what of
+	// the Dockerfile was left out, and what stands in for its image.
+	Notes    []string
 	Duration time.Duration
 }
 
@@ -132,7 +137,7 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 		return Outcome{}, fmt.Errorf("trial %s: %w", t.Name, err)
 	}
 	defer sb.Close()
-	out := Outcome{SolutionExit: NoSolution, Isolated: sb.Info().Isolated}
+	out := Outcome{SolutionExit: NoSolution, Isolated: sb.Info().Isolated, Notes: sb.Info().Notes}
 	if sol != nil {
 		if err := out.solve(ctx, sb, t, sol, opt); err != nil {
 			return out, fmt.Errorf("trial %s: %w", t.Name, err)
@@ -226,8 +231,8 @@ func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, er
 // attempt's snapshot) into it and runs the verifier there (see the
 // verifier package's "Guarantees"): the task's tests from taskDir, not
 // from the layer; an empty HOME and the pristine tests directory as the
-// working directory; a fixed PATH and a scrubbed environment; isolated
-// Python for the offline pytest. A layer that does not restore is
+// working directory; a fixed PATH and a scrubbed environment; for an
+// offline verifier, the stand-ins for network installers first on PATH. A layer that does not restore is
 // ErrLayer; a refused unisolated sandbox wraps sandbox.ErrUnisolated.
 func VerifyLayer(ctx context.Context, layer io.Reader, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
 	sb, err := opt.Start(ctx, taskDir)
@@ -266,13 +271,13 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Dir: "/tests", Env: env}
 	switch mode := opt.Offline; {
 	case mode == OfflineAlways, mode != OfflineNever && needsOffline(t):
-		plan, err := verifier.OfflinePytest(t, verifier.PytestOptions{
-			TestsDir: p("/tests"), LogsDir: p("/logs/verifier"), Home: home,
-		})
-		if err != nil {
+		// test.sh runs whole, every step of it; its network installers
+		// find the verifier's stand-ins first on PATH, written after the
+		// reset above, so nothing of the attempt's is among them.
+		if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != ""); err != nil {
 			return nil, false, false, err
 		}
-		cmd, offline = sandbox.Cmd{Args: plan.Argv, Dir: "/tests", Env: plan.Env}, true
+		cmd.Env, offline = verifier.OfflineEnv(t, home, p(verifier.ShimDir)), true
 	}
 	cmd.Timeout = opt.VerifyTimeout
 	if cmd.Timeout == 0 {
@@ -295,6 +300,23 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 		rep.Problems = append(rep.Problems, fmt.Sprintf("verifier timed out after %s", cmd.Timeout))
 	}
 	return rep, res.TimedOut, offline, nil
+}
+
+// uploadShims puts the verifier's stand-ins for network installers at
+// verifier.ShimDir.
+func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python bool) error {
+	dir, err := os.MkdirTemp(tmp, "t1-shims-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := verifier.WriteShims(dir, python); err != nil {
+		return err
+	}
+	if err := sb.Upload(ctx, dir, verifier.ShimDir); err != nil {
+		return fmt.Errorf("upload verifier shims: %w", err)
+	}
+	return nil
 }
 
 func needsOffline(t *harbor.Task) bool {

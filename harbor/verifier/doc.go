@@ -40,7 +40,26 @@
 //
 // Terminal-Bench test.sh files fetch uv, pytest and plugins at verify time.
 // NeedsOffline finds such fetches (curl, wget, uv/uvx, pip, apt, npm, git
-// clone, …); OfflinePytest builds the command that runs the task's pytest
-// files with the local pytest (Debian python3-pytest: no CTRF plugin, so
-// --junitxml) from the image's WORKDIR, and returns where the report lands.
+// clone, …). Such a test.sh still runs whole, every step of it, with
+// stand-ins (WriteShims, uploaded at ShimDir, first on PATH: OfflineEnv)
+// for the installers it calls:
+//
+//	curl|wget … astral.sh/uv …   prints an installer that writes ~/.local/bin/env (and
+//	                             ~/.cargo/env) and uv/uvx there; other fetches run the real tool
+//	apt-get|apt install P…       ok when dpkg has every P installed, else exit 100 naming the rest;
+//	                             update, upgrade, clean: skipped
+//	pip|pip3 install, python3 -m pip install, uv pip install, uv add, uv tool install
+//	                             ok when every distribution (and -r file's) is installed, else
+//	                             exit 1 naming the rest; a differing ==version is noted
+//	uvx, uv run, uv tool run     the same for --with/--from, then the command; pytest and
+//	                             python stand for the image's
+//	pytest, python3 -m pytest    the image's pytest as isolated Python (-I -B,
+//	                             -p no:cacheprovider); --ctrf PATH is written by
+//	                             shims/t1_ctrf.py when pytest-json-ctrf is absent
+//	uv venv, sync, init, python  a venv with the system's packages; skipped; the image's python3
+//
+// Each failure is one line "t1 offline verifier: …" on stderr naming what
+// the image lacks. A test file that fails to import is one failed result
+// whose message names the error ("collection failure: ModuleNotFoundError:
+// No module named 'numpy'"), in CTRF and in JUnit.
 package verifier

@@ -100,6 +100,10 @@ func ParseJUnit(data []byte) ([]Assertion, error) {
 					if cur.Message == "" {
 						line, _, _ := strings.Cut(strings.TrimSpace(text.String()), "\n")
 						cur.Message = bound(line, MaxMessageBytes)
+					} else if cur.Message == collectionFailure {
+						if e := lastErrorLine(text.String()); e != "" {
+							cur.Message = bound(collectionFailure+": "+e, MaxMessageBytes)
+						}
 					}
 					inResult = false
 				}
@@ -110,6 +114,21 @@ func ParseJUnit(data []byte) ([]Assertion, error) {
 		return nil, errors.New("no <testsuites> or <testsuite> element")
 	}
 	return mergeDuplicates(out), nil
+}
+
+// collectionFailure is pytest's message for a test file it could not
+// import; the exception (the module that is missing) is in the text.
+const collectionFailure = "collection failure"
+
+// lastErrorLine is the last "E   …" line of a pytest traceback.
+func lastErrorLine(trace string) string {
+	var last string
+	for _, l := range strings.Split(trace, "\n") {
+		if rest, ok := strings.CutPrefix(l, "E "); ok {
+			last = strings.TrimSpace(rest)
+		}
+	}
+	return last
 }
 
 // statusRank orders outcomes from best to worst for merging.

@@ -57,11 +57,12 @@ type box struct {
 	gid     int
 	limits  Limits
 	workDir string
-	env     []string  // task environment, "K=V", applied after the base
-	base    manifest  // state after setup; Snapshot diffs against it
-	release func()    // frees the host uid, if one was allocated
-	notes   []string  // what the environment build ignored
-	disk    diskState // how the disk budget is enforced, and the last usage seen
+	env     []string          // task environment, "K=V", applied after the base
+	base    manifest          // state after setup; Snapshot diffs against it
+	release func()            // frees the host uid, if one was allocated
+	notes   []string          // what the environment build ignored
+	aliases map[string]string // command → what it runs (aliases.go)
+	disk    diskState         // how the disk budget is enforced, and the last usage seen
 	// ctlRoot is ctl/; binds are the writable directories, in
 	// writableDirs order, which bwrap binds by descriptor.
 	ctlRoot *safeRoot
@@ -138,7 +139,7 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Disk: b.disk.mode}
+	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Aliases: b.aliases, Disk: b.disk.mode}
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work
@@ -175,7 +176,7 @@ const fixedDate = "2000-01-01T00:00:00Z"
 // baseEnv is the scrubbed environment every command starts from.
 func (b *box) baseEnv() []string {
 	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=" + b.aliasPath(),
 		"HOME=" + b.l.visible(b, "/root"),
 		"TERM=dumb",
 		"LANG=C.UTF-8",

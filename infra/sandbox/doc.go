@@ -177,13 +177,18 @@
 // Start builds the initial state from the task directory's environment/:
 //
 //   - environment/Dockerfile: the subset that maps onto the host. FROM is
-//     ignored (said in Info().Notes; a second FROM is refused); ARG, ENV
+//     ignored (said in Info().Notes; a second FROM is refused), except that
+//     a python:* image's `python` is provided as the host's
+//     /usr/bin/python3, from a read-only directory first on PATH
+//     (Info().Aliases, and the note says so); ARG, ENV
 //     (both forms, with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY
 //     and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
 //     (shell form through /bin/sh -c, or exec form), executed in the
 //     sandbox in order, without network: RUN apt-get or pip install fails
-//     with its own output in the error. EXPOSE, LABEL, MAINTAINER,
+//     with its own output in the error, and with a note that the sandbox
+//     has no network when the command, parsed as shell, calls a package
+//     manager or fetcher (runhint.go). EXPOSE, LABEL, MAINTAINER,
 //     STOPSIGNAL, HEALTHCHECK, VOLUME, CMD and ENTRYPOINT are ignored (the
 //     sandbox runs an agent's shell, not the image's command); USER root
 //     is accepted. Anything else (ONBUILD, SHELL, USER of another user,

@@ -105,6 +105,9 @@ type Info struct {
 	// Notes say what building the task's environment left out (a
 	// Dockerfile's FROM image), one sentence each with file and line.
 	Notes []string
+	// Aliases are commands the sandbox provides for its FROM image
+	// (python → /usr/bin/python3 for python:* images), first on PATH.
+	Aliases map[string]string
 }
 
 // CommandPath maps a sandbox path to the path commands see: itself under

@@ -123,9 +123,10 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 	if err != nil {
 		return err
 	}
-	vars := map[string]string{} // ARG and ENV values, for substitution
-	var envList []string        // ENV in order, for commands
-	var argList []string        // ARG values, for RUN only
+	// ARG and ENV values, for substitution; $PATH starts as commands see it.
+	vars := map[string]string{"PATH": defaultPath}
+	var envList []string // ENV in order, for commands
+	var argList []string // ARG values, for RUN only
 	workdir := "/"
 	froms := 0
 	for _, in := range ins {
@@ -145,7 +146,12 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 			if len(in.Args) > 0 {
 				image = in.Args[0]
 			}
-			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories", file, in.Line, image)
+			alias, err := b.aliasFrom(image)
+			if err != nil {
+				return err
+			}
+			vars["PATH"] = b.aliasPath()
+			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories%s", file, in.Line, image, alias)
 			b.notes = append(b.notes, note)
 			slog.Debug("sandbox: " + note)
 		case "ARG":
@@ -211,8 +217,11 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 				return fail("RUN %s: %v", in.Raw, err)
 			}
 			if res.ExitCode != 0 {
-				return fail("RUN %s: exit code %d%s (the sandbox has no network: package installs fail here)\n%s%s",
-					in.Raw, res.ExitCode, timedOut(res), res.Stdout, res.Stderr)
+				hint := ""
+				if installs(in.Raw, jsonArgs(in)) {
+					hint = " (the sandbox has no network: package installs fail here)"
+				}
+				return fail("RUN %s: exit code %d%s%s\n%s%s", in.Raw, res.ExitCode, timedOut(res), hint, res.Stdout, res.Stderr)
 			}
 		case "USER":
 			u, _ := unquote(in.Raw, vars)
@@ -229,6 +238,14 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 	b.env = mergeEnv(envList, b.env)
 	if workdir != "/" {
 		b.workDir = workdir
+	}
+	return nil
+}
+
+// jsonArgs is the exec form's argv, nil for the shell form.
+func jsonArgs(in Instruction) []string {
+	if in.JSON {
+		return in.Args
 	}
 	return nil
 }

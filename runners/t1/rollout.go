@@ -20,7 +20,7 @@ import (
 
 func rolloutCmd(g *globals) *cobra.Command {
 	var policy, backend string
-	var maxTurns int
+	var maxTurns, contextTokens int
 	var seed uint64
 	var verify bool
 	cmd := &cobra.Command{
@@ -31,8 +31,12 @@ every reply and observation, then runs the task's verifier on the final state.
 
 --policy config uses the inference section of the configuration (the reference MoE
 by default, or an SGLang/vLLM server); --policy oracle replays the task's reference
-solution one command per turn through the same harness. The episode is bounded as
-the pipeline's rollouts are, by stages.rollout.`,
+solution one top-level shell statement per turn through the same harness. The episode
+is bounded as the pipeline's rollouts are, by stages.rollout, except for its context:
+--context, by default the model's own (from the reference model's checkpoint; the
+configuration's for a served model; for the oracle, stages.rollout.context plus what
+the task's first turn needs, when that takes more than three quarters of it). An instruction that does not fit is an error
+before the sandbox starts, never an episode that ends before its first turn.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			task, _ := cmd.Flags().GetString("task")
@@ -61,6 +65,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 			ctx := cmd.Context()
 			var pol inference.Engine
 			var tok *moe.Tokenizer
+			modelContext := 0 // the model's own limit; 0 when no model bounds it
 			switch policy {
 			case "oracle":
 				if tok, err = moe.DefaultTokenizer(); err != nil {
@@ -73,7 +78,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 				}
 				pol = ref
 				if r, ok := ref.(*inference.Reference); ok {
-					tok = r.Tokenizer()
+					tok, modelContext = r.Tokenizer(), r.Config().Context
 				} else if tok, err = moe.DefaultTokenizer(); err != nil {
 					return err
 				}
@@ -98,6 +103,11 @@ the pipeline's rollouts are, by stages.rollout.`,
 					return err
 				}
 			}
+			ec.MaxTurns = maxTurns
+			ec.Sampling.Seed = seed
+			if ec.Context, err = episodeContext(chat, t.Instruction, ec, policy, contextTokens, modelContext); err != nil {
+				return err
+			}
 			sb, err := be.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: cfg.Sandbox.SandboxLimits()})
 			if err != nil {
 				return err
@@ -112,9 +122,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if info := sb.Info(); !info.Isolated {
 				fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
 			}
-			fmt.Fprintf(out, "=== task %s\n%s\n", t.Name, strings.TrimSpace(t.Instruction))
-			ec.MaxTurns = maxTurns
-			ec.Sampling.Seed = seed
+			fmt.Fprintf(out, "=== task %s (context %d tokens)\n%s\n", t.Name, ec.Context, strings.TrimSpace(t.Instruction))
 			res, err := agent.Run(ctx, pol, chat, sh, t.Instruction, ec, func(tr agent.Turn) { printTurn(out, tr) })
 			if err != nil {
 				return err
@@ -140,9 +148,43 @@ the pipeline's rollouts are, by stages.rollout.`,
 	cmd.Flags().StringVar(&policy, "policy", "config", "config (the inference section) or oracle (replay the reference solution)")
 	cmd.Flags().StringVar(&backend, "backend", "", "sandbox backend: auto, bwrap or process (default: the config's)")
 	cmd.Flags().IntVar(&maxTurns, "max-turns", 300, "turn limit")
+	cmd.Flags().IntVar(&contextTokens, "context", 0, "context in tokens (default: the model's; see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "sampling seed")
 	cmd.Flags().BoolVar(&verify, "verify", true, "run the verifier on the final state")
 	return cmd
+}
+
+// episodeContext is the context an episode runs with: flag when set, else
+// the model's own (modelContext, 0 when unknown: the configuration's
+// then), and for the oracle, which no model bounds, the configuration's
+// plus the first turn when that would take most of it. It fails when the first turn does
+// not fit, saying what would.
+func episodeContext(chat agent.Chat, instruction string, ec agent.Config, policy string, flag, modelContext int) (int, error) {
+	need, err := agent.FirstTurnTokens(chat, instruction, ec)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case flag < 0:
+		return 0, fmt.Errorf("--context %d: want a positive number of tokens", flag)
+	case flag > 0 && modelContext > 0 && flag > modelContext:
+		return 0, fmt.Errorf("--context %d: over the model's context of %d tokens (from its checkpoint)", flag, modelContext)
+	case flag > 0:
+		ec.Context = flag
+	case modelContext > 0:
+		ec.Context = modelContext
+	case policy == "oracle" && 4*need > 3*ec.Context:
+		// No model bounds a replay: the first turn comes on top, so the
+		// configured context is left for the turns after it.
+		ec.Context += need
+	}
+	if need <= ec.Context {
+		return ec.Context, nil
+	}
+	if modelContext > 0 && need > modelContext {
+		return 0, fmt.Errorf("the task's first turn takes %d tokens (system prompt, instruction and one reply), over the model's context of %d tokens (from its checkpoint): use a model with a longer context", need, modelContext)
+	}
+	return 0, fmt.Errorf("the task's first turn takes %d tokens (system prompt, instruction and one reply), over the context of %d tokens: pass --context %d or more", need, ec.Context, need)
 }
 
 func printTurn(w io.Writer, tr agent.Turn) {

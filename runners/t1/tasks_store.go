@@ -33,18 +33,56 @@ type checkResult struct {
 	Reward       float64              `json:"reward"`
 	Problems     []string             `json:"problems,omitempty"`
 	Error        string               `json:"error,omitempty"`
+	// Notes say how the sandbox built the environment (FROM ignored,
+	// python for a python image).
+	Notes []string `json:"environment_notes,omitempty"`
+	// SolutionTail is the end of the solution's output (stdout, then
+	// stderr) when it failed.
+	SolutionTail string `json:"solution_tail,omitempty"`
+	// NoOp is what the verifier says of the untouched environment.
+	NoOp *noOpResult `json:"no_op,omitempty"`
+}
+
+// noOpResult is the verifier's report on an attempt that did nothing.
+// Tests it passes check nothing the task asks for, or find what the host's
+// system directories provide although the task should have made it.
+type noOpResult struct {
+	Passed int      `json:"passed"`
+	Total  int      `json:"total"`
+	Tests  []string `json:"passed_tests,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// tailLines is how much of a failed solution's output check prints.
+const tailLines, tailBytes = 20, 4096
+
+// outputTail is the last tailLines lines of s, at most tailBytes.
+func outputTail(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if len(s) > tailBytes {
+		s = s[len(s)-tailBytes:]
+	}
+	if ls := strings.Split(s, "\n"); len(ls) > tailLines {
+		s = strings.Join(ls[len(ls)-tailLines:], "\n")
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func tasksCheckCmd(g *globals) *cobra.Command {
 	var backend, offline string
 	var scale float64
+	var noOp bool
 	cmd := &cobra.Command{
 		Use:   "check DIR...",
 		Short: "Run each task's reference solution and verifier in a fresh sandbox",
 		Long: `For each task: a fresh sandbox with the task's environment, solution/solve.sh, then the
-verifier (tests/test.sh, or the task's pytest files with the local pytest when test.sh
-would fetch tools from the network). Prints every assertion's result and the reward
-(passed assertions × --scale). Exits non-zero unless every task is solved.`,
+verifier (tests/test.sh; when it would fetch tools from the network, with stand-ins for
+curl | sh of uv's installer, uv, uvx, pip and apt-get that succeed when the sandbox has
+what they ask for). Prints every assertion's result and the reward (passed assertions ×
+--scale), and the end of the solution's output when it fails. With --no-op (the default)
+the verifier also judges the untouched environment and warns of every test that passes
+there: such a test checks nothing the task does, or finds what the host's system
+directories provide. Exits non-zero unless every task is solved.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load()
@@ -73,9 +111,25 @@ would fetch tools from the network). Prints every assertion's result and the rew
 					var out trial.Outcome
 					if out, err = trial.Run(cmd.Context(), dir, t, trial.Oracle(dir), opt); err == nil {
 						rep := out.Report
-						r.SolutionExit, r.Offline, r.Isolated = out.SolutionExit, out.Offline, out.Isolated
+						r.SolutionExit, r.Offline, r.Isolated, r.Notes = out.SolutionExit, out.Offline, out.Isolated, out.Notes
 						r.Source, r.Assertions, r.Passed, r.Total, r.Solved = string(rep.Source), rep.Assertions, rep.Passed, rep.Total, rep.Solved
 						r.Reward, r.Problems = rf.Score(rep).Value, rep.Problems
+						if out.SolutionExit != 0 || out.SolutionTimedOut {
+							r.SolutionTail = outputTail(out.SolutionOutput)
+						}
+					}
+					if err == nil && noOp {
+						r.NoOp = &noOpResult{}
+						if out, nerr := trial.Run(cmd.Context(), dir, t, nil, opt); nerr != nil {
+							r.NoOp.Error = oneLine(nerr)
+						} else {
+							r.NoOp.Passed, r.NoOp.Total = out.Report.Passed, out.Report.Total
+							for _, a := range out.Report.Assertions {
+								if a.Status == verifier.Passed {
+									r.NoOp.Tests = append(r.NoOp.Tests, a.Name)
+								}
+							}
+						}
 					}
 				}
 				if err != nil {
@@ -100,8 +154,9 @@ would fetch tools from the network). Prints every assertion's result and the rew
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "sandbox backend: auto, bwrap or process (default: the config's sandbox.backend)")
-	cmd.Flags().StringVar(&offline, "offline", string(trial.OfflineAuto), "run pytest files with the local pytest: auto (when test.sh fetches tools), always or never")
+	cmd.Flags().StringVar(&offline, "offline", string(trial.OfflineAuto), "answer test.sh's network installers with offline stand-ins: auto (when test.sh fetches tools), always or never")
 	cmd.Flags().Float64Var(&scale, "scale", 1, "reward per passed assertion")
+	cmd.Flags().BoolVar(&noOp, "no-op", true, "also verify the untouched environment and warn of tests that pass there")
 	return cmd
 }
 
@@ -119,6 +174,9 @@ func printChecks(w io.Writer, rs []checkResult) {
 			notes += ", NOT ISOLATED"
 		}
 		fmt.Fprintf(w, "%s (%s): solution exit %d, verifier report from %s%s\n", r.Dir, r.Task, r.SolutionExit, r.Source, notes)
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  environment: %s\n", n)
+		}
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		for _, a := range r.Assertions {
 			msg := strings.SplitN(a.Message, "\n", 2)[0]
@@ -128,7 +186,24 @@ func printChecks(w io.Writer, rs []checkResult) {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "  note: %s\n", p)
 		}
-		fmt.Fprintf(w, "  passed %d/%d  solved %t  reward %g\n\n", r.Passed, r.Total, r.Solved, r.Reward)
+		if r.SolutionTail != "" {
+			fmt.Fprintf(w, "  solution output (last lines):\n")
+			for _, l := range strings.Split(r.SolutionTail, "\n") {
+				fmt.Fprintf(w, "    | %s\n", l)
+			}
+		}
+		fmt.Fprintf(w, "  passed %d/%d  solved %t  reward %g\n", r.Passed, r.Total, r.Solved, r.Reward)
+		switch n := r.NoOp; {
+		case n == nil:
+		case n.Error != "":
+			fmt.Fprintf(w, "  no-op: error: %s\n", n.Error)
+		case n.Passed > 0:
+			fmt.Fprintf(w, "  WARNING: with no solution %d/%d tests pass (%s): they check nothing the task does, or find what the host's system directories provide\n",
+				n.Passed, n.Total, strings.Join(n.Tests, ", "))
+		default:
+			fmt.Fprintf(w, "  no-op: passed 0/%d\n", n.Total)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package offline_test runs hand-written Harbor-format tasks whose
-// verifiers fetch pytest from the network, through the offline mode: the
-// local pytest runs their test files, one result per test.
+// verifiers fetch pytest from the network, through the offline mode: their
+// test.sh runs whole on stand-ins for the installers, one result per test.
 package offline_test
 
 import (
@@ -20,7 +20,11 @@ func TestFixturesOffline(t *testing.T) {
 	bw := testinfra.Bubblewrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for name, tests := range map[string]int{"csv-summary": 4, "fix-config": 4} {
+	for name, want := range map[string]struct {
+		tests  int
+		source verifier.Source
+	}{"csv-summary": {4, verifier.SourceCTRF}, "fix-config": {4, verifier.SourceJUnit}} {
+		tests := want.tests
 		t.Run(name, func(t *testing.T) {
 			dir, err := filepath.Abs(filepath.Join("testdata", name))
 			if err != nil {
@@ -38,7 +42,7 @@ func TestFixturesOffline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !solved.Offline || !solved.Report.Solved || solved.Report.Total != tests || solved.Report.Source != verifier.SourceJUnit {
+			if !solved.Offline || !solved.Report.Solved || solved.Report.Total != tests || solved.Report.Source != want.source {
 				t.Fatalf("oracle: %+v", solved.Report)
 			}
 			unsolved, err := trial.Run(ctx, dir, tk, nil, opt)

@@ -532,6 +532,12 @@ CMD ["python3", "main.py"]
 	if notes := sb.Info().Notes; len(notes) != 1 || !strings.Contains(notes[0], "Dockerfile:2: FROM python:3.11-slim ignored") {
 		t.Errorf("Info().Notes = %q", notes)
 	}
+	// A python image's python is the host's python3.
+	if _, err := os.Stat("/usr/bin/python"); err != nil {
+		if r := script(t, sb, "python -c 'import sys; print(sys.version_info[0])'"); r.Stdout != "3\n" || sb.Info().Aliases["python"] != "/usr/bin/python3" || !strings.Contains(sb.Info().Notes[0], "python runs the host's /usr/bin/python3") {
+			t.Errorf("python in a python image: %+v, aliases %v, notes %q", r, sb.Info().Aliases, sb.Info().Notes)
+		}
+	}
 	r := script(t, sb, "pwd; cat built.txt listing.txt main.py; echo $OTHER; "+sh(sb, "/app/bin/run.sh")+"; stat -c %a "+sh(sb, "/app/bin/run.sh"))
 	want := sh(sb, "/app/src") + "\nhello test\nx.csv\ny.json\nprint('hi')\ntwo words\nrun\n755\n"
 	if r.Stdout != want || r.ExitCode != 0 {
@@ -543,6 +549,9 @@ CMD ["python3", "main.py"]
 		{"FROM x\nADD https://example.com/x /app/x\n", "Dockerfile:2: ADD https://example.com/x: fetching URLs"},
 		{"FROM x\nUSER nobody\n", "Dockerfile:2: USER nobody"},
 		{"FROM x\n\nRUN echo broken >&2; \\\n  exit 3\n", "Dockerfile:3: RUN echo broken >&2;   exit 3: exit code 3"},
+		// The no-network hint only where the command installs packages.
+		{"FROM x\nRUN python3 -c \"import sys; sys.exit(3)\"\n", "Dockerfile:2: RUN python3 -c \"import sys; sys.exit(3)\": exit code 3\n"},
+		{"FROM x\nRUN apt-get update && apt-get install -y t1-no-such-package\n", "exit code 100 (the sandbox has no network: package installs fail here)"},
 		{"FROM x\nWORKDIR /opt/app\n", "Dockerfile:2: WORKDIR /opt/app"},
 		{"FROM x\nCOPY missing.txt /app/\n", "Dockerfile:2: COPY missing.txt: not found"},
 		{"FROM a\nFROM b\n", "Dockerfile:2: a second FROM"},

@@ -1,0 +1,62 @@
+package verifier
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/t1pipe/t1/harbor"
+)
+
+//go:embed shims/t1-shim shims/t1_ctrf.py
+var shimFiles embed.FS
+
+// ShimDir is where an offline verifier's sandbox holds the stand-ins for
+// network installers. It lies beside Home, under the directory the
+// verifier empties before it runs, so whatever the agent left there is
+// gone and the stand-ins are the verifier's own.
+const ShimDir = "/tmp/t1-verifier/shims"
+
+// shimNames are the commands the stand-ins answer. python3 is among them
+// so that `python3 -m pip install` and `python3 -m pytest --ctrf` work;
+// every other python3 call goes straight to the image's interpreter.
+var shimNames = []string{"apt", "apt-get", "curl", "wget", "pip", "pip3", "pytest", "py.test", "python3", "uv", "uvx"}
+
+// WriteShims writes the stand-ins into the host directory dir, to be
+// uploaded as ShimDir: one script under each tool's name, and the CTRF
+// plugin its pytest loads when pytest-json-ctrf is not installed. python
+// adds `python` (for images that provide it as python3).
+func WriteShims(dir string, python bool) error {
+	script, err := shimFiles.ReadFile("shims/t1-shim")
+	if err != nil {
+		return err
+	}
+	// The real tools are looked for where the verifier's PATH has them.
+	script = bytes.ReplaceAll(script, []byte("@PATH@"), []byte(Path))
+	plugin, err := shimFiles.ReadFile("shims/t1_ctrf.py")
+	if err != nil {
+		return err
+	}
+	names := slices.Clone(shimNames)
+	if python {
+		names = append(names, "python")
+	}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), script, 0o755); err != nil {
+			return fmt.Errorf("verifier shims: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t1_ctrf.py"), plugin, 0o644); err != nil {
+		return fmt.Errorf("verifier shims: %w", err)
+	}
+	return nil
+}
+
+// OfflineEnv is Env with the stand-ins at shimDir (ShimDir as commands
+// see it) first on PATH.
+func OfflineEnv(t *harbor.Task, home, shimDir string) []string {
+	return append(Env(t, home), "PATH="+shimDir+":"+Path)
+}

@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// aliasDir is the directory of command aliases under ctl/, first on the
+// sandbox's PATH when it holds any.
+const aliasDir = "bin"
+
+// defaultPath is the PATH every sandbox command starts with.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// hostPython is the interpreter a `python` alias runs.
+const hostPython = "/usr/bin/python3"
+
+// aliasFrom provides what the FROM image would have that the host's
+// system directories may lack: the python:* images' `python`, which is
+// their python3. The alias lives in ctl/bin (read-only inside, outside the
+// snapshot) and is reported in Info().Aliases; what it says is returned
+// for the FROM line's note.
+func (b *box) aliasFrom(image string) (string, error) {
+	name := strings.ToLower(path.Base(image))
+	if !strings.HasPrefix(name, "python:") && name != "python" {
+		return "", nil
+	}
+	if _, err := os.Stat("/usr/bin/python"); err == nil {
+		return "", nil
+	}
+	if _, err := os.Stat(hostPython); err != nil {
+		return "; the host has no " + hostPython + ", so there is no python", nil
+	}
+	if _, err := b.ctlRoot.Lstat(aliasDir); err != nil {
+		if err := b.ctlRoot.Mkdir(aliasDir, 0o755); err != nil {
+			return "", fmt.Errorf("sandbox: alias directory: %w", err)
+		}
+	}
+	if err := b.ctlRoot.Symlink(hostPython, aliasDir+"/python"); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("sandbox: python alias: %w", err)
+	}
+	if b.aliases == nil {
+		b.aliases = map[string]string{}
+	}
+	b.aliases["python"] = hostPython
+	return "; python runs the host's " + hostPython, nil
+}
+
+// aliasPath is the PATH with the alias directory first, as commands see
+// it, when there are aliases; else defaultPath.
+func (b *box) aliasPath() string {
+	if len(b.aliases) == 0 {
+		return defaultPath
+	}
+	dir := filepath.Join(b.ctlDir, aliasDir)
+	if b.l.name() == "bwrap" {
+		dir = shellCtl + "/" + aliasDir
+	}
+	return dir + ":" + defaultPath
+}
