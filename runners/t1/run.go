@@ -113,7 +113,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 		mine = nil
 	}
 	for _, s := range mine {
-		r := engine.NewRunner(in.Log, s, local.RunnerConfig(cfg.Engine, p.Hash()))
+		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(p.Hash()))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -65,7 +65,7 @@ same stage never overlap; a second one exits with the holder's name.`,
 				}()
 			}
 			done := make(chan error, 1)
-			go func() { done <- engine.NewRunner(in.Log, st, local.RunnerConfig(cfg.Engine, p.Hash())).Run(ctx) }()
+			go func() { done <- engine.NewRunner(in.Log, st, cfg.Engine.Runner(p.Hash())).Run(ctx) }()
 			if !untilIdle {
 				return <-done
 			}
