@@ -134,7 +134,7 @@ mean and the lowest and highest over the seeds.`,
 				}
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
+			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}

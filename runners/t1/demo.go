@@ -33,7 +33,7 @@ func demoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
+			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
