@@ -15,7 +15,7 @@ import (
 func TestWorkersShareOneConsumer(t *testing.T) {
 	ts := startServer(t)
 	var mu sync.Mutex
-	calls := map[string]int{}  // event id → handler calls
+	calls := map[string]int{} // event id → handler calls
 	byWorker := map[int]int{} // worker → inputs handled
 	cfg := fastConfig()
 	cfg.Concurrency, cfg.MaxAckPending = 1, 8
