@@ -68,6 +68,7 @@ func newRoot() *cobra.Command {
 		demoCmd(g),
 		replayCmd(g),
 		workerCmd(g),
+		evalCmd(g),
 		queryCmd(g),
 		reportCmd(g),
 		inspectCmd(g),
