@@ -62,6 +62,8 @@ type pipelineSummary struct {
 	Dead       uint64             `json:"dead_letters"`
 	Elapsed    time.Duration      `json:"elapsed_ns"`
 	PolicyLast int64              `json:"policy_version"`
+	// ExitCode is the code the command ends with (README's table).
+	ExitCode int `json:"exit_code"`
 	reportFiles
 }
 
@@ -80,6 +82,11 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		return err
 	}
 	if sum == nil {
+		if g.json {
+			if err := printJSON(cmd, pipelineSummary{Run: in.Config.Run.ID, Status: "stopped", ExitCode: exitStopped}); err != nil {
+				return err
+			}
+		}
 		return errStopped
 	}
 	if g.json {
@@ -175,7 +182,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 			break
 		}
 		if counts[schemas.RunFailed] > 0 {
-			sum.Status = "failed"
+			sum.Status, sum.ExitCode = "failed", exitFailed
 			break
 		}
 		select {
