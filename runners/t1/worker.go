@@ -213,7 +213,7 @@ func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl t
 		}
 	}
 	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	holder := fmt.Sprintf("%s pid %d at %s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
 	for _, s := range stages {
 		ls, err := l.AcquireLease(ctx, leaseName(s), holder, ttl)
 		if err != nil {
