@@ -245,7 +245,6 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 // fill takes the evaluation's figures; an evaluation none of whose
 // attempts was scored is a failure.
 func (s *evalSummary) fill(p *schemas.EvalCompletedPayload) error {
-	s.completed = p
 	s.Scored, s.Tasks, s.ResolveRate, s.MeanReward, s.MeanTurns = p.Attempts, p.Tasks, p.ResolveRate, p.MeanReward, p.MeanTurns
 	for _, r := range p.Results {
 		s.Results = append(s.Results, r.Key)
