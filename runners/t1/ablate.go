@@ -145,7 +145,7 @@ mean and the lowest and highest over the seeds.`,
 			}
 			sum.Variants = names
 			if sum.Stopped {
-				return nil
+				return errStopped
 			}
 			if len(seeds) > 0 {
 				byVariant := map[string][]*pipelineSummary{}
