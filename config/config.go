@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/telemetry"
 )
 
@@ -26,8 +27,9 @@ type Config struct {
 	Bus       Bus              `yaml:"bus"`
 	Store     Store            `yaml:"store"`
 	Telemetry telemetry.Config `yaml:"telemetry"`
-	Engine    Engine           `yaml:"engine"`
-	Stages    Stages           `yaml:"stages"`
+	// Engine is how every stage consumes its events (engine.Settings).
+	Engine engine.Settings `yaml:"engine"`
+	Stages Stages          `yaml:"stages"`
 	// Inference selects the engine rollouts sample from.
 	Inference Inference `yaml:"inference"`
 	// Sandbox selects the sandbox backend and its default limits.
@@ -122,22 +124,6 @@ type ExternalStore struct {
 	Prefix string `yaml:"prefix"`
 }
 
-// Engine configures how every stage consumes events.
-type Engine struct {
-	// Concurrency is the number of handlers running at once per stage.
-	Concurrency int `yaml:"concurrency"`
-	// AckWait is how long JetStream waits for an ack before redelivering.
-	AckWait    time.Duration `yaml:"ack_wait"`
-	MaxDeliver int           `yaml:"max_deliver"`
-	// Backoff is the redelivery delay after each failed delivery; the last
-	// entry repeats. Given to JetStream as a consumer's BackOff, entry n
-	// replaces AckWait as the ack deadline of delivery n+1.
-	Backoff []time.Duration `yaml:"backoff"`
-	// Heartbeat is how often a busy handler tells JetStream it is still
-	// working; it must be shorter than AckWait to prevent redelivery.
-	Heartbeat time.Duration `yaml:"heartbeat"`
-}
-
 // Default returns the built-in configuration: everything embedded, small
 // enough for a laptop. pipeline.yaml at the repository root spells out the
 // same values.
@@ -164,13 +150,8 @@ func Default() Config {
 			External: ExternalStore{Secure: true},
 		},
 		Telemetry: telemetry.DefaultConfig(),
-		Engine: Engine{
-			Concurrency: 4,
-			AckWait:     30 * time.Second,
-			MaxDeliver:  5,
-			Backoff:     []time.Duration{time.Second, 5 * time.Second, 15 * time.Second},
-			Heartbeat:   10 * time.Second,
-		},
+		Engine:    engine.DefaultSettings(),
+
 		Stages:    defaultStages(),
 		Inference: defaultInference(),
 		Sandbox:   defaultSandbox(),

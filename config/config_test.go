@@ -398,6 +398,8 @@ func TestValidate(t *testing.T) {
 			c.Bus.External = ExternalBus{URLs: []string{"nats://a"}, NKeyFile: "k", CredsFile: "c"}
 		}, `bus.external.creds_file: conflicts with nkey_file: use one way to authenticate`},
 		{"backoff longer than max_deliver", func(c *Config) { c.Engine.MaxDeliver = 2 }, `engine.backoff: has 3 entries, more than engine.max_deliver (2)`},
+		{"max_ack_pending below concurrency", func(c *Config) { c.Engine.Concurrency, c.Engine.MaxAckPending = 8, 4 },
+			`engine.max_ack_pending: must be at least concurrency (8), or a worker never runs all its handlers; got 4`},
 		{"dead letter is the stream", func(c *Config) { c.Bus.Stream.DeadLetter = "T1" }, `bus.stream.dead_letter: must differ from bus.stream.name (T1)`},
 		{"port", func(c *Config) { c.Bus.Embedded.Port = 70000 }, `bus.embedded.port: want 0-65535 (0 picks a free port), got 70000`},
 		{"empty data", func(c *Config) { c.Data = "" }, `data: required`},

@@ -7,7 +7,8 @@
 // repository root spells out every default, and Config.YAML (t1 config
 // defaults) prints them.
 //
-// The stages: section is not declared here. Each stage declares its
+// The engine: section is engine.Settings, declared beside the runner that
+// uses it. The stages: section is not declared here either. Each stage declares its
 // settings beside its code, in the idiom of package check: a Settings type
 // with yaml tags, DefaultSettings and Check (control, synth, eval, reward,
 // audit and demo in their stages/ packages, rollout's episode bounds in

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/t1pipe/t1/config/check"
 	"github.com/t1pipe/t1/infra/telemetry"
 	objkeys "github.com/t1pipe/t1/keys"
 )
@@ -94,31 +95,7 @@ func (c Config) problems() []problem {
 		}
 	}
 
-	// Engine.
-	e := c.Engine
-	if e.Concurrency < 1 {
-		bad("engine.concurrency", "must be at least 1, got %d", e.Concurrency)
-	}
-	if e.AckWait <= 0 {
-		bad("engine.ack_wait", "must be positive, got %s", e.AckWait)
-	}
-	if e.MaxDeliver < 1 {
-		bad("engine.max_deliver", "must be at least 1, got %d", e.MaxDeliver)
-	}
-	for i, d := range e.Backoff {
-		if d <= 0 {
-			bad(fmt.Sprintf("engine.backoff[%d]", i), "must be positive, got %s", d)
-		}
-	}
-	// JetStream refuses a consumer with more back-off steps than deliveries.
-	if len(e.Backoff) > e.MaxDeliver && e.MaxDeliver >= 1 {
-		bad("engine.backoff", "has %d entries, more than engine.max_deliver (%d)", len(e.Backoff), e.MaxDeliver)
-	}
-	if e.Heartbeat <= 0 {
-		bad("engine.heartbeat", "must be positive, got %s", e.Heartbeat)
-	} else if e.AckWait > 0 && e.Heartbeat >= e.AckWait {
-		bad("engine.heartbeat", "must be shorter than engine.ack_wait (%s), got %s", e.AckWait, e.Heartbeat)
-	}
+	c.Engine.Check(check.Report(bad).Under("engine"))
 
 	c.Inference.check(bad)
 	c.Sandbox.check(bad)

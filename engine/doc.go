@@ -39,6 +39,14 @@
 // that ends with an error (consumer deleted, heartbeats missing) makes the
 // runner re-create the consumer.
 //
+// Any number of processes running one stage share its durable consumer;
+// MaxAckPending bounds what is out across all of them (Settings, the
+// engine section of pipeline.yaml). A message pulled ahead of a free
+// handler is kept in progress while it waits, so the server never hands
+// it to a second process. A Serial stage's consumer lets one message out
+// at a time; the processes that run one hold its Lease, so no two fold
+// its runs.
+//
 // # Failure
 //
 //	handler error ──▶ retried in process (RetryBudget, exponential back-off)

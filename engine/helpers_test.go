@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -14,9 +15,10 @@ import (
 // testServer is an embedded JetStream server on a random port in its own
 // temporary directory.
 type testServer struct {
-	t   testing.TB
-	dir string
-	srv *bus.Embedded
+	t    testing.TB
+	dir  string
+	port int // kept by a restart, so clients reconnect
+	srv  *bus.Embedded
 }
 
 func startServer(t testing.TB) *testServer {
@@ -33,16 +35,22 @@ func startServer(t testing.TB) *testServer {
 
 func (ts *testServer) start() {
 	ts.t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: ts.dir})
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: ts.dir, Port: ts.port})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
 	ts.srv = srv
+	ts.port = srv.Server().Addr().(*net.TCPAddr).Port
 }
 
-func (ts *testServer) restart() {
+func (ts *testServer) restart() { ts.restartAfter(0) }
+
+// restartAfter stops the server, leaves its clients without one for down,
+// and starts it again on its port and store.
+func (ts *testServer) restartAfter(down time.Duration) {
 	ts.srv.Shutdown()
 	ts.srv = nil
+	time.Sleep(down)
 	ts.start()
 }
 

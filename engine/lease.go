@@ -26,7 +26,8 @@ type Lease struct {
 	ttl    time.Duration
 }
 
-// AcquireLease claims name for holder for ttl (at least a second). It fails
+// AcquireLease claims name for holder for ttl (at least a second); holder
+// must name this claimant alone (host, process, start time). It fails
 // with ErrLeased (wrapped, naming the current holder) when someone else
 // holds it.
 func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
@@ -55,6 +56,14 @@ func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Du
 // someone else took it meanwhile.
 func (ls *Lease) Renew(ctx context.Context) error {
 	rev, err := ls.kv.Update(ctx, ls.key, []byte(ls.holder), ls.rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// A renewal whose answer was lost (it timed out while the bus was
+		// down, and the client sent it once reconnected) was stored all
+		// the same: the entry is then still this holder's, one revision on.
+		if cur, gerr := ls.kv.Get(ctx, ls.key); gerr == nil && string(cur.Value()) == ls.holder {
+			rev, err = ls.kv.Update(ctx, ls.key, []byte(ls.holder), cur.Revision())
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("engine: renew lease %s: %w", ls.key, err)
 	}
@@ -62,19 +71,30 @@ func (ls *Lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// Keep renews the lease every third of its TTL until ctx ends; it returns
-// the first renewal error, when the lease is lost.
+// Keep renews the lease every third of its TTL until ctx ends. A renewal
+// that fails is tried again at the next tick while the lease cannot have
+// expired yet: a bus failing over to another node answers nothing for a
+// few seconds, and giving up then would stop a healthy job. Keep returns
+// the error once the lease is lost: someone else took it, or no renewal
+// succeeded for a whole TTL.
 func (ls *Lease) Keep(ctx context.Context) error {
 	t := time.NewTicker(ls.ttl / 3)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := ls.Renew(ctx); err != nil && ctx.Err() == nil {
-				return err
-			}
+		}
+		err := ls.Renew(ctx)
+		switch {
+		case err == nil:
+			renewed = time.Now()
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), time.Since(renewed) >= ls.ttl:
+			return err
 		}
 	}
 }

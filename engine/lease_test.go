@@ -41,3 +41,33 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 		return c.Release(ctx)
 	})
 }
+
+// A lease outlives an outage of the bus shorter than its TTL: the renewal
+// that fails while the server is down is tried again, and the holder
+// keeps the name.
+func TestLeaseKeptThroughAnOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits through a 14 s outage: skipped with -short")
+	}
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Renewals every 8 s; the one at 8 s waits out its 5 s timeout while
+	// the server is down, the one at 16 s finds it back.
+	ls, err := l.AcquireLease(ctx, "control", "job-a", 24*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := make(chan error, 1)
+	go func() { kept <- ls.Keep(ctx) }()
+	ts.restartAfter(14 * time.Second)
+	select {
+	case err := <-kept:
+		t.Fatalf("lease given up across the outage: %v", err)
+	case <-time.After(4 * time.Second):
+	}
+	if _, err := l.AcquireLease(ctx, "control", "job-b", 24*time.Second); !errors.Is(err, ErrLeased) {
+		t.Fatalf("another holder after the outage: %v", err)
+	}
+}

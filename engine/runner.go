@@ -44,8 +44,10 @@ type RunnerConfig struct {
 	// (AckWait/3). Negative disables heartbeats, which only tests want.
 	Heartbeat time.Duration
 	// MaxAckPending caps unacknowledged messages across every process
-	// sharing the consumer (Concurrency). Messages pulled beyond what a
-	// process can start would otherwise sit idle while their ack timers run.
+	// sharing the consumer (Concurrency; always 1 for a Serial stage, so
+	// the server itself never has two of its inputs out at once). A
+	// message pulled ahead of a free handler is kept in progress while it
+	// waits, so a cap above Concurrency costs no redeliveries.
 	MaxAckPending int
 	// RetryBudget is how long transient errors are retried in process
 	// before the message is handed back to the server (5s).
@@ -118,7 +120,7 @@ type Runner struct {
 // NewRunner prepares a runner; Run starts it.
 func NewRunner(l *Log, s Stage, cfg RunnerConfig) *Runner {
 	if se, ok := s.(Serial); ok && se.Serial() {
-		cfg.Concurrency = 1
+		cfg.Concurrency, cfg.MaxAckPending = 1, 1
 	}
 	cfg = cfg.withDefaults(s.Name())
 	meter := otel.Meter("github.com/t1pipe/t1/engine")
@@ -348,10 +350,9 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 			got := 0
 			for msg := range batch.Messages() {
 				got++
-				select {
-				case work <- msg:
+				if r.hand(ctx, work, msg) {
 					fed.Add(1)
-				case <-ctx.Done():
+				} else {
 					// Shutting down: hand it straight back.
 					_ = msg.Nak()
 					slots <- struct{}{}
@@ -376,6 +377,39 @@ func (r *Runner) consume(ctx context.Context, cons jetstream.Consumer, work chan
 			}
 		}(n)
 		n = 0
+	}
+}
+
+// hand gives msg to a free worker; false when ctx ends first. A message
+// pulled ahead waits for a worker with its ack timer running, so while it
+// waits it is kept in progress as a handled one is: otherwise, behind
+// handlers longer than the ack wait, the server would hand it to another
+// worker sharing the consumer and both would do its work.
+func (r *Runner) hand(ctx context.Context, work chan<- jetstream.Msg, msg jetstream.Msg) bool {
+	select {
+	case work <- msg:
+		return true
+	case <-ctx.Done():
+		return false
+	default:
+	}
+	var tick <-chan time.Time
+	if r.cfg.Heartbeat > 0 {
+		t := time.NewTicker(r.cfg.Heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case work <- msg:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			if err := msg.InProgress(); err != nil {
+				r.cfg.Logger.Debug("heartbeat of a waiting message", "stage", r.stage.Name(), "err", err)
+			}
+		}
 	}
 }
 

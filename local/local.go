@@ -378,15 +378,3 @@ func readCredentials(path string) (struct{ AccessKey, SecretKey string }, error)
 	}
 	return struct{ AccessKey, SecretKey string }{c.AccessKey, c.SecretKey}, nil
 }
-
-// RunnerConfig turns the engine section into a runner configuration.
-func RunnerConfig(e config.Engine, configHash string) engine.RunnerConfig {
-	return engine.RunnerConfig{
-		Concurrency: e.Concurrency,
-		AckWait:     e.AckWait,
-		MaxDeliver:  e.MaxDeliver,
-		Backoff:     e.Backoff,
-		Heartbeat:   e.Heartbeat,
-		ConfigHash:  configHash,
-	}
-}

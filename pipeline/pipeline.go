@@ -49,6 +49,19 @@ type Option func(*options)
 type options struct {
 	policies func(rollout.Policies) rollout.Policies
 	workDir  string
+	suites   map[string]eval.Suite
+}
+
+// WithSuite gives the eval stage a suite beside the configured one, for a
+// job that evaluates on a directory of its own (t1 eval --suite DIR). It
+// feeds no event id: runs digest as if it were not there.
+func WithSuite(name string, su eval.Suite) Option {
+	return func(o *options) {
+		if o.suites == nil {
+			o.suites = map[string]eval.Suite{}
+		}
+		o.suites[name] = su
+	}
 }
 
 // WithWorkDir resolves the configuration's relative paths (evaluation
@@ -131,6 +144,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 			return nil, fmt.Errorf("stages.eval: %w", err)
 		}
 	}
+	for name, su := range o.suites {
+		suites[name] = su
+	}
 	sy, err := synthConfig(sc.Synth, st, opt)
 	if err != nil {
 		return nil, err
@@ -158,7 +174,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
 		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial}),
 	}
-	if sc.Eval.Suite != "" {
+	if len(suites) > 0 {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
 	}
 	return p, nil

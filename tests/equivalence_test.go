@@ -348,8 +348,7 @@ func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
 		if try == 5 {
 			t.Fatal("no kill landed in the middle of an episode in 5 tries")
 		}
-		// No lease: the killed worker's would hold the stage until it expired.
-		worker := killable(t, command(t, data, cfg, "worker", "--stage", "rollout", "--no-lease"))
+		worker := killable(t, command(t, data, cfg, "worker", "--stage", "rollout"))
 		if err := worker.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +385,7 @@ func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
 		}
 	}
 	t.Logf("killed the rollout worker playing %+v", killed)
-	background(t, command(t, data, cfg, "worker", "--stage", "rollout", "--no-lease"))
+	background(t, command(t, data, cfg, "worker", "--stage", "rollout"))
 	w.await(t, 4*time.Minute, "run.completed", func(w *eventWatch) bool { return w.count("run.completed") > 0 })
 	for _, p := range killed {
 		if n := completions(p); n != 1 {

@@ -3,8 +3,10 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -173,11 +175,12 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 		t.Fatalf("%d reward.scored across runs after the replay, want %d", branch, 2*s.Events["reward.scored"])
 	}
 	// A batch job of one stage exits 0 when nothing is left; a second job
-	// of the same stage does not start while the first holds its lease.
+	// of a stage that must run once (control) does not start while the
+	// first holds its lease, and exits 4.
 	if out, err := command(t, data, cfg, "worker", "--stage", "reward", "--until-idle", "--idle", "1s").CombinedOutput(); err != nil {
 		t.Fatalf("idle worker: %v\n%s", err, out)
 	}
-	holder := command(t, data, cfg, "worker", "--stage", "audit")
+	holder := command(t, data, cfg, "worker", "--stage", "control")
 	var holderErr bytes.Buffer
 	holder.Stderr = &holderErr
 	if err := holder.Start(); err != nil {
@@ -188,8 +191,8 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	// it would own it (and take the lease) itself.
 	waitOwner(t, data, holder.Process.Pid)
 	checkFor(t, 60*time.Second, func() error {
-		out, err := command(t, data, cfg, "worker", "--stage", "audit", "--until-idle", "--idle", "1s").CombinedOutput()
-		if err == nil || !bytes.Contains(out, []byte("leased by another holder")) {
+		out, err := command(t, data, cfg, "worker", "--stage", "control", "--until-idle", "--idle", "1s").CombinedOutput()
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 4 || !bytes.Contains(out, []byte("leased by another holder")) {
 			return fmt.Errorf("second worker of a leased stage: %v: %s (holder: %s)", err, out, holderErr.String())
 		}
 		return nil
@@ -294,8 +297,9 @@ func TestRunPipelineInterruptResume(t *testing.T) {
 	}
 	select {
 	case err := <-exited:
-		if err != nil {
-			t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
+		// Interrupted before its end, a run exits 5: run it again to resume.
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 5 {
+			t.Fatalf("interrupted run: %v, want exit status 5\n%s", err, stderr.String())
 		}
 	case <-time.After(60 * time.Second):
 		first.Process.Kill()

@@ -143,7 +143,7 @@ spread over the seeds alone.`,
 				}
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
+			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ spread over the seeds alone.`,
 			}
 			sum.Variants = names
 			if sum.Stopped {
-				return nil
+				return errStopped
 			}
 			if len(seeds) > 0 {
 				byVariant := map[string][]*pipelineSummary{}

@@ -33,7 +33,7 @@ func demoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
+			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	defer func() { stopStages(); wg.Wait() }()
 	errs := make(chan error, 2)
 	for _, s := range demo.Stages(in.Store) {
-		r := engine.NewRunner(in.Log, s, local.RunnerConfig(cfg.Engine, hash))
+		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(hash))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -33,7 +33,7 @@ func main() {
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "t1: "+oneLine(err))
-		os.Exit(1)
+		os.Exit(exitCode(ctx, err))
 	}
 }
 
@@ -50,6 +50,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitConfig, err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "pipeline configuration (default: $T1_CONFIG, else ./pipeline.yaml if present, else built-in defaults)")
 	pf.StringVar(&g.dataDir, "data", "", "data directory for embedded NATS and S3 (default: $T1_DATA, else the config's data, .t1)")
@@ -67,6 +68,7 @@ func newRoot() *cobra.Command {
 		demoCmd(g),
 		replayCmd(g),
 		workerCmd(g),
+		evalCmd(g),
 		queryCmd(g),
 		reportCmd(g),
 		inspectCmd(g),
@@ -91,12 +93,24 @@ func (g *globals) open(ctx context.Context, opts local.Options) (*local.Infra, e
 	if err != nil {
 		return nil, err
 	}
-	return local.Open(ctx, cfg, opts)
+	return connect(ctx, cfg, opts)
+}
+
+// connect is local.Open whose failures are the infrastructure's (exit 3).
+func connect(ctx context.Context, cfg config.Config, opts local.Options) (*local.Infra, error) {
+	in, err := local.Open(ctx, cfg, opts)
+	return in, infraError(err)
 }
 
 // load resolves the configuration and applies flag and environment
-// overrides, then sets up logging.
+// overrides, then sets up logging. Its errors are configuration errors
+// (exit 2).
 func (g *globals) load() (config.Config, error) {
+	cfg, err := g.loadConfig()
+	return cfg, withCode(exitConfig, err)
+}
+
+func (g *globals) loadConfig() (config.Config, error) {
 	path := g.configPath
 	if path == "" {
 		path = os.Getenv("T1_CONFIG")

@@ -39,7 +39,7 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 				return err
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{Serve: true})
+			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
@@ -62,6 +62,8 @@ type pipelineSummary struct {
 	Dead       uint64             `json:"dead_letters"`
 	Elapsed    time.Duration      `json:"elapsed_ns"`
 	PolicyLast int64              `json:"policy_version"`
+	// ExitCode is the code the command ends with (README's table).
+	ExitCode int `json:"exit_code"`
 	reportFiles
 }
 
@@ -76,8 +78,16 @@ type evalLine struct {
 
 func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra, stages bool) error {
 	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, stages)
-	if err != nil || sum == nil {
+	if err != nil {
 		return err
+	}
+	if sum == nil {
+		if g.json {
+			if err := printJSON(cmd, pipelineSummary{Run: in.Config.Run.ID, Status: "stopped", ExitCode: exitStopped}); err != nil {
+				return err
+			}
+		}
+		return errStopped
 	}
 	if g.json {
 		if err := printJSON(cmd, sum); err != nil {
@@ -87,7 +97,7 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 		printPipelineSummary(cmd.OutOrStdout(), *sum)
 	}
 	if sum.Status == "failed" {
-		return fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run)
+		return withCode(exitFailed, fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run))
 	}
 	return nil
 }
@@ -112,19 +122,37 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	if !stages {
 		mine = nil
 	}
+	// The stages that must run once (control, eval) are leased, so that
+	// no worker elsewhere shares their consumers with this process.
+	var serial []engine.Stage
 	for _, s := range mine {
-		r := engine.NewRunner(in.Log, s, local.RunnerConfig(cfg.Engine, p.Hash()))
+		if isSerial(s) {
+			serial = append(serial, s)
+		}
+	}
+	release, err := holdLeases(stageCtx, in.Log, serial, defaultLeaseTTL, func(err error) {
+		select {
+		case errs <- infraError(fmt.Errorf("lease lost: %w", err)):
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	for _, s := range mine {
+		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(p.Hash()))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := r.Run(stageCtx); err != nil {
-				errs <- fmt.Errorf("stage %s: %w", s.Name(), err)
+				errs <- infraError(fmt.Errorf("stage %s: %w", s.Name(), err))
 			}
 		}()
 	}
 	exists, err := in.Log.HasEvent(ctx, run, schemas.RunStarted)
 	if err != nil {
-		return nil, err
+		return nil, infraError(err)
 	}
 	if !exists {
 		root, err := engine.NewRootEvent(run, schemas.RunStarted, p.Hash(), p.Started())
@@ -154,7 +182,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 			break
 		}
 		if counts[schemas.RunFailed] > 0 {
-			sum.Status = "failed"
+			sum.Status, sum.ExitCode = "failed", exitFailed
 			break
 		}
 		select {

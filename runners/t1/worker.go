@@ -9,109 +9,226 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 )
 
+// workerSummary is what `t1 worker --json` prints when it ends.
+type workerSummary struct {
+	Stage string `json:"stage"`
+	// Status is idle (--until-idle found nothing left), stopped (a signal)
+	// or failed.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Lease names the lease the worker held, if any.
+	Lease        string        `json:"lease,omitempty"`
+	Acked        int64         `json:"acked"`
+	Failed       int64         `json:"failed"`
+	Retried      int64         `json:"retried"`
+	DeadLettered int64         `json:"dead_lettered"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+	ExitCode     int           `json:"exit_code"`
+}
+
 func workerCmd(g *globals) *cobra.Command {
 	var stage string
-	var untilIdle, noLease bool
+	var untilIdle, noLease, exclusive bool
 	var idle, leaseTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker --stage S [--until-idle]",
 		Short: "Run one stage against the configured NATS and S3 (scale-out, cron, Slurm or Kubernetes jobs)",
-		Long: `Runs a single stage's consumer. Several workers of one stage share its work through the
-durable consumer; --until-idle makes the worker exit 0 once nothing is pending or in flight for
---idle, for batch schedulers. Unless --no-lease, the worker first takes the stage's lease (a
-JetStream KV entry renewed while it runs, expiring --lease-ttl after a crash), so two jobs of the
-same stage never overlap; a second one exits with the holder's name.`,
+		Long: `Runs a single stage's consumer. Any number of workers of one stage share its work through
+its durable consumer, each running engine.concurrency handlers, with at most
+engine.max_ack_pending events of the stage out at once across all of them. A stage that must
+run once (control, eval) is leased: the worker first takes the stage's lease (a JetStream KV
+entry renewed while it runs, expiring --lease-ttl after a crash), and a second one exits 4
+naming the holder. --exclusive leases any stage; --no-lease skips the lease.
+
+--until-idle makes the worker exit 0 once nothing of the stage is pending or in flight for
+--idle, for batch schedulers. --json prints a summary when the worker ends. Exit codes are
+README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 leased elsewhere,
+5 interrupted before --until-idle found the stage idle.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stage == "" {
-				return fmt.Errorf("--stage is required")
+				return configError("--stage is required: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 			}
 			cfg, err := g.load()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			in, err := local.Open(ctx, cfg, local.Options{})
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
-			if err != nil {
-				return err
-			}
-			st, err := p.Stage(stage)
-			if err != nil {
-				return err
-			}
-			if !noLease {
-				host, _ := os.Hostname()
-				lease, err := in.Log.AcquireLease(ctx, "stage-"+stage, fmt.Sprintf("%s pid %d", host, os.Getpid()), leaseTTL)
-				if err != nil {
-					return err
-				}
-				defer lease.Release(context.Background())
-				go func() {
-					if err := lease.Keep(ctx); err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "t1 worker: %v; stopping\n", err)
-						cancel()
-					}
-				}()
-			}
-			done := make(chan error, 1)
-			go func() { done <- engine.NewRunner(in.Log, st, local.RunnerConfig(cfg.Engine, p.Hash())).Run(ctx) }()
-			if !untilIdle {
-				return <-done
-			}
-			quiet := time.Time{}
-			tick := time.NewTicker(250 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case err := <-done:
-					return err
-				case <-tick.C:
-				}
-				c, err := in.Log.Stream().Consumer(ctx, stage)
-				if errors.Is(err, context.Canceled) {
-					return nil
-				}
-				if err != nil {
-					continue // the runner is still creating its consumer
-				}
-				info, err := c.Info(ctx)
-				if err != nil {
-					continue
-				}
-				if info.NumPending > 0 || info.NumAckPending > 0 {
-					quiet = time.Time{}
-					continue
-				}
-				if quiet.IsZero() {
-					quiet = time.Now()
-				}
-				if time.Since(quiet) >= idle {
-					cancel()
-					if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-						return err
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "t1 worker: stage %s idle for %s; exiting\n", stage, idle)
-					return nil
+			begin := time.Now()
+			sum := workerSummary{Stage: stage}
+			err = runWorker(cmd.Context(), cmd, cfg, stage, untilIdle, noLease, exclusive, idle, leaseTTL, &sum)
+			sum.Elapsed = time.Since(begin)
+			sum.ExitCode = exitCode(cmd.Context(), err)
+			switch {
+			case err == nil && sum.Status == "":
+				sum.Status = "idle"
+			case err != nil:
+				sum.Status, sum.Reason = "failed", oneLine(err)
+				if sum.ExitCode == exitStopped {
+					sum.Status = "stopped"
 				}
 			}
+			if g.json {
+				if perr := printJSON(cmd, sum); perr != nil && err == nil {
+					return perr
+				}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&stage, "stage", "", "stage to run: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 	f.BoolVar(&untilIdle, "until-idle", false, "exit 0 once no event is pending or in flight")
 	f.DurationVar(&idle, "idle", 10*time.Second, "with --until-idle, how long the stage must stay idle")
-	f.BoolVar(&noLease, "no-lease", false, "skip the stage lease (several workers sharing one stage's work)")
-	f.DurationVar(&leaseTTL, "lease-ttl", 30*time.Second, "how long a crashed worker's lease lasts")
+	f.BoolVar(&noLease, "no-lease", false, "take no lease, even for control or eval (their folds then break if two workers run)")
+	f.BoolVar(&exclusive, "exclusive", false, "lease the stage whatever it is, so this worker is its only one")
+	f.DurationVar(&leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a crashed worker's lease lasts")
 	return cmd
+}
+
+func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, stage string, untilIdle, noLease, exclusive bool, idle, leaseTTL time.Duration, sum *workerSummary) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	in, err := connect(ctx, cfg, local.Options{})
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
+	if err != nil {
+		return withCode(exitConfig, err)
+	}
+	st, err := p.Stage(stage)
+	if err != nil {
+		return withCode(exitConfig, err)
+	}
+	var leased []engine.Stage
+	if !noLease && (exclusive || isSerial(st)) {
+		leased = []engine.Stage{st}
+		sum.Lease = leaseName(st)
+	}
+	lost := make(chan error, 1)
+	release, err := holdLeases(ctx, in.Log, leased, leaseTTL, func(err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+		cancel()
+	})
+	if err != nil {
+		return err
+	}
+	defer release()
+	r := engine.NewRunner(in.Log, st, cfg.Engine.Runner(p.Hash()))
+	defer func() {
+		s := r.Stats()
+		sum.Acked, sum.Failed, sum.Retried, sum.DeadLettered = s.Acked, s.Failed, s.Retried, s.DeadLettered
+	}()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	// ended says why the runner stopped: a lost lease, a failed runner (its
+	// connection closed) or the signal.
+	ended := func(err error) error {
+		select {
+		case lerr := <-lost:
+			return infraError(fmt.Errorf("stage %s: lease lost: %w", stage, lerr))
+		default:
+		}
+		if err != nil {
+			return infraError(err)
+		}
+		if untilIdle {
+			return errStopped
+		}
+		sum.Status = "stopped"
+		return nil
+	}
+	if !untilIdle {
+		return ended(<-done)
+	}
+	quiet := time.Time{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return ended(err)
+		case <-tick.C:
+		}
+		c, err := in.Log.Stream().Consumer(ctx, stage)
+		if errors.Is(err, context.Canceled) {
+			return ended(<-done)
+		}
+		if err != nil {
+			continue // the runner is still creating its consumer
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			continue
+		}
+		if info.NumPending > 0 || info.NumAckPending > 0 {
+			quiet = time.Time{}
+			continue
+		}
+		if quiet.IsZero() {
+			quiet = time.Now()
+		}
+		if time.Since(quiet) >= idle {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				return infraError(err)
+			}
+			sum.Status = "idle"
+			fmt.Fprintf(cmd.ErrOrStderr(), "t1 worker: stage %s idle for %s; exiting\n", stage, idle)
+			return nil
+		}
+	}
+}
+
+// isSerial tells a stage that must run once per log (engine.Serial).
+func isSerial(s engine.Stage) bool {
+	se, ok := s.(engine.Serial)
+	return ok && se.Serial()
+}
+
+// defaultLeaseTTL is how long a crashed process's lease lasts.
+const defaultLeaseTTL = 30 * time.Second
+
+func leaseName(s engine.Stage) string { return "stage-" + s.Name() }
+
+// holdLeases takes the lease of each of stages and renews them until ctx
+// ends; lost is called, once, if one is lost meanwhile. release gives
+// them up. A stage already leased elsewhere fails it with engine.ErrLeased
+// (exit 4), naming the holder.
+func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl time.Duration, lost func(error)) (release func(), err error) {
+	var held []*engine.Lease
+	release = func() {
+		for _, ls := range held {
+			_ = ls.Release(context.Background())
+		}
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s pid %d at %s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
+	for _, s := range stages {
+		ls, err := l.AcquireLease(ctx, leaseName(s), holder, ttl)
+		if err != nil {
+			release()
+			if errors.Is(err, engine.ErrLeased) {
+				return nil, fmt.Errorf("stage %s runs elsewhere: %w", s.Name(), err)
+			}
+			return nil, infraError(err)
+		}
+		held = append(held, ls)
+		go func() {
+			if err := ls.Keep(ctx); err != nil {
+				lost(err)
+			}
+		}()
+	}
+	return release, nil
 }

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/stages/eval"
+	"github.com/t1pipe/t1/trainer"
+)
+
+// evalSummary is what `t1 eval` prints when it ends.
+type evalSummary struct {
+	Run           string `json:"run"`
+	Suite         string `json:"suite"`
+	PolicyVersion int64  `json:"policy_version"`
+	Attempts      int    `json:"attempts"`
+	// Status is completed (this job evaluated), done (an earlier job or the
+	// run itself already had; nothing was redone) or failed.
+	Status      string        `json:"status"`
+	Reason      string        `json:"reason,omitempty"`
+	Scored      int           `json:"scored"`
+	Tasks       int           `json:"tasks"`
+	ResolveRate float64       `json:"resolve_rate"`
+	MeanReward  float64       `json:"mean_reward"`
+	MeanTurns   float64       `json:"mean_turns"`
+	Results     []string      `json:"results,omitempty"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	ExitCode    int           `json:"exit_code"`
+	completed   *schemas.EvalCompletedPayload
+}
+
+func evalCmd(g *globals) *cobra.Command {
+	var run, policy, suite string
+	var attempts int
+	cmd := &cobra.Command{
+		Use:   "eval --run R --policy vN --suite NAME|DIR [--attempts k]",
+		Short: "Evaluate one policy version of a run on a suite, as a job of its own",
+		Long: `Evaluates policy version N of run R on a suite: the configured one by its name
+(stages.eval.suite), or a directory of Harbor tasks (a task, or a dataset root of them).
+The job writes eval_results and eval.completed under the run, as the run's own evaluations
+do, running the eval, rollout and reward stages in this process on their shared consumers
+(so it also helps with whatever else they have pending).
+
+It is idempotent: an evaluation the log already completed for the same run, suite and
+version is printed, not redone, and the job exits 0. Interrupted, it resumes where it
+stopped when run again. It holds the eval stage's lease while it works, so it exits 4 while
+another process (t1 run, t1 worker --stage eval) runs the eval stage. Exit codes: 0 done,
+1 the evaluation failed, 2 a bad run, version, suite or attempts, 3 NATS or S3 lost,
+4 the eval stage runs elsewhere, 5 interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			begin := time.Now()
+			sum := &evalSummary{Run: run, Suite: suite}
+			err := runEvalJob(cmd.Context(), cmd, g, run, policy, suite, attempts, sum)
+			sum.Elapsed = time.Since(begin)
+			sum.ExitCode = exitCode(cmd.Context(), err)
+			if err != nil {
+				sum.Status, sum.Reason = "failed", oneLine(err)
+				if sum.ExitCode == exitStopped {
+					sum.Status = "stopped"
+				}
+			}
+			if g.json {
+				if perr := printJSON(cmd, sum); perr != nil && err == nil {
+					return perr
+				}
+			} else if err == nil {
+				printEvalSummary(cmd, sum)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&run, "run", "", "the run whose policy is evaluated and which receives the results")
+	f.StringVar(&policy, "policy", "", "policy version: v0 (the initial policy), v1, … or a bare number")
+	f.StringVar(&suite, "suite", "", "the configured suite's name, or a directory of Harbor tasks")
+	f.IntVar(&attempts, "attempts", 0, "attempts per task (default: stages.eval.attempts)")
+	return cmd
+}
+
+var policyVersion = regexp.MustCompile(`^v?([0-9]{1,9})$`)
+
+func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy, suiteArg string, attempts int, sum *evalSummary) error {
+	if run == "" || policy == "" || suiteArg == "" {
+		return configError("--run, --policy and --suite are required")
+	}
+	if keys.ValidRun(run) != nil {
+		return configError("--run %q is not a run id (1-64 characters from a-z, 0-9 and '-')", run)
+	}
+	m := policyVersion.FindStringSubmatch(policy)
+	if m == nil {
+		return configError("--policy %q: want a version such as v0 or v3", policy)
+	}
+	version, _ := strconv.ParseInt(m[1], 10, 64)
+	sum.PolicyVersion = version
+	cfg, err := g.load()
+	if err != nil {
+		return err
+	}
+	if attempts == 0 {
+		attempts = cfg.Stages.Eval.Attempts
+	}
+	if attempts < 1 || attempts > 100 {
+		return configError("--attempts %d: want 1-100", attempts)
+	}
+	sum.Attempts = attempts
+	// The suite is resolved before the embedded S3 gateway moves the
+	// working directory.
+	name, extra, err := resolveSuite(cfg.Stages.Eval, suiteArg)
+	if err != nil {
+		return err
+	}
+	sum.Suite = name
+	in, err := connect(ctx, cfg, local.Options{})
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if ok, err := in.Log.HasEvent(ctx, run, schemas.RunStarted); err != nil {
+		return infraError(err)
+	} else if !ok {
+		return configError("run %q has no run.started in the log (t1 status lists the runs)", run)
+	}
+	// Version 0 is stored on first use; any other must be.
+	if version > 0 {
+		err := trainer.EnsurePolicy(ctx, in.Store, run, version, nil)
+		if _, bad := errors.AsType[*trainer.BadInputError](err); bad {
+			return configError("run %s has no policy v%d: %v", run, version, err)
+		} else if err != nil {
+			return infraError(err)
+		}
+	}
+	st, err := evalState(ctx, in.Log, run, name, version)
+	if err != nil {
+		return err
+	}
+	if st.request != nil && st.request.Attempts != attempts {
+		return configError("run %s already has an evaluation of v%d on %s with %d attempts per task; ask for those, or evaluate on another suite",
+			run, version, name, st.request.Attempts)
+	}
+	if st.completed != nil {
+		sum.Status = "done"
+		return sum.fill(st.completed)
+	}
+
+	var opts []pipeline.Option
+	opts = append(opts, pipeline.WithWorkDir(in.WorkDir))
+	if extra != nil {
+		opts = append(opts, pipeline.WithSuite(name, *extra))
+	}
+	p, err := pipeline.Build(cfg, in.Log, in.Store, opts...)
+	if err != nil {
+		return withCode(exitConfig, err)
+	}
+	var stages []engine.Stage
+	for _, n := range []string{"eval", "rollout", "reward"} {
+		s, err := p.Stage(n)
+		if err != nil {
+			return configError("%v (stages.eval.suite is empty and no directory was given)", err)
+		}
+		stages = append(stages, s)
+	}
+	stageCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(stages)+1)
+	release, err := holdLeases(stageCtx, in.Log, stages[:1], defaultLeaseTTL, func(err error) {
+		select {
+		case errs <- infraError(fmt.Errorf("lease lost: %w", err)):
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer release()
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for _, s := range stages {
+		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(p.Hash()))
+		wg.Go(func() {
+			if err := r.Run(stageCtx); err != nil {
+				select {
+				case errs <- infraError(fmt.Errorf("stage %s: %w", s.Name(), err)):
+				default:
+				}
+			}
+		})
+	}
+	if st.request == nil {
+		req, err := engine.NewRootEvent(run, schemas.EvalRequested, fmt.Sprintf("job/%s/v%d/k%d", name, version, attempts),
+			schemas.EvalRequestedPayload{Suite: name, PolicyVersion: version, Attempts: attempts})
+		if err != nil {
+			return err
+		}
+		if _, err := in.Log.Publish(ctx, req); err != nil {
+			return infraError(err)
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "t1 eval: evaluating %s v%d on %s, %d attempts per task\n", run, version, name, attempts)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return errStopped
+		case err := <-errs:
+			return err
+		case <-tick.C:
+		}
+		st, err := evalState(ctx, in.Log, run, name, version)
+		if err != nil {
+			if ctx.Err() != nil {
+				return errStopped
+			}
+			return err
+		}
+		switch {
+		case st.completed != nil:
+			sum.Status = "completed"
+			return sum.fill(st.completed)
+		case st.failed != "":
+			return withCode(exitFailed, fmt.Errorf("evaluation of %s v%d on %s failed: %s", run, version, name, st.failed))
+		}
+	}
+}
+
+// fill takes the evaluation's figures; an evaluation none of whose
+// attempts was scored is a failure.
+func (s *evalSummary) fill(p *schemas.EvalCompletedPayload) error {
+	s.Scored, s.Tasks, s.ResolveRate, s.MeanReward, s.MeanTurns = p.Attempts, p.Tasks, p.ResolveRate, p.MeanReward, p.MeanTurns
+	for _, r := range p.Results {
+		s.Results = append(s.Results, r.Key)
+	}
+	if p.Attempts == 0 {
+		return withCode(exitFailed, fmt.Errorf("evaluation of %s v%d on %s completed without a scored attempt (t1 events list --run %s)", s.Run, s.PolicyVersion, s.Suite, s.Run))
+	}
+	return nil
+}
+
+func printEvalSummary(cmd *cobra.Command, s *evalSummary) {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "eval\t%s v%d on %s (%s)\n", s.Run, s.PolicyVersion, s.Suite, s.Status)
+	fmt.Fprintf(tw, "resolve rate\t%.2f\n", s.ResolveRate)
+	fmt.Fprintf(tw, "partial credit\t%.2f\n", s.MeanReward)
+	fmt.Fprintf(tw, "mean turns\t%.1f\n", s.MeanTurns)
+	fmt.Fprintf(tw, "attempts\t%d scored of %d tasks × %d\n", s.Scored, s.Tasks, s.Attempts)
+	for _, r := range s.Results {
+		fmt.Fprintf(tw, "results\t%s\n", r)
+	}
+	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
+	tw.Flush()
+}
+
+// evalLog is what a run's log holds of one evaluation.
+type evalLog struct {
+	request   *schemas.EvalRequestedPayload
+	completed *schemas.EvalCompletedPayload
+	failed    string
+}
+
+func evalState(ctx context.Context, l *engine.Log, run, suite string, version int64) (evalLog, error) {
+	var st evalLog
+	reqs := map[string]bool{}
+	err := l.ReplayRun(ctx, run, []string{schemas.EvalRequested, schemas.EvalCompleted, engine.FailedType(schemas.EvalRequested)}, func(ev engine.Event) error {
+		switch ev.Type {
+		case schemas.EvalRequested:
+			var p schemas.EvalRequestedPayload
+			if ev.Decode(&p) == nil && p.Suite == suite && p.PolicyVersion == version && st.request == nil {
+				st.request, reqs[ev.ID] = &p, true
+			}
+		case schemas.EvalCompleted:
+			var p schemas.EvalCompletedPayload
+			if ev.Decode(&p) == nil && p.Suite == suite && p.PolicyVersion == version {
+				st.completed = &p
+			}
+		default:
+			var f engine.Failure
+			if ev.Decode(&f) == nil && reqs[f.EventID] {
+				st.failed = f.Reason
+			}
+		}
+		return nil
+	})
+	return st, infraError(err)
+}
+
+var notSuiteName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// resolveSuite names the suite arg stands for: the configured suite, or a
+// directory of Harbor tasks, named for its base name and what its tasks
+// hash to (so the same tasks are the same suite wherever they lie).
+func resolveSuite(es eval.Settings, arg string) (string, *eval.Suite, error) {
+	if arg == es.Suite && es.Suite != "" {
+		return arg, nil, nil
+	}
+	fi, err := os.Stat(arg)
+	if err != nil || !fi.IsDir() {
+		configured := "none is configured"
+		if es.Suite != "" {
+			configured = fmt.Sprintf("the configured one is %q", es.Suite)
+		}
+		return "", nil, configError("--suite %q is neither the configured suite (%s) nor a directory of Harbor tasks", arg, configured)
+	}
+	dir, err := filepath.Abs(arg)
+	if err != nil {
+		return "", nil, configError("--suite %s: %v", arg, err)
+	}
+	tasks, err := eval.LoadDirs([]string{dir})
+	if err != nil {
+		return "", nil, configError("--suite %s: %v", arg, err)
+	}
+	if len(tasks) == 0 {
+		return "", nil, configError("--suite %s holds no Harbor task (a directory with task.toml, or a root of such directories)", arg)
+	}
+	h := sha256.New()
+	for _, t := range tasks {
+		fmt.Fprintln(h, t.ID)
+	}
+	base := strings.Trim(notSuiteName.ReplaceAllString(strings.ToLower(filepath.Base(dir)), "-"), "-")
+	if len(base) > 32 {
+		base = base[:32]
+	}
+	name := "dir-" + hex.EncodeToString(h.Sum(nil))[:8]
+	if base != "" {
+		name = base + "-" + hex.EncodeToString(h.Sum(nil))[:8]
+	}
+	return name, &eval.Suite{Dirs: []string{dir}}, nil
+}

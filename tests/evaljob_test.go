@@ -1,0 +1,123 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/t1pipe/t1/internal/testinfra"
+)
+
+// evalJob is what `t1 eval --json` prints.
+type evalJob struct {
+	Suite    string   `json:"suite"`
+	Status   string   `json:"status"`
+	Scored   int      `json:"scored"`
+	Tasks    int      `json:"tasks"`
+	Results  []string `json:"results"`
+	ExitCode int      `json:"exit_code"`
+}
+
+// runEval runs `t1 eval` with args (interrupting it once its stderr says
+// it is evaluating, when interrupt is set) and returns its summary and
+// exit code.
+func runEval(t *testing.T, data, cfg string, interrupt bool, args ...string) (evalJob, int) {
+	t.Helper()
+	cmd := command(t, data, cfg, append([]string{"eval", "--json", "--log-level", "warn"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(4*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	if interrupt {
+		checkFor(t, time.Minute, func() error {
+			if !strings.Contains(stderr.String(), "t1 eval: evaluating") {
+				return errors.New("not evaluating yet")
+			}
+			return nil
+		})
+		time.Sleep(time.Second)
+		cmd.Process.Signal(syscall.SIGINT)
+	}
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var sum evalJob
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("t1 eval %v: %v: %s\n%s", args, err, stdout.String(), stderr.String())
+	}
+	if sum.ExitCode != code {
+		t.Fatalf("summary says exit %d, the process exited %d", sum.ExitCode, code)
+	}
+	return sum, code
+}
+
+// `t1 eval` on a finished run evaluates its last policy on a directory of
+// Harbor tasks: interrupted, it exits 5 and a second invocation finishes
+// the evaluation; a third, identical one does nothing (not one event more)
+// and exits 0; asking for other attempts on the same suite and version is
+// a configuration error (2).
+func TestEvalJob(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
+	completeRun(t, data, cfg)
+	dir, err := filepath.Abs(filepath.Join("..", "harbor", "testdata", "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--run", "tiny", "--policy", "v2", "--suite", dir, "--attempts", "2"}
+
+	sum, code := runEval(t, data, cfg, true, args...)
+	if code != 5 || sum.Status != "stopped" {
+		t.Fatalf("interrupted eval: exit %d, %+v; want 5, stopped", code, sum)
+	}
+	sum, code = runEval(t, data, cfg, false, args...)
+	if code != 0 || sum.Status != "completed" || sum.Tasks != 3 || sum.Scored != 6 || len(sum.Results) != 1 {
+		t.Fatalf("resumed eval: exit %d, %+v; want 0, completed, 3 tasks × 2 scored, one results table", code, sum)
+	}
+	before, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, code := runEval(t, data, cfg, false, args...)
+	if code != 0 || again.Status != "done" || again.Scored != sum.Scored || strings.Join(again.Results, ",") != strings.Join(sum.Results, ",") {
+		t.Fatalf("repeated eval: exit %d, %+v; want 0, done, as %+v", code, again, sum)
+	}
+	after, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, a := streamMessages(t, before, "T1"), streamMessages(t, after, "T1"); a != b {
+		t.Fatalf("the repeated eval added events: %d before, %d after", b, a)
+	}
+	if _, code := runEval(t, data, cfg, false, "--run", "tiny", "--policy", "v2", "--suite", dir, "--attempts", "3"); code != 2 {
+		t.Fatalf("other attempts on an evaluated suite: exit %d, want 2", code)
+	}
+	if _, code := runEval(t, data, cfg, false, "--run", "tiny", "--policy", "v9", "--suite", dir); code != 2 {
+		t.Fatalf("a version the run does not have: exit %d, want 2", code)
+	}
+}
+
+func streamMessages(t *testing.T, s status, name string) uint64 {
+	t.Helper()
+	for _, st := range s.Streams {
+		if st.Name == name {
+			return st.Messages
+		}
+	}
+	t.Fatalf("no stream %s in %+v", name, s.Streams)
+	return 0
+}
