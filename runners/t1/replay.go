@@ -65,7 +65,7 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 			if err != nil {
 				return err
 			}
-			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+p.Hash())
+			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+p.Hash(), nil)
 			if err != nil {
 				return err
 			}

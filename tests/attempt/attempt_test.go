@@ -117,7 +117,7 @@ func TestRolloutAndReward(t *testing.T) {
 	// Re-score every attempt into a branch run: rewards only, no rollout,
 	// the original run untouched.
 	before := testinfra.Count(t, l, "t1."+run+".>")
-	res, err := l.Branch(ctx, rewardStage, run, "att-rescore", engine.ReplayFrom{}, "rescore")
+	res, err := l.Branch(ctx, rewardStage, run, "att-rescore", engine.ReplayFrom{}, "rescore", nil)
 	if err != nil || res.Inputs != 2 || res.Emitted != 2 || res.Failed != 0 {
 		t.Fatalf("branch: %+v, %v", res, err)
 	}
