@@ -66,6 +66,7 @@ func newRoot() *cobra.Command {
 		ablateCmd(g),
 		demoCmd(g),
 		replayCmd(g),
+		runsCmd(g),
 		workerCmd(g),
 		queryCmd(g),
 		reportCmd(g),
