@@ -140,8 +140,9 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 	if !st.started || st.finished {
 		return nil
 	}
-	// A branch that only replayed a stage decides nothing.
-	if st.branch != nil && !st.branch.Continue {
+	// A branch that only replayed a stage decides nothing, unless the
+	// stage it replays is control's own.
+	if st.branch != nil && !st.branch.Continue && st.branch.Stage != "control" {
 		return nil
 	}
 	// Synthesis rounds.
