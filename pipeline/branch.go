@@ -72,6 +72,9 @@ func (p *Pipeline) Branch(ctx context.Context, log *engine.Log, o BranchOptions)
 		if o.Iteration < 0 {
 			return none, fmt.Errorf("branch: --iteration %d: want 0 or more", o.Iteration)
 		}
+		if o.Stage == "sft" && o.Iteration != 0 {
+			return none, fmt.Errorf("branch: sft runs before the first iteration; leave --iteration out")
+		}
 	} else if o.Iteration != 0 {
 		return none, fmt.Errorf("branch: --iteration picks where a --continue branch starts; without --continue, bound the replay with --from-seq or --since")
 	}
