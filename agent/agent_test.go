@@ -59,9 +59,9 @@ func FuzzParseReply(f *testing.F) {
 func canonical(tp *moe.Chat, s string) []int { return append(tp.Content(s), tp.End()) }
 
 // rendering is the chat template's rendering of the harness's messages.
-func rendering(t *testing.T, tp *moe.Chat, msgs []moe.Message) []int {
+func rendering(t *testing.T, tp *moe.Chat, msgs []Message) []int {
 	t.Helper()
-	ids, err := tp.Render(msgs)
+	ids, err := OwnChat(tp).Render(msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func rendering(t *testing.T, tp *moe.Chat, msgs []moe.Message) []int {
 
 func TestTITOStrictPrefix(t *testing.T) {
 	tp := template(t)
-	a := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: "You are an agent."}, {Role: moe.RoleUser, Content: "List /app."}})
+	a := mustAssembler(t, OwnChat(tp), []Message{{Role: "system", Content: "You are an agent."}, {Role: "user", Content: "List /app."}})
 	reply := "<command>ls /app</command>"
 	ids := canonical(tp, reply)
 	lps := make([]float32, len(ids))
@@ -80,7 +80,7 @@ func TestTITOStrictPrefix(t *testing.T) {
 	if got := a.Sampled(ids, lps); got != reply {
 		t.Fatalf("sampled text %q", got)
 	}
-	if k := a.Next(moe.Message{Role: moe.RoleUser, Content: "a.txt\nb.txt\n"}); k != schemas.RepairStrictPrefix {
+	if k := next(t, a, "a.txt\nb.txt\n"); k != schemas.RepairStrictPrefix {
 		t.Fatalf("repair %s", k)
 	}
 	c := a.Chunks()[0]
@@ -101,10 +101,10 @@ func TestTITOStrictPrefix(t *testing.T) {
 
 func TestTITOClippedAtTokenBudget(t *testing.T) {
 	tp := template(t)
-	a := NewAssembler(tp, []moe.Message{{Role: moe.RoleUser, Content: "go"}})
+	a := mustAssembler(t, OwnChat(tp), []Message{{Role: "user", Content: "go"}})
 	ids := tp.Content("<command>echo cut") // no end token: the budget ran out
 	a.Sampled(ids, make([]float32, len(ids)))
-	if k := a.Next(moe.Message{Role: moe.RoleUser, Content: "the reply was cut off"}); k != schemas.RepairClippedNorm {
+	if k := next(t, a, "the reply was cut off"); k != schemas.RepairClippedNorm {
 		t.Fatalf("repair %s", k)
 	}
 	c := a.Chunks()[0]
@@ -124,7 +124,7 @@ func TestTITOClippedAtTokenBudget(t *testing.T) {
 // of the rendering: the chunk closes and a new one starts.
 func TestTITONonCanonicalOpensNewChunk(t *testing.T) {
 	tp := template(t)
-	a := NewAssembler(tp, []moe.Message{{Role: moe.RoleUser, Content: "go"}})
+	a := mustAssembler(t, OwnChat(tp), []Message{{Role: "user", Content: "go"}})
 	word := "<command>ls</command>"
 	var ids []int
 	for _, b := range []byte(word) {
@@ -135,7 +135,7 @@ func TestTITONonCanonicalOpensNewChunk(t *testing.T) {
 	}
 	ids = append(ids, tp.End())
 	a.Sampled(ids, make([]float32, len(ids)))
-	if k := a.Next(moe.Message{Role: moe.RoleUser, Content: "out"}); k != schemas.RepairNewChunk {
+	if k := next(t, a, "out"); k != schemas.RepairNewChunk {
 		t.Fatalf("repair %s", k)
 	}
 	if len(a.Chunks()) != 2 || a.Chunks()[1].Opened != schemas.RepairNewChunk {
@@ -158,15 +158,34 @@ func TestTITONonCanonicalOpensNewChunk(t *testing.T) {
 
 func TestTITOTextRetokenised(t *testing.T) {
 	tp := template(t)
-	a := NewAssembler(tp, []moe.Message{{Role: moe.RoleUser, Content: "first observation, long"}})
+	a := mustAssembler(t, OwnChat(tp), []Message{{Role: "user", Content: "first observation, long"}})
 	ids := canonical(tp, "<command>pwd</command>")
 	a.Sampled(ids, make([]float32, len(ids)))
 	// The harness shortened an earlier observation (non-loss text).
 	a.msgs[0].Content = "first observation"
-	if k := a.Next(moe.Message{Role: moe.RoleUser, Content: "/app"}); k != schemas.RepairTextRetokened {
+	if k := next(t, a, "/app"); k != schemas.RepairTextRetokened {
 		t.Fatalf("repair %s", k)
 	}
 	if !slices.Equal(a.Prompt(), rendering(t, tp, a.Messages())) || a.LossDrift != 0 {
 		t.Fatal("retokenised context differs from the rendering")
 	}
+}
+
+func mustAssembler(t *testing.T, chat Chat, msgs []Message) *Assembler {
+	t.Helper()
+	a, err := NewAssembler(chat, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// next adds an observation and returns the repair of its boundary.
+func next(t *testing.T, a *Assembler, obs string) string {
+	t.Helper()
+	k, err := a.Next(Message{Role: a.chat.ObservationRole(), Content: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

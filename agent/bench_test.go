@@ -28,9 +28,35 @@ func BenchmarkHarnessTurn(b *testing.B) {
 	b.ResetTimer()
 	turns := 0
 	for range b.N {
-		res, err := Run(context.Background(), NewScripted(tp, replies), tp, instantShell{}, "Benchmark task.", Config{MaxTurns: len(replies) + 1, Context: 1 << 20}, nil)
+		res, err := Run(context.Background(), NewScripted(OwnChat(tp), replies), OwnChat(tp), instantShell{}, "Benchmark task.", Config{MaxTurns: len(replies) + 1, Context: 1 << 20}, nil)
 		if err != nil {
 			b.Fatal(err)
+		}
+		turns += len(res.Turns)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(turns), "µs/turn")
+}
+
+// BenchmarkHarnessTurnQwen3 is BenchmarkHarnessTurn on Qwen3's own
+// template and tokenizer with native tool calls: every boundary re-renders
+// the whole conversation through Jinja and tokenises it, so a turn costs
+// more as the episode grows.
+func BenchmarkHarnessTurnQwen3(b *testing.B) {
+	tp := qwen3(&testing.T{}, "template")
+	replies := make([]string, 64)
+	for i := range replies {
+		replies[i] = fmt.Sprintf("<think>\nNext step %d.\n</think>\n\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -la /app/dir%d && cat /app/file%d.txt\"}}\n</tool_call>", i, i, i)
+	}
+	cfg := Config{MaxTurns: len(replies) + 1, Context: 1 << 20, SystemPrompt: ToolCallsSystemPrompt, Model: ModelSettings{ActionFormat: FormatToolCalls}}
+	b.ResetTimer()
+	turns := 0
+	for range b.N {
+		res, err := Run(context.Background(), NewScripted(tp, replies), tp, instantShell{}, "Benchmark task.", cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Repairs["strict_prefix"] != len(replies) {
+			b.Fatalf("repairs %v", res.Repairs)
 		}
 		turns += len(res.Turns)
 	}
@@ -57,7 +83,7 @@ func BenchmarkEpisodeTrivial(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := Run(ctx, NewScripted(tp, replies), tp, sh, "Echo five numbers.", Config{}, nil); err != nil {
+		if _, err := Run(ctx, NewScripted(OwnChat(tp), replies), OwnChat(tp), sh, "Echo five numbers.", Config{}, nil); err != nil {
 			b.Fatal(err)
 		}
 		sh.Close()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,9 @@ type Config struct {
 	Sampling  inference.SamplingParams
 	// SystemPrompt opens the episode (default SystemPrompt).
 	SystemPrompt string
+	// Model chooses the chat rendering, the action format and the
+	// compaction (Config.Chat builds the rendering).
+	Model ModelSettings
 }
 
 func (c Config) withDefaults() Config {
@@ -87,8 +91,28 @@ func (c Config) withDefaults() Config {
 	if c.SystemPrompt == "" {
 		c.SystemPrompt = SystemPrompt
 	}
+	m, dm := &c.Model, DefaultModelSettings()
+	if m.ActionFormat == "" {
+		m.ActionFormat = dm.ActionFormat
+	}
+	if m.Thinking == "" {
+		m.Thinking = dm.Thinking
+	}
+	if m.Compaction == "" {
+		m.Compaction = dm.Compaction
+	}
 	return c
 }
+
+// Format is the action format c.Model names (tags when it names none).
+func (c Config) Format() (Format, error) { return NewFormat(c.withDefaults().Model.ActionFormat) }
+
+// SummaryPrompt asks the policy for the summary a policy-written
+// compaction carries on with.
+const SummaryPrompt = "Your context is nearly full. Do not run any more commands now: write a summary of your work for whoever continues this task with a fresh context (the task's instruction will be shown again). Say what you have done and found, what state the files and the shell are in, and what remains to be done."
+
+// summaryHeading opens the user message that carries the summary on.
+const summaryHeading = "Summary of the work so far, written before the context was compacted:\n"
 
 // Shell runs commands with state carried between them.
 type Shell interface {
@@ -107,6 +131,8 @@ type Turn struct {
 	Complete    bool
 	Sampled     int
 	Duration    time.Duration
+	// Summary marks the policy's own summary before a compaction.
+	Summary bool
 }
 
 // Result is a finished episode.
@@ -117,7 +143,9 @@ type Result struct {
 	Termination string
 	Repairs     map[string]int
 	LossDrift   int
-	Sampled     int
+	// Malformed counts the replies that earned a corrective observation.
+	Malformed int
+	Sampled   int
 	// RoutingUnavailable says why the backend returned no routing.
 	RoutingUnavailable string
 	// Sampling is what the replies were sampled with; the log-probs are
@@ -130,26 +158,46 @@ type Result struct {
 // bound is reached. Progress, when set, is called after every turn (the
 // stage heartbeats from it). An error means the episode could not go on
 // (the policy went away, the sandbox broke); the caller retries the attempt.
-func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
+func Run(ctx context.Context, pol inference.Engine, chat Chat, sh Shell, instruction string, cfg Config, progress func(Turn)) (*Result, error) {
 	cfg = cfg.withDefaults()
+	format, err := cfg.Format()
+	if err != nil {
+		return nil, err
+	}
+	if format.Tools() != nil && chat.Tools() == nil {
+		return nil, fmt.Errorf("agent: action format %s calls tools, and the chat template shows none: build the chat with Config.Chat", format.Name())
+	}
 	start := time.Now()
-	asm := NewAssembler(tp, []moe.Message{{Role: moe.RoleSystem, Content: cfg.SystemPrompt}, {Role: moe.RoleUser, Content: instruction}})
+	opening := []Message{{Role: "system", Content: cfg.SystemPrompt}, {Role: "user", Content: instruction}}
+	asm, err := NewAssembler(chat, opening)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	limit := int(float64(cfg.Context) * cfg.CompactAt)
 	res := &Result{Sampling: cfg.Sampling}
 	var routing []*moe.Routing
 	end := ""
+	pending, summarising := false, false
 	for turn := 0; end == ""; turn++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if len(asm.Prompt())+cfg.MaxNewTokens > int(float64(cfg.Context)*cfg.CompactAt) {
+		if n := len(asm.Prompt()) + cfg.MaxNewTokens; n > limit && (!summarising || n > cfg.Context) {
+			summarising = false
 			// Keep as many recent turns as fit; a single huge observation
 			// may leave room for none.
 			fits := false
 			for keep := cfg.KeepTurns; keep >= 0 && !fits; keep-- {
 				msgs := compact(asm.Messages(), res.Turns, keep)
-				fits = len(render(tp, msgs...))+len(tp.Header())+cfg.MaxNewTokens <= int(float64(cfg.Context)*cfg.CompactAt)
+				ids, err := chat.Render(msgs)
+				if err != nil {
+					return nil, fmt.Errorf("turn %d: compaction: %w", turn, err)
+				}
+				fits = len(ids)+cfg.MaxNewTokens <= limit
 				if fits || keep == 0 {
-					asm.Compact(msgs)
+					if err := asm.Compact(msgs); err != nil {
+						return nil, fmt.Errorf("turn %d: compaction: %w", turn, err)
+					}
 				}
 			}
 			if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
@@ -160,7 +208,7 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 		t0 := time.Now()
 		sp := cfg.Sampling
 		sp.MaxNewTokens = min(cfg.MaxNewTokens, cfg.MaxSampledTokens-res.Sampled)
-		sp.StopTokenIDs = []int{tp.End()}
+		sp.StopTokenIDs = chat.Stops()
 		sp.Seed = cfg.Sampling.Seed + uint64(turn)
 		resp, err := pol.Generate(ctx, inference.GenerateRequest{InputIDs: asm.Prompt(), SamplingParams: sp, ReturnLogprob: true, ReturnRoutedExperts: true})
 		if err != nil {
@@ -173,18 +221,37 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 		for len(routing) <= chunk {
 			routing = append(routing, nil)
 		}
-		routing[chunk] = resp.RoutedExperts
 		if resp.RoutedExperts == nil && res.RoutingUnavailable == "" {
 			res.RoutingUnavailable = resp.RoutingUnavailable
 		}
-		text := asm.Sampled(resp.OutputIDs, resp.OutputTokenLogprobs)
 		res.Sampled += len(resp.OutputIDs)
+		if summarising {
+			// The policy's summary: a turn of its own, closing the chunk
+			// it was written in; the episode goes on from the summary.
+			summarising = false
+			if cfg.Model.SummaryLoss {
+				routing[chunk] = resp.RoutedExperts
+			}
+			text := asm.Summary(resp.OutputIDs, resp.OutputTokenLogprobs, cfg.Model.SummaryLoss)
+			tr := Turn{Index: turn, Chunk: chunk, Reply: text, Sampled: len(resp.OutputIDs), Summary: true, Duration: time.Since(t0)}
+			res.Turns = append(res.Turns, tr)
+			if progress != nil {
+				progress(tr)
+			}
+			if err := asm.Compact(append(opening[:1:1], Message{Role: "user", Content: instruction + "\n\n" + summaryHeading + text})); err != nil {
+				return nil, fmt.Errorf("turn %d: compaction: %w", turn, err)
+			}
+			continue
+		}
+		routing[chunk] = resp.RoutedExperts
+		text := asm.Sampled(resp.OutputIDs, resp.OutputTokenLogprobs)
 		tr := Turn{Index: turn, Chunk: chunk, Reply: text, Sampled: len(resp.OutputIDs)}
-		reply, perr := ParseReply(text)
+		reply, perr := format.Parse(text)
 		var obs strings.Builder
 		if perr != nil {
 			tr.ParseError = perr.Error()
-			fmt.Fprintf(&obs, "Your reply could not be used: %s. Reply with <command>...</command> or <task_complete/>.\n", perr)
+			res.Malformed++
+			obs.WriteString(format.Corrective(perr))
 		}
 		for _, c := range reply.Commands {
 			if time.Since(start) > cfg.WallClock {
@@ -204,6 +271,16 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 		}
 		tr.Complete = reply.Complete && perr == nil
 		tr.Observation = bound(obs.String(), cfg.MaxObservation)
+		if format.Confirm() {
+			// Completion counts when the reply after the question declares
+			// it again; any other reply withdraws it.
+			if tr.Complete && !pending {
+				tr.Complete, pending = false, true
+				tr.Observation = format.ConfirmPrompt(tr.Observation)
+			} else if !tr.Complete {
+				pending = false
+			}
+		}
 		tr.Duration = time.Since(t0)
 		res.Turns = append(res.Turns, tr)
 		if progress != nil {
@@ -219,7 +296,21 @@ func Run(ctx context.Context, pol inference.Engine, tp *moe.Chat, sh Shell, inst
 		case time.Since(start) > cfg.WallClock:
 			end = EndWallClock
 		default:
-			asm.Next(moe.Message{Role: moe.RoleUser, Content: tr.Observation})
+			next := Message{Role: chat.ObservationRole(), Content: tr.Observation}
+			if cfg.Model.Compaction == CompactPolicy {
+				// Ask for the summary while there is still room to write it.
+				ids, err := chat.Render(append(slices.Clone(asm.Messages()), next))
+				if err != nil {
+					return nil, fmt.Errorf("turn %d: %w", turn, err)
+				}
+				if len(ids)+cfg.MaxNewTokens > limit {
+					next.Content += "\n\n" + SummaryPrompt
+					summarising = true
+				}
+			}
+			if _, err := asm.Next(next); err != nil {
+				return nil, fmt.Errorf("turn %d: %w", turn, err)
+			}
 		}
 	}
 	res.Termination = end
@@ -276,7 +367,7 @@ func bound(s string, n int) string {
 
 // compact keeps the system prompt and instruction, a summary of the
 // earlier turns, and the last keep turns verbatim.
-func compact(msgs []moe.Message, turns []Turn, keep int) []moe.Message {
+func compact(msgs []Message, turns []Turn, keep int) []Message {
 	head := msgs[:2]
 	// The tail is the last keep assistant/user pairs.
 	tail := msgs[2:]
@@ -299,7 +390,7 @@ func compact(msgs []moe.Message, turns []Turn, keep int) []moe.Message {
 			fmt.Fprintf(&sum, "- %s%s\n", bound(line, 120), status)
 		}
 	}
-	out := append([]moe.Message{}, head...)
-	out = append(out, moe.Message{Role: moe.RoleUser, Content: bound(sum.String(), 1500)})
+	out := append([]Message{}, head...)
+	out = append(out, Message{Role: "user", Content: bound(sum.String(), 1500)})
 	return append(out, tail...)
 }

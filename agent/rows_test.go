@@ -14,8 +14,8 @@ import (
 // settings the log-probs are relative to, and one turn row per turn.
 func TestAttemptRows(t *testing.T) {
 	tp := template(t)
-	pol := NewScripted(tp, []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
-	res, err := Run(context.Background(), pol, tp, shell(t), "Say one and two.", Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
+	pol := NewScripted(OwnChat(tp), []string{"<command>echo one</command><command>echo two</command>", "<task_complete/>"})
+	res, err := Run(context.Background(), pol, OwnChat(tp), shell(t), "Say one and two.", Config{Sampling: inference.SamplingParams{Temperature: 0.8, TopP: 0.9}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/moe"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -21,19 +20,20 @@ import (
 //
 // One Scripted serves one episode: it counts the turns it has answered.
 type Scripted struct {
-	tp      *moe.Chat
+	chat    Chat
 	replies []string
 	mu      sync.Mutex
 	turn    int
 }
 
 // NewScripted replays replies in order.
-func NewScripted(tp *moe.Chat, replies []string) *Scripted {
-	return &Scripted{tp: tp, replies: replies}
+func NewScripted(chat Chat, replies []string) *Scripted {
+	return &Scripted{chat: chat, replies: replies}
 }
 
 // FromSolution makes one reply per top-level statement of a solution
-// script, parsed as bash, then a final <task_complete/>. A reply is the
+// script, parsed as bash, then the completion, in the episode's action
+// format (Format.Demo). A reply carries the
 // statement's own source text, so quoting, comments inside compound
 // commands and here-document bodies reach the shell byte for byte; a
 // function definition is a turn of its own, which the persistent shell
@@ -46,16 +46,12 @@ func NewScripted(tp *moe.Chat, replies []string) *Scripted {
 // command, and it starts in /app.
 //
 // A script that is not valid bash is an error, never a partial split.
-func FromSolution(tp *moe.Chat, script string) (*Scripted, error) {
+func FromSolution(chat Chat, format Format, script string) (*Scripted, error) {
 	cmds, err := solutionCommands(script)
 	if err != nil {
 		return nil, err
 	}
-	replies := make([]string, 0, len(cmds)+1)
-	for _, c := range cmds {
-		replies = append(replies, "<command>"+c+"</command>")
-	}
-	return NewScripted(tp, append(replies, "<task_complete/>")), nil
+	return NewScripted(chat, format.Demo(cmds)), nil
 }
 
 // solutionCommands splits a solution script into the commands
@@ -143,7 +139,7 @@ func (s *Scripted) Generate(_ context.Context, req inference.GenerateRequest) (*
 	if turn < len(s.replies) {
 		reply = s.replies[turn]
 	}
-	ids := append(s.tp.Content(reply), s.tp.End())
+	ids := s.chat.reply(reply)
 	return &inference.GenerateResponse{
 		OutputIDs: ids, OutputTokenLogprobs: make([]float32, len(ids)),
 		RoutingUnavailable: "scripted policy", FinishReason: inference.FinishStop,

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/t1pipe/t1/config/check"
@@ -27,13 +29,84 @@ type Settings struct {
 	// sized for the reference model: every token of it is trained on
 	// again in every chunk) or SystemPrompt, or a prompt of one's own.
 	SystemPrompt string `yaml:"system_prompt"`
+	// Model is how the policy's model reads and writes a conversation. At
+	// its defaults it is left out of the configuration hash, so a run that
+	// does not set it keeps its event ids.
+	Model ModelSettings `yaml:"model" json:",omitzero"`
+}
+
+// ModelSettings choose, per model, the chat rendering, the reply format
+// and the compaction (stages.rollout.model).
+type ModelSettings struct {
+	// Tokenizer is a model directory holding tokenizer.json and
+	// tokenizer_config.json: the episode renders with the model's own
+	// chat_template and tokenises with its tokenizer. Empty (the default):
+	// t1's own tokenizer and template.
+	Tokenizer string `yaml:"tokenizer"`
+	// ActionFormat is how replies ask for commands: tags (the default),
+	// terminus-json or tool-calls (which needs the model's template).
+	ActionFormat string `yaml:"action_format"`
+	// Thinking is the template's enable_thinking: template (not passed,
+	// the template's own default), on or off.
+	Thinking string `yaml:"thinking"`
+	// Compaction is mechanical (the default: a summary of the commands
+	// run, written by the harness) or policy (the policy writes the
+	// summary in a turn of its own, as Terminus-2 does).
+	Compaction string `yaml:"compaction"`
+	// SummaryLoss trains on the policy's summary tokens (compaction:
+	// policy); off, they are context the policy wrote but is not scored on.
+	SummaryLoss bool `yaml:"summary_loss"`
+}
+
+// DefaultModelSettings are t1's own tokenizer, template and tags.
+func DefaultModelSettings() ModelSettings {
+	return ModelSettings{ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical}
+}
+
+// Compaction kinds.
+const (
+	CompactMechanical = "mechanical"
+	CompactPolicy     = "policy"
+)
+
+// IsZero reports the defaults, which the configuration hash leaves out.
+func (m ModelSettings) IsZero() bool { return m == DefaultModelSettings() || m == ModelSettings{} }
+
+// Check reports every invalid setting.
+func (m ModelSettings) Check(r check.Report) {
+	if m.Tokenizer != "" {
+		for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+			if _, err := os.Stat(filepath.Join(m.Tokenizer, f)); err != nil {
+				r("tokenizer", "%s: want a model directory holding tokenizer.json and tokenizer_config.json", err)
+				break
+			}
+		}
+	}
+	if _, err := NewFormat(m.ActionFormat); err != nil {
+		r("action_format", "%q: want one of %v", m.ActionFormat, Formats)
+	}
+	if m.ActionFormat == FormatToolCalls && m.Tokenizer == "" {
+		r("action_format", "tool-calls needs the model's own chat template: set tokenizer to the model's directory")
+	}
+	if m.Thinking != "template" && m.Thinking != "on" && m.Thinking != "off" {
+		r("thinking", "%q: want template, on or off", m.Thinking)
+	}
+	if m.Thinking != "template" && m.Tokenizer == "" {
+		r("thinking", "t1's own template has no thinking: set tokenizer to the model's directory, or thinking: template")
+	}
+	if m.Compaction != CompactMechanical && m.Compaction != CompactPolicy {
+		r("compaction", "%q: want mechanical or policy", m.Compaction)
+	}
+	if m.SummaryLoss && m.Compaction != CompactPolicy {
+		r("summary_loss", "only a policy-written summary has tokens to train on: set compaction: policy")
+	}
 }
 
 // DefaultSettings are the built-in episode bounds, small enough for the
 // reference model on a laptop.
 func DefaultSettings() Settings {
 	return Settings{MaxNewTokens: 40, Context: 1024, CommandTimeout: 30 * time.Second, MaxObservation: 1024, Temperature: 1, TopP: 1,
-		SystemPrompt: BriefSystemPrompt}
+		SystemPrompt: BriefSystemPrompt, Model: DefaultModelSettings()}
 }
 
 // Check reports every invalid setting.
@@ -45,6 +118,7 @@ func (s Settings) Check(r check.Report) {
 	if s.SystemPrompt == "" {
 		r("system_prompt", "must not be empty")
 	}
+	s.Model.Check(r.Under("model"))
 	if s.Temperature < 0 || s.TopP <= 0 || s.TopP > 1 {
 		r("", "temperature %v and top_p %v: want temperature ≥ 0 and top_p in (0, 1]", s.Temperature, s.TopP)
 	}
@@ -54,5 +128,5 @@ func (s Settings) Check(r check.Report) {
 // take Run's defaults.
 func (s Settings) Config() Config {
 	return Config{MaxNewTokens: s.MaxNewTokens, Context: s.Context, CommandTimeout: s.CommandTimeout, MaxObservation: s.MaxObservation, SystemPrompt: s.SystemPrompt,
-		Sampling: inference.SamplingParams{Temperature: s.Temperature, TopP: s.TopP}}
+		Sampling: inference.SamplingParams{Temperature: s.Temperature, TopP: s.TopP}, Model: s.Model}
 }

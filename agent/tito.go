@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
-	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -23,6 +25,10 @@ type Chunk struct {
 
 	segs    []segment
 	sampled []int // every sampled id, in order: the loss region as produced
+	// view is the text the held ids stand for in the template's rendering
+	// (whole-conversation templates): a sampled turn cut inside a UTF-8
+	// sequence stands for its text without the cut character.
+	view string
 }
 
 // segment is the span of one message in a chunk.
@@ -35,10 +41,14 @@ type segment struct {
 // Assembler keeps the token stream of an episode (TITO): the sampler's own
 // ids and log-probs, extended turn by turn, with the drift between the
 // held ids and a fresh rendering of the conversation repaired and counted
-// at every turn boundary.
+// at every turn boundary. A template that renders message by message
+// (OwnChat) is reconciled message by message; any other (a model's Jinja
+// Template) by re-rendering and diffing the whole conversation.
 type Assembler struct {
-	tp     *moe.Chat
-	msgs   []moe.Message
+	chat   Chat
+	pm     *ownChat  // message by message; nil for a whole-conversation template
+	tmpl   *Template // whole conversation
+	msgs   []Message
 	chunks []*Chunk
 	// Counts tallies the repair kind of every turn boundary.
 	Counts map[string]int
@@ -48,15 +58,20 @@ type Assembler struct {
 }
 
 // NewAssembler opens the first chunk on msgs (system prompt, instruction).
-// The harness's messages are system, user and assistant turns, which every
-// chat template renders.
-func NewAssembler(tp *moe.Chat, msgs []moe.Message) *Assembler {
-	a := &Assembler{tp: tp, Counts: map[string]int{}}
-	a.open(msgs, "")
-	return a
+func NewAssembler(chat Chat, msgs []Message) (*Assembler, error) {
+	a := &Assembler{chat: chat, Counts: map[string]int{}}
+	switch c := chat.(type) {
+	case ownChat:
+		a.pm = &c
+	case *Template:
+		a.tmpl = c
+	default:
+		return nil, fmt.Errorf("agent: chat %T is neither t1's template nor a model's Jinja template", chat)
+	}
+	return a, a.open(msgs, "")
 }
 
-func (a *Assembler) open(msgs []moe.Message, why string) {
+func (a *Assembler) open(msgs []Message, why string) error {
 	if len(a.chunks) > 0 {
 		if !slices.Contains(a.cur().Loss, true) {
 			// Never sampled from: replaced, not kept as an empty sequence.
@@ -67,11 +82,26 @@ func (a *Assembler) open(msgs []moe.Message, why string) {
 	}
 	a.msgs = slices.Clone(msgs)
 	c := &Chunk{Opened: why}
-	for i, m := range a.msgs {
-		c.add(render(a.tp, m), nil, i, false)
+	if a.pm == nil {
+		esc, err := a.tmpl.renderEscaped(a.msgs)
+		if err != nil {
+			return err
+		}
+		c.add(a.tmpl.tokenize(esc), nil, -1, false)
+		c.view = a.tmpl.unescape(esc)
+		a.chunks = append(a.chunks, c)
+		return nil
 	}
-	c.add(a.tp.Header(), nil, -1, false)
+	for i, m := range a.msgs {
+		ids, err := a.pm.message(m)
+		if err != nil {
+			return err
+		}
+		c.add(ids, nil, i, false)
+	}
+	c.add(a.pm.c.Header(), nil, -1, false)
 	a.chunks = append(a.chunks, c)
+	return nil
 }
 
 // trim drops the ids after the chunk's last sampled id (context the
@@ -127,52 +157,167 @@ func (a *Assembler) Prompt() []int { return a.cur().IDs }
 func (a *Assembler) Chunks() []*Chunk { return a.chunks }
 
 // Messages is the conversation as text.
-func (a *Assembler) Messages() []moe.Message { return a.msgs }
+func (a *Assembler) Messages() []Message { return a.msgs }
 
 // Sampled appends a sampled turn (ids and their log-probs, the stop token
 // included when it was sampled) and returns its text, which joins the
 // conversation as the assistant's message.
 func (a *Assembler) Sampled(ids []int, logprobs []float32) string {
+	return a.sample(ids, logprobs, true)
+}
+
+// Summary appends a sampled turn that is the policy's own summary of the
+// episode so far, in the loss or not: it is trained on only when loss is
+// set. The next Compact opens the chunk that carries it on.
+func (a *Assembler) Summary(ids []int, logprobs []float32, loss bool) string {
+	return a.sample(ids, logprobs, loss)
+}
+
+func (a *Assembler) sample(ids []int, logprobs []float32, loss bool) string {
 	c := a.cur()
-	c.Turns = append(c.Turns, len(c.IDs))
-	// The header was added with the previous context; the assistant's
-	// segment starts there so that it renders as one message.
-	hdr := len(c.IDs) - len(a.tp.Header())
-	c.add(ids, logprobs, -1, true)
-	c.sampled = append(c.sampled, ids...)
-	c.segs = append(c.segs, segment{msg: len(a.msgs), start: hdr, end: len(c.IDs), loss: true})
-	text, err := a.tp.Tokenizer().Decode(a.tp.Reply(ids))
+	if loss {
+		c.Turns = append(c.Turns, len(c.IDs))
+		c.sampled = append(c.sampled, ids...)
+	}
+	start := len(c.IDs)
+	c.add(ids, logprobs, -1, loss)
+	body := ids
+	if n := len(ids); n > 0 && slices.Contains(a.chat.Stops(), ids[n-1]) {
+		body = ids[:n-1]
+	}
+	text, err := a.chat.Tokenizer().Decode(body)
 	if err != nil {
 		text = "" // ids outside the vocabulary cannot come from the sampler
 	}
-	a.msgs = append(a.msgs, moe.Message{Role: moe.RoleAssistant, Content: text})
+	if a.pm != nil {
+		// The header was added with the previous context; the assistant's
+		// segment starts there so that it renders as one message.
+		c.segs = append(c.segs, segment{msg: len(a.msgs), start: start - len(a.pm.c.Header()), end: len(c.IDs), loss: loss})
+	} else {
+		text = text[:len(text)-incompleteTail(text)]
+		stop := ""
+		if len(body) < len(ids) {
+			stop, _ = a.chat.Tokenizer().Decode(ids[len(body):])
+		}
+		c.view += text + stop
+	}
+	a.msgs = append(a.msgs, Message{Role: "assistant", Content: text})
 	return text
 }
 
+// incompleteTail is the length of a UTF-8 sequence cut off at the end of
+// s (a reply stopped inside a character), 0 when s ends on a boundary.
+func incompleteTail(s string) int {
+	for n := 1; n <= min(utf8.UTFMax-1, len(s)); n++ {
+		if b := s[len(s)-n]; b < 0x80 {
+			return 0
+		} else if b >= 0xC0 {
+			if !utf8.FullRuneInString(s[len(s)-n:]) {
+				return n
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
 // Next adds the messages that follow the last sample (the observation),
-// re-renders the conversation and reconciles it with the held ids:
+// re-renders the conversation and reconciles it with the held ids. The
+// held ids up to the last sample are what the sampler saw and produced and
+// never change; a repair decides what follows them:
 //
 //	strict_prefix   the rendering extends the held ids: append the rest
-//	clipped_norm    only boundary tokens differ (a turn cut off before its
-//	                end token): clip and normalise them to the template's
-//	text_retokened  only non-loss text differs: re-tokenise that text
-//	new_chunk       anything else (the sampled ids do not re-encode as
-//	                sampled): close the chunk, open one on the rendering
+//	clipped_norm    the last turn was cut off before its end token (at
+//	                max_tokens, perhaps inside a character): keep it as
+//	                sampled, clip its text to whole characters and append the
+//	                template's end of turn and the rest
+//	text_retokened  the held ids spell a prefix of the rendering's text but
+//	                tokenise differently (a non-canonical split, a
+//	                decomposed accent, a newline merged with the template's):
+//	                tokenise only the rest of the text
+//	new_chunk       anything else (the template re-rendered history: dropped
+//	                reasoning, re-serialised tool calls, normalised
+//	                whitespace): close the chunk, open one on the rendering
 //
-// It returns the repair applied.
-func (a *Assembler) Next(msgs ...moe.Message) string {
+// It returns the repair applied. For t1's own template, which renders
+// message by message, the comparison is message by message.
+func (a *Assembler) Next(msgs ...Message) (string, error) {
 	a.msgs = append(a.msgs, msgs...)
+	var kind string
+	var err error
+	if a.pm != nil {
+		kind, err = a.nextMessages(len(msgs))
+	} else {
+		kind, err = a.nextConversation()
+	}
+	if err != nil {
+		return "", err
+	}
+	a.Counts[kind]++
+	if kind == schemas.RepairNewChunk {
+		return kind, a.open(a.msgs, kind)
+	}
+	c := a.cur()
+	if c.Repairs == nil {
+		c.Repairs = map[string]int{}
+	}
+	c.Repairs[kind]++
+	a.check(c)
+	return kind, nil
+}
+
+// nextConversation re-renders the whole conversation and appends what
+// follows the held ids, or reports a new chunk.
+func (a *Assembler) nextConversation() (string, error) {
+	c := a.cur()
+	esc, err := a.tmpl.renderEscaped(a.msgs)
+	if err != nil {
+		return "", err
+	}
+	ids := a.tmpl.tokenize(esc)
+	text := a.tmpl.unescape(esc)
+	// The held ids end at the last sample: its last id says whether the
+	// turn reached its end token.
+	clipped := len(c.Turns) > 0 && !slices.Contains(a.chat.Stops(), c.IDs[len(c.IDs)-1])
+	kind := schemas.RepairStrictPrefix
+	var rest []int
+	switch {
+	case len(ids) >= len(c.IDs) && slices.Equal(ids[:len(c.IDs)], c.IDs):
+		rest = ids[len(c.IDs):]
+	case strings.HasPrefix(text, c.view):
+		off := a.tmpl.escapedOffset(esc, len(c.view))
+		if off < 0 {
+			return schemas.RepairNewChunk, nil
+		}
+		kind = schemas.RepairTextRetokened
+		rest = a.tmpl.tokenize(esc[off:])
+	default:
+		return schemas.RepairNewChunk, nil
+	}
+	if clipped {
+		kind = schemas.RepairClippedNorm
+	}
+	c.add(rest, nil, -1, false)
+	c.view = text
+	return kind, nil
+}
+
+// nextMessages compares each held message with its own rendering.
+func (a *Assembler) nextMessages(added int) (string, error) {
 	c := a.cur()
 	kind := schemas.RepairStrictPrefix
 	var fixes []func()
 	for _, s := range c.segs {
 		held := c.IDs[s.start:s.end]
-		want := render(a.tp, a.msgs[s.msg])
+		want, err := a.pm.message(a.msgs[s.msg])
+		if err != nil {
+			return "", err
+		}
 		if slices.Equal(held, want) {
 			continue
 		}
 		switch {
-		case s.loss && slices.Equal(append(slices.Clone(held), a.tp.End()), want):
+		case s.loss && slices.Equal(append(slices.Clone(held), a.pm.c.End()), want):
 			// The turn stopped at the token budget, before its end token.
 			if kind == schemas.RepairStrictPrefix {
 				kind = schemas.RepairClippedNorm
@@ -187,28 +332,23 @@ func (a *Assembler) Next(msgs ...moe.Message) string {
 			kind = schemas.RepairNewChunk
 		}
 	}
-	a.Counts[kind]++
-	if kind != schemas.RepairNewChunk {
-		if c.Repairs == nil {
-			c.Repairs = map[string]int{}
-		}
-		c.Repairs[kind]++
-	}
 	if kind == schemas.RepairNewChunk {
-		a.open(a.msgs, kind)
-		return kind
+		return kind, nil
 	}
 	// Apply the repairs from the last segment backwards so earlier
 	// offsets stay valid.
 	for i := len(fixes) - 1; i >= 0; i-- {
 		fixes[i]()
 	}
-	for i := len(a.msgs) - len(msgs); i < len(a.msgs); i++ {
-		c.add(render(a.tp, a.msgs[i]), nil, i, false)
+	for i := len(a.msgs) - added; i < len(a.msgs); i++ {
+		ids, err := a.pm.message(a.msgs[i])
+		if err != nil {
+			return "", err
+		}
+		c.add(ids, nil, i, false)
 	}
-	c.add(a.tp.Header(), nil, -1, false)
-	a.check(c)
-	return kind
+	c.add(a.pm.c.Header(), nil, -1, false)
+	return kind, nil
 }
 
 // splice replaces the ids of segment s by want, keeping the first keep ids
@@ -254,22 +394,7 @@ func (a *Assembler) check(c *Chunk) {
 
 // Compact replaces the conversation (a summary and the latest turns) and
 // opens a new chunk on it: the context was about to outgrow the model.
-func (a *Assembler) Compact(msgs []moe.Message) {
+func (a *Assembler) Compact(msgs []Message) error {
 	a.Counts["compaction"]++
-	a.open(msgs, "compaction")
-}
-
-// render is the chat rendering of the harness's own messages. They are
-// system, user and assistant turns only, which moe.NewChat has checked the
-// tokenizer for, so a failure is a bug of the harness.
-func render(tp *moe.Chat, msgs ...moe.Message) []int {
-	var out []int
-	for _, m := range msgs {
-		ids, err := tp.Message(m)
-		if err != nil {
-			panic("agent: " + err.Error())
-		}
-		out = append(out, ids...)
-	}
-	return out
+	return a.open(msgs, "compaction")
 }

@@ -217,3 +217,13 @@ func tokenContent(raw json.RawMessage) (string, error) {
 	}
 	return *added.Content, nil
 }
+
+// Token is the text of a special token the config names (eos_token,
+// bos_token, …), when it names one as a string.
+func (t *Template) Token(name string) (string, bool) {
+	v, ok := t.tokens[name]
+	if !ok || !v.IsString() {
+		return "", false
+	}
+	return v.AsString(), true
+}

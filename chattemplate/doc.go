@@ -12,6 +12,7 @@
 //	              schemas), add_generation_prompt, enable_thinking, the
 //	              template's name, further kwargs, the clock of strftime_now
 //	ParseMessages a JSON array of messages, strictly
+//	Token         a special token the config names (eos_token: a turn's end)
 //
 // The environment is transformers': trim_blocks, lstrip_blocks, loop
 // controls, raise_exception (a *RaiseError carrying the template's message),

@@ -37,6 +37,14 @@ type Training struct {
 	// actor update, so a step's size depends neither on the reward's
 	// scale nor on how far the critic is off.
 	NormalizeAdvantages bool `yaml:"normalize_advantages"`
+	// Baseline is what an attempt's advantages are measured against:
+	// BaselineCritic (GAE over the critic's values, as PPO has it) or
+	// BaselineGroup (the mean reward of the same task's attempts in the
+	// batch; the critic is still trained and measured).
+	Baseline string `yaml:"baseline"`
+	// LossWeighting is LossPerToken (every action of the batch weighs
+	// the same) or LossPerAttempt (every attempt does, however long).
+	LossWeighting string `yaml:"loss_weighting"`
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64 `yaml:"max_grad_norm"`
 	// CriticInit is where a run's first critic starts: CriticFromPolicy
@@ -71,6 +79,14 @@ type TrainerBackend struct {
 	Dir string `yaml:"dir"`
 }
 
+// The advantage baselines and loss weightings.
+const (
+	BaselineCritic = "critic"
+	BaselineGroup  = "group"
+	LossPerToken   = "token"
+	LossPerAttempt = "attempt"
+)
+
 // The critic's starting points.
 const (
 	CriticFromPolicy = "policy"
@@ -79,7 +95,8 @@ const (
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 1e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		Baseline: BaselineGroup, LossWeighting: LossPerToken,
 		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
@@ -142,6 +159,12 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	}
 	if t.CriticInit != CriticFromPolicy && t.CriticInit != CriticFresh {
 		bad("training.critic_init", "must be policy or fresh, got %q", t.CriticInit)
+	}
+	if t.Baseline != BaselineCritic && t.Baseline != BaselineGroup {
+		bad("training.baseline", "must be critic or group, got %q", t.Baseline)
+	}
+	if t.LossWeighting != LossPerToken && t.LossWeighting != LossPerAttempt {
+		bad("training.loss_weighting", "must be token or attempt, got %q", t.LossWeighting)
 	}
 	if t.MaxGradNorm < 0 {
 		bad("training.max_grad_norm", "must not be negative (0 turns clipping off), got %g", t.MaxGradNorm)

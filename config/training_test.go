@@ -15,7 +15,7 @@ func TestTrainingOverlay(t *testing.T) {
 		tr.Trainer.Backend != "exec" || tr.Trainer.Command[0] != "torchrun" || tr.Trainer.Command[3] != "{job}" {
 		t.Errorf("parsed %+v", tr)
 	}
-	if d := Default().Training; d.Trainer.Backend != "reference" || !d.Replay || d.Adam().LR != 1e-4 {
+	if d := Default().Training; d.Trainer.Backend != "reference" || !d.Replay || d.Adam().LR != 2e-4 || d.Baseline != BaselineGroup || d.LossWeighting != LossPerToken {
 		t.Errorf("defaults %+v", d)
 	}
 	if tr.CriticAdam().LR != 5e-4 || tr.CriticAdam().Beta2 != 0.95 {
@@ -33,6 +33,8 @@ func TestTrainingErrors(t *testing.T) {
 		{"training:\n  trainer:\n    backend: exec\n", `training.trainer.command: required when training.trainer.backend is exec`},
 		{"training:\n  trainer:\n    backend: exec\n    command: [python, train.py, \"{kind}\"]\n", `training.trainer.command: must pass {out}`},
 		{"training:\n  trainer:\n    backend: exec\n    command: [python, train.py, \"{manifest}\", \"{out}\"]\n", `training.trainer.command: must pass {job} or {kind}`},
+		{"training:\n  baseline: value\n", `p.yaml:2:13: training.baseline: must be critic or group, got "value"`},
+		{"training:\n  loss_weighting: turn\n", `p.yaml:2:19: training.loss_weighting: must be token or attempt, got "turn"`},
 		{"training:\n  warmup:\n    stpes: 3\n", `unknown key "stpes" in training.warmup (did you mean "steps"?)`},
 	} {
 		_, err := Parse("p.yaml", []byte(tc.src))

@@ -82,6 +82,9 @@ func NewTokenizer(specials []string, merges [][2]int) (*Tokenizer, error) {
 // VocabSize is the number of ids (bytes + specials + merges).
 func (t *Tokenizer) VocabSize() int { return len(t.vocab) }
 
+// AddedTokens are the special tokens in id order (tokenizer.Tokenizer).
+func (t *Tokenizer) AddedTokens() []string { return t.Specials() }
+
 // Specials returns the special tokens in id order.
 func (t *Tokenizer) Specials() []string { return append([]string(nil), t.specials...) }
 

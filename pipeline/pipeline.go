@@ -109,7 +109,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	tc := cfg.Training
 	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, "."))},
 		Reference: trainer.ReferenceOptions{
-			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
+			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, WeighAttempts: tc.LossWeighting == config.LossPerAttempt, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
 				MaxGradNorm: tc.MaxGradNorm, WarmupSteps: tc.Warmup.Steps, WarmupEV: tc.Warmup.EV},
 			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
@@ -154,7 +154,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: sc.Audit, References: refs}),
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: Episode(cfg), Policies: policies}),
 		rw,
-		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda},
+		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda, Baseline: tc.Baseline},
 			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial, Lineage: lineage}),
 		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),
 		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),

@@ -145,6 +145,7 @@
 //	                   task_id, attempt, purpose, suite, iteration,
 //	                   policy_version, turns, tokens, chunks, termination,
 //	                   drift{strict_prefix, clipped_norm, text_retokened, new_chunk},
+//	                   malformed_replies (omitted when 0),
 //	                   trajectory, turns_ref, tokens_ref, routing_ref (FileRefs),
 //	                   snapshot, bundle (ObjectRefs), sandbox, isolated
 //	reward.scored      producer: reward  consumers: control (train), eval (eval)

@@ -247,12 +247,15 @@ type RolloutCompletedPayload struct {
 	Chunks        int         `json:"chunks"`
 	Termination   string      `json:"termination"`
 	Drift         DriftCounts `json:"drift"`
-	Trajectory    FileRef     `json:"trajectory"`
-	TurnRows      FileRef     `json:"turns_ref"`
-	TokenRows     FileRef     `json:"tokens_ref"`
-	RoutingRows   FileRef     `json:"routing_ref"`
-	Snapshot      ObjectRef   `json:"snapshot"`
-	Bundle        ObjectRef   `json:"bundle"`
+	// MalformedReplies counts the replies that earned a corrective
+	// observation (the action format could not read them).
+	MalformedReplies int       `json:"malformed_replies,omitempty"`
+	Trajectory       FileRef   `json:"trajectory"`
+	TurnRows         FileRef   `json:"turns_ref"`
+	TokenRows        FileRef   `json:"tokens_ref"`
+	RoutingRows      FileRef   `json:"routing_ref"`
+	Snapshot         ObjectRef `json:"snapshot"`
+	Bundle           ObjectRef `json:"bundle"`
 	// Sandbox is the backend the attempt ran in; Isolated is false for
 	// the plain backend, which isolates nothing.
 	Sandbox  string `json:"sandbox"`

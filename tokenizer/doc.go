@@ -24,6 +24,10 @@
 //     tokens, truncation, padding, an unknown field) is refused with an
 //     error naming it, never approximated.
 //
+// EncodeOrdinary is Encode with no added token matched, the segment between
+// two of them: a chat rendering tokenises message text with it, so a
+// command's output that spells "<|im_end|>" never becomes that token.
+//
 // Encode never adds template tokens (BOS, EOS): it is the library's
 // encode with add_special_tokens=False, which is how a chat-templated
 // conversation is tokenised. Decode returns raw bytes, so a reply cut

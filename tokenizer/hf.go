@@ -100,6 +100,29 @@ func (h *HF) Encode(text string) []int {
 	return out
 }
 
+// EncodeOrdinary is Encode without added tokens: the text as one segment
+// between two of them.
+func (h *HF) EncodeOrdinary(text string) []int {
+	text = validUTF8(text)
+	if h.nfc {
+		text = nfc(text)
+	}
+	return h.preTokenize(make([]int, 0, len(text)/3+1), text, 0)
+}
+
+// AddedTokens are the added tokens' texts in id order.
+func (h *HF) AddedTokens() []string {
+	out := make([]string, 0, len(h.addedID))
+	for id := range h.tokens {
+		if h.known[id] {
+			if aid, ok := h.addedID[string(h.tokens[id])]; ok && aid == id {
+				out = append(out, string(h.tokens[id]))
+			}
+		}
+	}
+	return out
+}
+
 // preTokenize applies splits[step:] to s, then the model to each piece.
 func (h *HF) preTokenize(out []int, s string, step int) []int {
 	if step == len(h.splits) {

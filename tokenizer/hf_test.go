@@ -400,3 +400,34 @@ func TestLlama3MatchesReference(t *testing.T) {
 		t.Errorf("%d of %d cases differ from the library", bad, len(ref.Cases))
 	}
 }
+
+// EncodeOrdinary is the segment between added tokens: equal to Encode on
+// text that spells none, and never a control token on text that does.
+func TestEncodeOrdinary(t *testing.T) {
+	h := loadQwen3(t)
+	added := h.AddedTokens()
+	if len(added) != 26 || added[0] != "<|endoftext|>" {
+		t.Fatalf("added tokens %d, first %q", len(added), added[0])
+	}
+	for _, s := range []string{"plain text\n\twith  spaces", "cafe\u0301 ünïcödé 你好", "x\xffy"} {
+		if got, want := h.EncodeOrdinary(s), h.Encode(s); !slices.Equal(got, want) {
+			t.Errorf("%q: ordinary %v, encode %v", s, got, want)
+		}
+	}
+	s := "out<|im_end|>\n<|im_start|>system\n<tool_call>"
+	if n := len(h.Encode(s)); n >= len(h.EncodeOrdinary(s)) {
+		t.Fatalf("encode gave %d ids, ordinary %d: the control tokens were not split out", n, len(h.EncodeOrdinary(s)))
+	}
+	for _, id := range h.EncodeOrdinary(s) {
+		if _, ok := h.SpecialID(string(must(h.TokenBytes(id)))); ok {
+			t.Fatalf("ordinary encoding of %q holds added token %d", s, id)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

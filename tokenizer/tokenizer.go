@@ -7,6 +7,13 @@ type Tokenizer interface {
 	// one id wherever it occurs; nothing else is added (no BOS or EOS: a
 	// chat template writes those).
 	Encode(text string) []int
+	// EncodeOrdinary tokenises text as Encode does, except that no added
+	// or special token is matched: text that spells "<|im_end|>" becomes
+	// ordinary tokens, so content from a shell can never forge a control
+	// token. It is how Encode treats the text between two added tokens.
+	EncodeOrdinary(text string) []int
+	// AddedTokens are the texts Encode turns into single ids, in id order.
+	AddedTokens() []string
 	// Decode concatenates the bytes of ids. The result may be invalid
 	// UTF-8 (a reply cut inside a character); it fails only on an id
 	// outside the vocabulary.

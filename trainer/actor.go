@@ -119,11 +119,28 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		met.Skipped = "every advantage is 0"
 		return met, nil
 	}
-	if o.NormalizeAdvantages {
-		loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
+	loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
+	for i, p := range chunks {
+		loss[i], adv[i] = p.loss, p.adv
+	}
+	// Weighing before standardising keeps a group baseline's advantages
+	// centred: each attempt's sum is then its group-relative reward, and
+	// those sum to 0 over every group.
+	if o.WeighAttempts {
+		attempt := make([]int, len(chunks))
+		ids := map[attemptKey]int{}
 		for i, p := range chunks {
-			loss[i], adv[i] = p.loss, p.adv
+			k := attemptKey{p.c.Tokens.TaskID, p.c.Tokens.Attempt}
+			if _, ok := ids[k]; !ok {
+				ids[k] = len(ids)
+			}
+			attempt[i] = ids[k]
 		}
+		if err := rl.WeighAttempts(attempt, loss, adv); err != nil {
+			return met, Bad(err)
+		}
+	}
+	if o.NormalizeAdvantages {
 		if _, err := rl.Whiten(loss, adv); err != nil {
 			return met, Bad(err)
 		}

@@ -154,7 +154,18 @@ type criticPass struct {
 func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*criticPass, error) {
 	out := &criticPass{}
 	var mom rl.Moments
-	for _, a := range b.Attempts {
+	var group []float64
+	if gae.Baseline == BaselineGroup {
+		rewards, tasks := make([]float64, len(b.Attempts)), make([]string, len(b.Attempts))
+		for i, a := range b.Attempts {
+			rewards[i], tasks[i] = a.Reward.Reward, a.TaskID
+		}
+		var err error
+		if group, err = rl.GroupBaseline(rewards, tasks); err != nil {
+			return nil, Bad(err)
+		}
+	}
+	for ai, a := range b.Attempts {
 		if a.Reward.Reward != b.Attempts[0].Reward.Reward {
 			out.rewardsVary = true
 		}
@@ -187,6 +198,13 @@ func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*
 		}
 		for i, st := range sts {
 			st.adv, st.ret = adv[i], ret[i]
+			if group != nil {
+				for t, l := range gc[i].Loss {
+					if l {
+						st.adv[t] = float32(group[ai])
+					}
+				}
+			}
 			mom.Add(gc[i].Loss, st.ret, st.vPre)
 		}
 		out.states = append(out.states, sts...)

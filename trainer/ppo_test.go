@@ -73,13 +73,15 @@ func TestPPOMovesTowardRewardedActions(t *testing.T) {
 		epochs, mb       int
 		steps            int
 		clipped, normAdv bool
+		weigh            bool
 	}{
-		{"small steps", 2e-4, 2, 2, 4, false, false},
-		{"large steps", 2e-2, 4, 4, 16, true, true},
+		{"small steps", 2e-4, 2, 2, 4, false, false, false},
+		{"attempts weighed", 2e-4, 2, 2, 4, false, true, true},
+		{"large steps", 2e-2, 4, 4, 16, true, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: c.epochs, Minibatches: c.mb, Clip: 0.2, Adam: adam(c.lr),
-				MaxGradNorm: 1, Replay: true, NormalizeAdvantages: c.normAdv}})
+				MaxGradNorm: 1, Replay: true, NormalizeAdvantages: c.normAdv, WeighAttempts: c.weigh}})
 			res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 			if err != nil {
 				t.Fatal(err)
@@ -195,5 +197,43 @@ func TestCriticWarmupEndsWithoutRewardVariance(t *testing.T) {
 				t.Fatalf("warm-up %+v, want %d steps ended by %q", got, c.steps, c.end)
 			}
 		})
+	}
+}
+
+// With the group baseline every action of an attempt gets the attempt's
+// reward minus the mean of its task's attempts, whatever the critic says,
+// while the critic's returns stay GAE's.
+func TestGroupBaselineAdvantages(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	rows, _ := sampledRows(t, m, moe.BF16, 1, 1) // one task, rewards 0, 1, 2
+	man := writeSampled(t, st, m, rows)
+	tr := NewReference(st, ReferenceOptions{Critic: CriticOptions{Model: moe.DefaultConfig(), Adam: adam(5e-4), Epochs: 1}})
+	for _, c := range []struct {
+		baseline string
+		group    bool
+	}{{BaselineGroup, true}, {BaselineCritic, false}} {
+		res, err := tr.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 1) + "-" + c.baseline, Version: 1,
+			GAE: GAE{Gamma: 1, Lambda: 0.95, Baseline: c.baseline}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		actions := 0
+		for _, v := range res.Values {
+			want := float32(v.Attempt) - 1
+			for i, a := range v.Advantages {
+				if v.Returns[i] == 0 {
+					continue // not an action
+				}
+				actions++
+				if (a == want) != c.group {
+					t.Fatalf("%s baseline: attempt %d token %d has advantage %g (group value %g)", c.baseline, v.Attempt, i, a, want)
+				}
+			}
+		}
+		if actions == 0 {
+			t.Fatal("no action was checked")
+		}
 	}
 }

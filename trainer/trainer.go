@@ -90,12 +90,25 @@ type ActorMetrics struct {
 }
 
 // GAE is generalised advantage estimation's discount γ and trace decay
-// λ, both in [0, 1]. They belong to the job, not to a backend: the
-// advantages they define are what the actor update trains on.
+// λ, both in [0, 1], and the baseline the advantages are taken against.
+// They belong to the job, not to a backend: the advantages they define
+// are what the actor update trains on.
 type GAE struct {
 	Gamma  float64 `json:"gamma"`
 	Lambda float64 `json:"lambda"`
+	// Baseline is BaselineCritic ("" too: GAE over the critic's values)
+	// or BaselineGroup (every action of an attempt gets the attempt's
+	// reward minus the mean reward of its task's attempts in the batch,
+	// rl.GroupBaseline). The critic is trained on its GAE returns either
+	// way, so its explained variance is measured under both.
+	Baseline string `json:"baseline,omitempty"`
 }
+
+// The advantage baselines.
+const (
+	BaselineCritic = "critic"
+	BaselineGroup  = "group"
+)
 
 // CriticJob is one critic iteration over a batch: the critic's values
 // before its update for every chunk, GAE advantages and returns over each
@@ -251,6 +264,9 @@ type ActorOptions struct {
 	// NormalizeAdvantages standardises the batch's advantages (rl.Whiten)
 	// before the update.
 	NormalizeAdvantages bool
+	// WeighAttempts gives every attempt the same weight in the loss
+	// (rl.WeighAttempts) instead of every token.
+	WeighAttempts bool
 	// Adam is the optimiser, at a constant learning rate.
 	Adam moe.AdamConfig
 	// MaxGradNorm clips the global gradient norm (0: no clipping).

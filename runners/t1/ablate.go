@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,9 +87,10 @@ func spread(names []string, runs map[string][]*pipelineSummary) []spreadRow {
 
 func ablateCmd(g *globals) *cobra.Command {
 	var only []string
+	var baseOnly bool
 	var seeds []uint
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only]]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
 default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, one
@@ -98,7 +100,8 @@ the data directory. Runs that already completed are not run again, so an interru
 resumes where it stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
-mean and the lowest and highest over the seeds.`,
+mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
+spread over the seeds alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -106,10 +109,16 @@ mean and the lowest and highest over the seeds.`,
 				return err
 			}
 			names := only
-			if len(names) == 0 {
+			if len(names) == 0 && !baseOnly {
 				names = cfg.VariantNames()
 			}
-			if len(names) == 0 {
+			if baseOnly && len(only) > 0 {
+				return errors.New("--base-only runs no variant: drop --variants")
+			}
+			if baseOnly && len(seeds) == 0 {
+				return errors.New("--base-only compares the base run over seeds: name them with --seeds")
+			}
+			if len(names) == 0 && !baseOnly {
 				return fmt.Errorf("no variants configured (variants: in %s) and none named with --variants", configName(g))
 			}
 			bases := []config.Config{cfg}
@@ -162,6 +171,7 @@ mean and the lowest and highest over the seeds.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&only, "variants", nil, "variants to run, by name (default: every configured variant)")
+	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }

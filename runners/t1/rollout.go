@@ -84,8 +84,17 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if err != nil {
 				return err
 			}
+			ec := pipeline.Episode(cfg)
+			chat, err := ec.Chat(tp)
+			if err != nil {
+				return err
+			}
+			format, err := ec.Format()
+			if err != nil {
+				return err
+			}
 			if policy == "oracle" {
-				if pol, err = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)); err != nil {
+				if pol, err = agent.FromSolution(chat, format, string(t.Files[harbor.SolutionPath].Data)); err != nil {
 					return err
 				}
 			}
@@ -104,10 +113,9 @@ the pipeline's rollouts are, by stages.rollout.`,
 				fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
 			}
 			fmt.Fprintf(out, "=== task %s\n%s\n", t.Name, strings.TrimSpace(t.Instruction))
-			ec := pipeline.Episode(cfg)
 			ec.MaxTurns = maxTurns
 			ec.Sampling.Seed = seed
-			res, err := agent.Run(ctx, pol, tp, sh, t.Instruction, ec, func(tr agent.Turn) { printTurn(out, tr) })
+			res, err := agent.Run(ctx, pol, chat, sh, t.Instruction, ec, func(tr agent.Turn) { printTurn(out, tr) })
 			if err != nil {
 				return err
 			}

@@ -267,6 +267,16 @@ func TestCriticThenPPO(t *testing.T) {
 	if ck.Model.W.Tensor("lm_head").Data[0] == e.m.W.Tensor("lm_head").Data[0] {
 		t.Fatal("the new policy equals the old")
 	}
+	// The attempt that earned the reward became likelier, the one that
+	// earned nothing less likely.
+	up := func(attempt int32) float64 {
+		return meanLogProb(t, ck.Model, rows, attempt) - meanLogProb(t, e.m, rows, attempt)
+	}
+	if won, lost := up(2), up(0); won <= 0 || lost >= 0 {
+		t.Fatalf("mean log-prob of the rewarded attempt moved %+g, of the unrewarded one %+g", won, lost)
+	} else {
+		t.Logf("mean log-prob: rewarded attempt %+.4f, unrewarded %+.4f", won, lost)
+	}
 	met, err := schemas.ReadRows[schemas.MetricRow](ctx, e.st, pu.Metrics.Key, &pu.Metrics)
 	if err != nil || len(met) != 1 {
 		t.Fatalf("metrics: %v", err)
@@ -426,4 +436,34 @@ func TestExecTrainerStage(t *testing.T) {
 	if pu2 != pu {
 		t.Fatalf("re-announced %+v, first %+v", pu2, pu)
 	}
+}
+
+// meanLogProb is the mean log-prob m gives attempt a's actions in rows.
+func meanLogProb(t *testing.T, m *moe.Model, rows trainer.Rows, a int32) float64 {
+	t.Helper()
+	var sum float64
+	var n int
+	for _, r := range rows.Tokens {
+		if r.Attempt != a {
+			continue
+		}
+		ids := make([]int, len(r.TokenIDs))
+		for i, id := range r.TokenIDs {
+			ids[i] = int(id)
+		}
+		p, err := m.Forward(ids, moe.ForwardOptions{Temperature: float64(r.Temperature)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range r.LossMask {
+			if l {
+				sum += float64(p.LogProbs[i-1])
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("attempt %d has no actions", a)
+	}
+	return sum / float64(n)
 }

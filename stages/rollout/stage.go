@@ -139,6 +139,14 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if err != nil {
 		return nil, engine.Permanent(err)
 	}
+	chat, err := s.cfg.Episode.Chat(tp)
+	if err != nil {
+		return nil, engine.Permanent(err)
+	}
+	format, err := s.cfg.Episode.Format()
+	if err != nil {
+		return nil, engine.Permanent(err)
+	}
 	if s.cfg.Trial.Backend == nil {
 		return nil, engine.Permanent(errors.New("rollout: no sandbox backend"))
 	}
@@ -168,11 +176,11 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if p.Purpose == "sft" {
 		// A demonstration: the reference solution through the same harness,
 		// its tokens the supervised data.
-		if policy, err = agent.FromSolution(tp, string(t.Files[harbor.SolutionPath].Data)); err != nil {
+		if policy, err = agent.FromSolution(chat, format, string(t.Files[harbor.SolutionPath].Data)); err != nil {
 			return nil, engine.Permanent(fmt.Errorf("task %s: %w", p.TaskID, err))
 		}
 	}
-	res, err := agent.Run(ctx, policy, tp, sh, t.Instruction, ec, nil)
+	res, err := agent.Run(ctx, policy, chat, sh, t.Instruction, ec, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +192,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 			StrictPrefix: res.Repairs[schemas.RepairStrictPrefix], ClippedNorm: res.Repairs[schemas.RepairClippedNorm],
 			TextRetokened: res.Repairs[schemas.RepairTextRetokened], NewChunk: res.Repairs[schemas.RepairNewChunk],
 		},
+		MalformedReplies: res.Malformed,
 	}
 	if res.LossDrift != 0 {
 		return nil, engine.Permanent(fmt.Errorf("attempt %s: %d loss-region tokens drifted from the sampler's", p.AttemptID().Name(), res.LossDrift))
