@@ -31,14 +31,15 @@ const parent = "main"
 var allStages = []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo", "sft", "eval"}
 
 // tiny is the smallest run with every stage: two seed tasks, supervised
-// fine-tuning of two steps, one attempt per task, one evaluation task; two
-// iterations, or one with -short. Its reward scale is 3.
+// fine-tuning of two steps, one attempt per task, one evaluation task, two
+// iterations; with -short one iteration and no fine-tuning. Its reward
+// scale is 3.
 func tiny(t *testing.T) config.Config {
 	cfg := pipelinetest.Config(t)
 	c := &cfg.Stages.Control
 	c.PoolTarget, c.Rounds, c.Seeds, c.Iterations, c.Attempts, c.MaxTurns, c.SFTSteps = 2, 1, 2, 2, 1, 2, 2
 	if testing.Short() {
-		c.Iterations = 1
+		c.Iterations, c.SFTSteps = 1, 0
 	}
 	cfg.Stages.Eval.Tasks, cfg.Stages.Eval.Rounds, cfg.Stages.Eval.Attempts = 1, 0, 1
 	cfg.Stages.Rollout.MaxNewTokens, cfg.Stages.Rollout.Context = 24, 512
@@ -184,6 +185,11 @@ func TestReplayEveryStageIntoABranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	iterations := cfg.Stages.Control.Iterations
+	// Versions the parent made: the fine-tuned one, then one per update.
+	sft, stages := 1, []string{"rollout", "reward", "critic", "ppo", "sft", "eval"}
+	if cfg.Stages.Control.SFTSteps == 0 {
+		sft, stages = 0, []string{"rollout", "reward", "critic", "ppo", "eval"}
+	}
 	pool := decoded[schemas.PoolSealedPayload](e, parent, schemas.PoolSealed)[0].Tasks
 
 	// A branch replays under a configuration of another reward scale: the
@@ -212,7 +218,7 @@ func TestReplayEveryStageIntoABranch(t *testing.T) {
 		"ppo": schemas.CriticUpdated, "sft": schemas.SFTRequested}
 	outputs := map[string]string{"rollout": schemas.RolloutCompleted, "reward": schemas.RewardScored, "critic": schemas.CriticUpdated,
 		"ppo": schemas.PolicyUpdated, "sft": schemas.SFTCompleted, "eval": schemas.EvalCompleted}
-	for _, stage := range []string{"rollout", "reward", "critic", "ppo", "sft", "eval"} {
+	for _, stage := range stages {
 		into := "replayed-" + stage
 		branch(pipeline.BranchOptions{Stage: stage, Into: into})
 		want := e.count(parent, outputs[stage])
@@ -270,13 +276,13 @@ func TestReplayEveryStageIntoABranch(t *testing.T) {
 	}
 	at := map[string]int{"rollout": 0, "reward": 0, "critic": iterations - 1, "ppo": iterations - 1, "sft": 0, "eval": 0}
 	var continued []string
-	for _, stage := range []string{"rollout", "reward", "critic", "ppo", "sft", "eval"} {
+	for _, stage := range stages {
 		into := "continued-" + stage
 		branch(pipeline.BranchOptions{Stage: stage, Into: into, Continue: true, Iteration: at[stage]})
 		continued = append(continued, into)
 	}
 	e.waitEnd(continued...)
-	for _, stage := range []string{"rollout", "reward", "critic", "ppo", "sft", "eval"} {
+	for _, stage := range stages {
 		into := "continued-" + stage
 		e.outputs(into, stage)
 		r, err := report.Load(ctx, e.l, e.st, into)
@@ -329,11 +335,11 @@ func TestReplayEveryStageIntoABranch(t *testing.T) {
 	for _, l := range lines {
 		byRun[l.Run] = l
 	}
-	if m := byRun[parent]; m.Status != report.StatusCompleted || m.Parent != "" || m.Iterations != iterations || len(m.PolicyVersions) != iterations+1 || m.LastEvent.IsZero() {
+	if m := byRun[parent]; m.Status != report.StatusCompleted || m.Parent != "" || m.Iterations != iterations || len(m.PolicyVersions) != iterations+sft || m.LastEvent.IsZero() {
 		t.Errorf("runs: the parent %+v", m)
 	}
 	if c := byRun["continued-ppo"]; c.Status != report.StatusCompleted || c.Parent != parent || c.Branch == nil || c.Branch.Iteration != iterations-1 ||
-		len(c.PolicyVersions) != 1 || c.PolicyVersions[0] != int64(iterations+1) {
+		len(c.PolicyVersions) != 1 || c.PolicyVersions[0] != int64(iterations+sft) {
 		t.Errorf("runs: continued-ppo %+v", c)
 	}
 	if r := byRun["rescaled"]; r.Status != report.StatusReplayed || r.Parent != parent || len(r.Branch.Overrides) != 1 || r.Branch.Overrides[0] != (schemas.Override{Key: "reward_scale", Value: "2", Parent: "3"}) {
