@@ -54,6 +54,9 @@ func NewFormat(name string) (Format, error) {
 	return nil, fmt.Errorf("agent: action format %q is not one of %s", name, strings.Join(Formats, ", "))
 }
 
+// Tags is t1's own format, the default.
+func Tags() Format { return tags{} }
+
 type tags struct{}
 
 func (tags) Name() string                     { return FormatTags }

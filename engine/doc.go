@@ -87,6 +87,17 @@
 // which is how the stages that fold the log (control, eval) rebuild a run
 // the first time they meet it: the cost is that run's, however many others
 // the log holds. WithReadHook observes what a handle's replays read.
+// StartEvent and LastEvent look one run's run.started and latest event up
+// by subject.
+//
+// # Branches
+//
+// Branch and BranchEvents hand a run's past events to a stage as events of
+// a new run (a branch) and publish what it emits there, with ids derived
+// from the branch; the source run is never written to. A branch's
+// run.started names its parent (payload field "parent"); Lineage follows
+// those names from a run to the root, which is the order in which stages
+// look for an artifact a branch did not make itself.
 //
 // # Tracing
 //

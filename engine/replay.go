@@ -139,3 +139,24 @@ func (l *Log) read(ctx context.Context, cons jetstream.Consumer, stopAtEnd bool,
 		}
 	}
 }
+
+// LastEvent is the latest event of run in the log; ok is false when the
+// run has none.
+func (l *Log) LastEvent(ctx context.Context, run string) (ev Event, ok bool, err error) {
+	if err := keys.ValidRun(run); err != nil {
+		return Event{}, false, Permanent(fmt.Errorf("engine: last event: %w", err))
+	}
+	subject := Subject(run, ">")
+	msg, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Event{}, false, nil
+	}
+	if err != nil {
+		return Event{}, false, fmt.Errorf("engine: last event of %s: %w", run, err)
+	}
+	ev, err = ParseMessage(msg.Subject, msg.Header, msg.Data, msg.Sequence)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("engine: last event of %s: %w", run, err)
+	}
+	return ev, true, nil
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
-	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -151,7 +150,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	policies := newPolicies(st, cfg.Inference, initial)
+	// A branch reads the checkpoints it did not make from its ancestors.
+	lineage := trainer.Lineage(log.Lineage)
+	policies := newPolicies(st, cfg.Inference, initial, lineage)
 	if o.policies != nil {
 		policies = o.policies(policies)
 	}
@@ -170,9 +171,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: Episode(cfg), Policies: policies}),
 		rw,
 		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda, Baseline: tc.Baseline},
-			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial}),
-		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial}),
-		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial}),
+			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial, Lineage: lineage}),
+		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),
+		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),
 	}
 	if len(suites) > 0 {
 		p.stages = append(p.stages, eval.NewStage(eval.StageConfig{Log: log, Store: st, Trial: opt, Suites: suites, MaxTurns: sc.Control.MaxTurns}))
@@ -256,25 +257,29 @@ func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (syn
 	return cfg, nil
 }
 
-// newPolicies resolves a run's policy versions: version 0 is the
-// configured initial policy, stored once as the run's version 0; later
-// versions are the checkpoints PPO stored. Each is loaded once.
-func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error)) rollout.Policies {
+// newPolicies resolves a run's policy versions: the checkpoint of the
+// nearest run of its lineage that stores the version (a branch samples its
+// parent's until it trains its own), version 0 being the configured
+// initial policy, stored once when no run of the lineage has it. Each
+// checkpoint is loaded once.
+func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error), lineage trainer.Lineage) rollout.Policies {
 	var mu sync.Mutex
 	cache := map[string]rollout.Policy{}
 	return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
-		key := fmt.Sprintf("%s/%d", run, v)
+		runs, err := lineage.Of(ctx, run)
+		if err != nil {
+			return rollout.Policy{}, err
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		if p, ok := cache[key]; ok {
+		prefix, err := trainer.EnsurePolicy(ctx, st, runs, v, initial)
+		if err != nil {
+			return rollout.Policy{}, err
+		}
+		if p, ok := cache[prefix]; ok {
 			return p, nil
 		}
-		if v == 0 {
-			if err := trainer.EnsurePolicy(ctx, st, run, 0, initial); err != nil {
-				return rollout.Policy{}, err
-			}
-		}
-		ck, err := trainer.LoadCheckpoint(ctx, st, keys.Policy(run, v))
+		ck, err := trainer.LoadCheckpoint(ctx, st, prefix)
 		if err != nil {
 			return rollout.Policy{}, err
 		}
@@ -283,7 +288,7 @@ func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context
 			return rollout.Policy{}, err
 		}
 		p := rollout.Policy{Engine: inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v)), Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
-		cache[key] = p
+		cache[prefix] = p
 		return p, nil
 	}
 }

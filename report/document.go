@@ -149,11 +149,14 @@ func runSection(r *Run) *section {
 		row("elapsed", r.Ended.Sub(r.Started).Round(time.Second).String())
 	}
 	if c.Parent != "" {
-		row("branch of", c.Parent)
+		row("branch of", branchOf(c))
 	}
-	row("seed", strconv.FormatUint(c.Seed, 10))
-	row("reward scale", num(c.RewardScale))
-	row("iterations", fmt.Sprintf("%d of %d", len(iterationsDone(r)), c.Iterations))
+	row("seed", overridden(c, "seed", strconv.FormatUint(c.Seed, 10)))
+	row("reward scale", overridden(c, "reward_scale", num(c.RewardScale)))
+	row("iterations", overridden(c, "iterations", fmt.Sprintf("%d of %d", len(iterationsDone(r)), c.Iterations)))
+	if c.Branch != nil && c.Branch.PoolVersion > 0 {
+		row("pool", fmt.Sprintf("version %d of %s", c.Branch.PoolVersion, c.Parent))
+	}
 	if c.ConfigHash != "" {
 		row("config hash", c.ConfigHash)
 	}
@@ -173,6 +176,37 @@ func runSection(r *Run) *section {
 	}
 	s.add(t)
 	return s
+}
+
+// branchOf says where a branch left its parent and how it went on.
+func branchOf(c Config) string {
+	b := c.Branch
+	if b == nil {
+		return c.Parent
+	}
+	switch {
+	case b.Continue && b.Stage == "sft":
+		return fmt.Sprintf("%s, re-running sft, then on as a run of its own", c.Parent)
+	case b.Continue:
+		return fmt.Sprintf("%s at iteration %d, re-running %s, then on as a run of its own", c.Parent, b.Iteration, b.Stage)
+	case b.FromSeq > 0:
+		return fmt.Sprintf("%s, re-running %s from sequence %d (nothing after it)", c.Parent, b.Stage, b.FromSeq)
+	}
+	return fmt.Sprintf("%s, re-running %s (nothing after it)", c.Parent, b.Stage)
+}
+
+// overridden is a frozen setting's value, with its parent's beside it
+// when the branch changed it.
+func overridden(c Config, key, value string) string {
+	if c.Branch == nil {
+		return value
+	}
+	for _, o := range c.Branch.Overrides {
+		if o.Key == key {
+			return fmt.Sprintf("%s (set for the branch; %s: %s)", value, c.Parent, o.Parent)
+		}
+	}
+	return value + " (as " + c.Parent + ")"
 }
 
 func stamp(t time.Time) string {

@@ -30,10 +30,25 @@ const (
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 	StatusRunning   = "running" // neither run.completed nor run.failed yet
-	// StatusUnstarted is a run with events but no run.started: a branch
-	// that t1 replay wrote from another run's inputs.
+	// StatusUnstarted is a run with events but no run.started (a branch
+	// an older t1 replay wrote from another run's inputs).
 	StatusUnstarted = "unstarted"
+	// StatusReplayed is a branch that re-ran one stage and nothing after
+	// it (t1 replay without --continue).
+	StatusReplayed = "replayed"
 )
+
+// openStatus is the status of a run that has neither completed nor
+// failed.
+func openStatus(started bool, b *schemas.BranchPoint) string {
+	switch {
+	case !started:
+		return StatusUnstarted
+	case b != nil && !b.Continue:
+		return StatusReplayed
+	}
+	return StatusRunning
+}
 
 // Run is everything a report shows about one run.
 type Run struct {
@@ -84,6 +99,8 @@ type Config struct {
 	Model       schemas.ModelDims `json:"model"`
 	EvalSuites  []string          `json:"eval_suites,omitempty"`
 	Parent      string            `json:"parent,omitempty"` // the run a branch was replayed from
+	// Branch is where a branch left its parent, and what it changed.
+	Branch *schemas.BranchPoint `json:"branch,omitempty"`
 }
 
 // Pool is one sealed version of the training pool.
@@ -219,7 +236,7 @@ type EvalResult struct {
 // log (a replay of t1.<run>.>, which leaves no state on the server) and
 // its metrics, trajectories, rewards and eval_results tables from st.
 // It works on a run in progress too (Status running) and on a branch
-// (Status unstarted). A run without events is an error listing the runs
+// that only replayed a stage (Status replayed). A run without events is an error listing the runs
 // the log holds; so is a table object that does not read, naming it.
 func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) (*Run, error) {
 	if err := keys.ValidRun(run); err != nil {
@@ -232,8 +249,8 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 	if len(r.Events) == 0 {
 		return nil, unknownRun(ctx, log, run)
 	}
-	if r.Events[schemas.RunStarted] == 0 && r.Status == StatusRunning {
-		r.Status = StatusUnstarted
+	if r.Status == StatusRunning {
+		r.Status = openStatus(r.Events[schemas.RunStarted] > 0, r.Config.Branch)
 	}
 	dead, err := log.DeadLetterCounts(ctx, run)
 	if err != nil {
@@ -269,7 +286,7 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 			}
 			r.Started = ev.Time.UTC()
 			r.Config = Config{Seed: p.Seed, RewardScale: p.RewardScale, Iterations: p.Iterations, ConfigHash: p.ConfigHash,
-				Model: p.Model, EvalSuites: p.EvalSuites, Parent: p.Parent}
+				Model: p.Model, EvalSuites: p.EvalSuites, Parent: p.Parent, Branch: p.Branch}
 		case schemas.RunCompleted, schemas.RunFailed:
 			var p schemas.RunCompletedPayload
 			if err := decode(ev, &p); err != nil {

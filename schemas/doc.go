@@ -111,9 +111,11 @@
 // Payload JSON names are snake_case. FileRef points at a table object,
 // ObjectRef at any other object (bundle, snapshot, checkpoint, manifest).
 //
-//	run.started        producer: t1 run (operator)  consumers: control
+//	run.started        producer: t1 run, t1 replay (operator)  consumers: control, reward
 //	                   seed, config_hash, model{vocab, layers, top_k, experts},
-//	                   iterations, reward_scale, eval_suites, parent
+//	                   iterations, reward_scale, eval_suites, parent, branch{stage,
+//	                   iteration, from_seq, continue, pool_version, overrides[]{key,
+//	                   value, parent}} (a branch: t1 replay)
 //	iteration.started  producer: control  consumers: reports and dashboards (no stage)
 //	                   iteration, policy_version, pool_version
 //	synth.requested    producer: control  consumers: synth, control

@@ -68,8 +68,39 @@ type RunStartedPayload struct {
 	Iterations  int       `json:"iterations"`
 	RewardScale float64   `json:"reward_scale"` // fixed for the whole run
 	EvalSuites  []string  `json:"eval_suites,omitempty"`
-	// Parent is set for a branch replayed from another run.
-	Parent string `json:"parent,omitempty"`
+	// Parent is set for a branch replayed from another run; Branch says
+	// where it left the parent and what it changed.
+	Parent string       `json:"parent,omitempty"`
+	Branch *BranchPoint `json:"branch,omitempty"`
+}
+
+// BranchPoint is where a branch leaves its parent: the stage it re-ran
+// over the parent's inputs and, for a continued branch, the iteration
+// from which it runs as a run of its own (ARCHITECTURE.md §5, Replay).
+type BranchPoint struct {
+	Stage string `json:"stage"`
+	// Iteration is the parent's training iteration the replayed stage
+	// re-runs (sft: before the first); set when Continue is.
+	Iteration int `json:"iteration"`
+	// FromSeq is the stream sequence of the parent's log the replay read
+	// from (0: its start).
+	FromSeq uint64 `json:"from_seq,omitempty"`
+	// Continue says the branch's downstream stages run after the replayed
+	// one, driven by control from the branch's own events.
+	Continue bool `json:"continue"`
+	// PoolVersion is the parent's sealed pool the branch trains on.
+	PoolVersion int `json:"pool_version,omitempty"`
+	// Overrides are the frozen settings the branch changed (t1 replay
+	// --set); every other one is the parent's.
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// Override is one frozen setting a branch changed: its new value and the
+// parent's, as text.
+type Override struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Parent string `json:"parent"`
 }
 
 // IterationStartedPayload marks the start of a training iteration.

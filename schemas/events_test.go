@@ -31,7 +31,7 @@ func TestEventPayloads(t *testing.T) {
 	var check func(rt reflect.Type, where string)
 	check = func(rt reflect.Type, where string) {
 		switch rt.Kind() {
-		case reflect.Slice, reflect.Map:
+		case reflect.Slice, reflect.Map, reflect.Pointer:
 			check(rt.Elem(), where)
 			return
 		case reflect.Struct:

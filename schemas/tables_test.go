@@ -318,6 +318,10 @@ func fillJSON(rng *rand.Rand, v reflect.Value) {
 		for i := range v.NumField() {
 			fillJSON(rng, v.Field(i))
 		}
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillJSON(rng, p.Elem())
+		v.Set(p)
 	case reflect.Int:
 		v.SetInt(int64(rng.IntN(1000) + 1))
 	case reflect.Uint64:

@@ -333,29 +333,38 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectR
 	return m, nil
 }
 
-// EnsurePolicy makes sure policy version v of run is stored, creating
-// version 0 from initial when it is absent. A missing version other than
-// 0 (or a missing version 0 without initial) is a BadInputError.
-func EnsurePolicy(ctx context.Context, st store.ObjectStore, run string, v int64, initial func(context.Context) (*moe.Checkpoint, error)) error {
-	prefix := keys.Policy(run, v)
-	_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
-	if err == nil {
-		return nil
+// EnsurePolicy returns the prefix of policy version v for a run whose
+// lineage is runs (the run, then its ancestors: engine.Log.Lineage): the
+// nearest run that stores it, so a branch trains and samples the parent's
+// checkpoints it did not make itself. Version 0, stored by none, is
+// created from initial under runs[0]. Any other missing version (or a
+// missing version 0 without initial) is a BadInputError.
+func EnsurePolicy(ctx context.Context, st store.ObjectStore, runs []string, v int64, initial func(context.Context) (*moe.Checkpoint, error)) (string, error) {
+	if len(runs) == 0 {
+		return "", Bad(errors.New("policy: no run"))
 	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("policy %d: %w", v, err)
+	for _, run := range runs {
+		prefix := keys.Policy(run, v)
+		_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
+		if err == nil {
+			return prefix, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("policy %d: %w", v, err)
+		}
 	}
+	prefix := keys.Policy(runs[0], v)
 	if v != 0 || initial == nil {
-		return Bad(fmt.Errorf("policy %d: no checkpoint at %s", v, prefix))
+		return "", Bad(fmt.Errorf("policy %d: no checkpoint at %s (lineage %v)", v, prefix, runs))
 	}
 	ck, err := initial(ctx)
 	if err != nil {
-		return Bad(fmt.Errorf("initial policy: %w", err))
+		return "", Bad(fmt.Errorf("initial policy: %w", err))
 	}
 	ck.Meta = map[string]string{"policy_version": "0"}
 	ck.Optimizer = nil
 	if err := ck.Save(ctx, st, prefix); err != nil {
-		return fmt.Errorf("initial policy: %w", err)
+		return "", fmt.Errorf("initial policy: %w", err)
 	}
-	return nil
+	return prefix, nil
 }

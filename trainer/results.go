@@ -72,29 +72,33 @@ func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits
 	return nil
 }
 
-// LatestCritic returns the newest critic version of run that is at most
-// maxVersion, and its prefix; prefix is "" (and version 0) when there is
-// none, so the critic starts fresh.
-func LatestCritic(ctx context.Context, st store.ObjectStore, run string, maxVersion int64) (int64, string, error) {
-	base := keys.Critics(run)
-	best := int64(-1)
-	for info, err := range st.List(ctx, base) {
-		if err != nil {
-			return 0, "", fmt.Errorf("list critics: %w", err)
-		}
-		dir, file, ok := strings.Cut(strings.TrimPrefix(info.Key, base), "/")
-		if !ok || file != moe.WeightsFile || !strings.HasPrefix(dir, "v") {
-			continue
-		}
-		v, err := strconv.ParseInt(dir[1:], 10, 64)
-		if err == nil && v <= maxVersion && v > best {
-			best = v
+// LatestCritic returns the newest critic version at most maxVersion of a
+// run whose lineage is runs (the run, then its ancestors), and its prefix:
+// of equal versions the nearest run's, so a branch's own critic comes
+// before its parent's. prefix is "" (and version 0) when there is none,
+// so the critic starts fresh.
+func LatestCritic(ctx context.Context, st store.ObjectStore, runs []string, maxVersion int64) (int64, string, error) {
+	best, prefix := int64(-1), ""
+	for _, run := range runs {
+		base := keys.Critics(run)
+		for info, err := range st.List(ctx, base) {
+			if err != nil {
+				return 0, "", fmt.Errorf("list critics: %w", err)
+			}
+			dir, file, ok := strings.Cut(strings.TrimPrefix(info.Key, base), "/")
+			if !ok || file != moe.WeightsFile || !strings.HasPrefix(dir, "v") {
+				continue
+			}
+			v, err := strconv.ParseInt(dir[1:], 10, 64)
+			if err == nil && v <= maxVersion && v > best {
+				best, prefix = v, keys.Critic(run, v)
+			}
 		}
 	}
 	if best < 0 {
 		return 0, "", nil
 	}
-	return best, keys.Critic(run, best), nil
+	return best, prefix, nil
 }
 
 // ValueRows turns a critic's per-chunk figures into the values table's
@@ -150,4 +154,25 @@ type TrainingReport struct {
 	Metrics ActorMetrics `json:"metrics"`
 	// Event is the policy.updated payload the update announced.
 	Event schemas.PolicyUpdatedPayload `json:"event"`
+}
+
+// Lineage returns a run's lineage: the run, then the runs it branched
+// from, nearest first (engine.Log.Lineage). Stages resolve the
+// checkpoints a run reads through it and write under the run's own keys.
+type Lineage func(ctx context.Context, run string) ([]string, error)
+
+// Of is run's lineage; a nil Lineage knows no branches, so every run is
+// its own whole lineage.
+func (f Lineage) Of(ctx context.Context, run string) ([]string, error) {
+	if f == nil {
+		return []string{run}, nil
+	}
+	runs, err := f(ctx, run)
+	if err != nil {
+		return nil, fmt.Errorf("lineage of %s: %w", run, err)
+	}
+	if len(runs) == 0 || runs[0] != run {
+		return nil, fmt.Errorf("lineage of %s: %v does not start at the run", run, runs)
+	}
+	return runs, nil
 }

@@ -141,7 +141,11 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	}
 	// Version 0 is stored on first use; any other must be.
 	if version > 0 {
-		err := trainer.EnsurePolicy(ctx, in.Store, run, version, nil)
+		lineage, err := in.Log.Lineage(ctx, run)
+		if err != nil {
+			return infraError(err)
+		}
+		_, err = trainer.EnsurePolicy(ctx, in.Store, lineage, version, nil)
 		if _, bad := errors.AsType[*trainer.BadInputError](err); bad {
 			return configError("run %s has no policy v%d: %v", run, version, err)
 		} else if err != nil {

@@ -67,6 +67,7 @@ func newRoot() *cobra.Command {
 		ablateCmd(g),
 		demoCmd(g),
 		replayCmd(g),
+		runsCmd(g),
 		workerCmd(g),
 		evalCmd(g),
 		queryCmd(g),

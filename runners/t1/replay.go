@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,18 +16,34 @@ import (
 func replayCmd(g *globals) *cobra.Command {
 	var stage, run, into, since string
 	var fromSeq uint64
+	var cont bool
+	var iteration int
+	var set map[string]string
 	cmd := &cobra.Command{
-		Use:   "replay --stage S --run R --into R2 [--from-seq N | --since T]",
-		Short: "Re-run one stage over a run's past input events into a new run, leaving the original untouched",
-		Long: `Hands every event of run R that stage S consumes (from a stream sequence or a time, else
-from the start) to the stage as if it belonged to run R2, and publishes what the stage emits
-into R2 — for example, re-score every attempt of a run with a fixed verifier without rolling
-anything out again:
+		Use:   "replay --stage S --run R --into B [--from-seq N | --since T | --continue [--iteration I]] [--set key=value]...",
+		Short: "Re-run one stage over a run's past inputs into a branch, leaving the original untouched; --continue carries on from there",
+		Long: `Opens run B as a branch of run R and hands the inputs of stage S in R to the stage as if they
+belonged to B; what the stage emits goes into B. For example, re-score every attempt of a run
+with a fixed verifier without rolling anything out again:
 
     t1 replay --stage reward --run main --into main-rescored
 
-Objects the stage writes go under runs/R2/; those it reads (bundles, snapshots, tables) are the
-ones R's events point at. Only the stage runs: downstream stages are not triggered.`,
+B's run.started names its parent and branch point and keeps what R froze (seed, model, iterations,
+reward scale, pool); --set reward_scale=2, --set seed=9 or --set iterations=4 change one, and the
+branch records and reports the change beside R's value. The stage reads what R's events point at
+(bundles, snapshots, checkpoints, manifests) and writes under runs/B/; R is never written to.
+
+Without --continue the stage re-runs every input of R (from --from-seq or --since, else from the
+start) and nothing else runs: B's status is "replayed". With --continue the branch is R up to
+iteration I (default 0) of stage S and a run of its own from there: S re-runs its inputs of that
+iteration (sft: the fine-tuning before the first; eval: the evaluations from iteration I's policy
+on), then every stage runs in this process, as t1 run does, until B completes — re-score, retrain
+and evaluate in the branch:
+
+    t1 replay --stage reward --run main --into main-fixed --continue
+
+S is one of rollout, reward, critic, ppo, sft or eval (without --continue also control, synth or
+audit). Replaying into B again with the same options resumes it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stage == "" || into == "" {
@@ -38,21 +56,21 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 			if run == "" {
 				run = cfg.Run.ID
 			}
-			var from engine.ReplayFrom
+			o := pipeline.BranchOptions{Stage: stage, Parent: run, Into: into, Continue: cont, Iteration: iteration, Set: set}
 			switch {
 			case fromSeq > 0 && since != "":
 				return fmt.Errorf("--from-seq and --since exclude each other")
 			case fromSeq > 0:
-				from.Seq = fromSeq
+				o.From.Seq = fromSeq
 			case since != "":
 				t, err := time.Parse(time.RFC3339, since)
 				if err != nil {
 					return fmt.Errorf("--since: want an RFC 3339 time such as 2026-11-29T20:00:00Z: %w", err)
 				}
-				from.Time = t
+				o.From.Time = t
 			}
 			ctx := cmd.Context()
-			in, err := local.Open(ctx, cfg, local.Options{})
+			in, err := local.Open(ctx, cfg, local.Options{Serve: cont})
 			if err != nil {
 				return err
 			}
@@ -61,27 +79,61 @@ ones R's events point at. Only the stage runs: downstream stages are not trigger
 			if err != nil {
 				return err
 			}
-			st, err := p.Stage(stage)
+			res, err := p.Branch(ctx, in.Log, o)
 			if err != nil {
 				return err
 			}
-			res, err := in.Log.Branch(ctx, st, run, into, from, "replay:"+p.Hash())
-			if err != nil {
+			out := replaySummary{BranchResult: res, Stage: stage, Run: run, Into: into}
+			if !cont {
+				if g.json {
+					return printJSON(cmd, out)
+				}
+				printReplay(cmd.OutOrStdout(), out)
+				return nil
+			}
+			printReplay(cmd.ErrOrStderr(), out)
+			// The branch runs on as a run of its own, on the same servers.
+			bin := *in
+			bin.Config.Run.ID = into
+			sum, err := executePipeline(ctx, cmd.ErrOrStderr(), &bin, true)
+			if err != nil || sum == nil {
 				return err
 			}
+			out.Branch = sum
 			if g.json {
-				return printJSON(cmd, res)
+				if err := printJSON(cmd, out); err != nil {
+					return err
+				}
+			} else {
+				printPipelineSummary(cmd.OutOrStdout(), *sum)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stage %s: %d events of %s replayed into %s: %d emitted, %d failed\n",
-				stage, res.Inputs, run, into, res.Emitted, res.Failed)
+			if sum.Status == "failed" {
+				return fmt.Errorf("branch %s failed: %s (t1 events list --run %s --type run.failed)", into, sum.Reason, into)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&stage, "stage", "", "stage to re-run: control, synth, audit, rollout, reward, critic, ppo or eval")
+	f.StringVar(&stage, "stage", "", "stage to re-run: rollout, reward, critic, ppo, sft or eval (without --continue also control, synth or audit)")
 	f.StringVar(&run, "run", "", "source run (default: the config's run.id)")
-	f.StringVar(&into, "into", "", "new run id the stage's outputs go to")
-	f.Uint64Var(&fromSeq, "from-seq", 0, "start at this stream sequence")
-	f.StringVar(&since, "since", "", "start at this time (RFC 3339)")
+	f.StringVar(&into, "into", "", "the branch: a new run id the stage's outputs go to")
+	f.Uint64Var(&fromSeq, "from-seq", 0, "without --continue: start at this stream sequence")
+	f.StringVar(&since, "since", "", "without --continue: start at this time (RFC 3339)")
+	f.BoolVar(&cont, "continue", false, "after the stage, run the branch's downstream stages to its end")
+	f.IntVar(&iteration, "iteration", 0, "with --continue: the source run's iteration the branch re-runs the stage at")
+	f.StringToStringVar(&set, "set", nil, "change a setting the source run froze: "+strings.Join(pipeline.OverridableSettings(), ", ")+" (repeatable)")
 	return cmd
+}
+
+type replaySummary struct {
+	engine.BranchResult
+	Stage  string           `json:"stage"`
+	Run    string           `json:"run"`
+	Into   string           `json:"into"`
+	Branch *pipelineSummary `json:"branch,omitempty"` // with --continue: how the branch ended
+}
+
+func printReplay(w io.Writer, s replaySummary) {
+	fmt.Fprintf(w, "stage %s: %d events of %s replayed into %s: %d emitted, %d failed\n",
+		s.Stage, s.Inputs, s.Run, s.Into, s.Emitted, s.Failed)
 }

@@ -19,4 +19,9 @@
 // while handling different events is one event. The fold itself only ever
 // takes events as they come back from the log, so a handler that fails
 // and is retried decides again from the same state.
+//
+// A branch (schemas.BranchPoint) is folded too: one that only replayed a
+// stage decides nothing; a continued one first takes over its parent's
+// events before the branch point (Cut, History) and then decides as any
+// run, with the iterations and model shape its run.started froze.
 package control

@@ -37,8 +37,13 @@ type iteration struct {
 
 // runState is the fold of one run.
 type runState struct {
-	started     bool
-	seed        uint64
+	started bool
+	seed    uint64
+	// branch is the run's branch point when it is a branch; a branch
+	// trains what its run.started froze, iterations and model shape.
+	branch      *schemas.BranchPoint
+	iterations  int
+	model       schemas.ModelDims
 	rounds      map[int]*round
 	candidates  map[string]int    // synth.candidate event id → round
 	synthesized map[string]string // task.synthesized event id → task id
@@ -100,6 +105,7 @@ func (s *runState) apply(ev engine.Event) {
 		var p schemas.RunStartedPayload
 		if ev.Decode(&p) == nil {
 			s.started, s.seed = true, p.Seed
+			s.branch, s.iterations, s.model = p.Branch, p.Iterations, p.Model
 		}
 	case schemas.SynthRequested:
 		var p schemas.SynthRequestedPayload

@@ -85,15 +85,17 @@ func (s *stage) run(id string) *runState {
 
 // load folds run's events as the log holds them, the first time the run
 // is met: the state a restarted control continues from. It reads the
-// run's own events of the types control consumes and no other run's.
+// run's own events of the types control consumes and no other run's, but
+// for a continued branch, which first takes over what its parent did
+// before the branch point (History).
 func (s *stage) load(ctx context.Context, run string) error {
 	if s.loaded[run] {
 		return nil
 	}
 	st := s.run(run)
-	err := s.cfg.Log.ReplayRun(ctx, run, Consumes(), func(ev engine.Event) error {
-		if !s.seen[ev.ID] {
-			s.seen[ev.ID] = true
+	err := History(ctx, s.cfg.Log, run, Consumes(), func(ev engine.Event) error {
+		if k := seenKey(run, ev.ID); !s.seen[k] {
+			s.seen[k] = true
 			st.apply(ev)
 		}
 		return nil
@@ -111,12 +113,16 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if err := s.load(ctx, ev.Run); err != nil {
 		return err
 	}
-	if !s.seen[ev.ID] {
-		s.seen[ev.ID] = true
+	if k := seenKey(ev.Run, ev.ID); !s.seen[k] {
+		s.seen[k] = true
 		s.run(ev.Run).apply(ev)
 	}
 	return s.decide(ctx, ev.Run, s.run(ev.Run), out)
 }
+
+// seenKey is an event folded into run's state: a branch folds its parent's
+// events too, which the parent's own state must still fold.
+func seenKey(run, id string) string { return run + "/" + id }
 
 func seedFor(seed uint64, parts ...any) uint64 {
 	h := fnv.New64a()
@@ -130,8 +136,13 @@ func seedFor(seed uint64, parts ...any) uint64 {
 // decide emits whatever the state of run calls for. Every decision is
 // keyed, so deciding twice is harmless.
 func (s *stage) decide(ctx context.Context, run string, st *runState, out engine.Emitter) error {
-	c := s.cfg.Config
+	c := s.config(st)
 	if !st.started || st.finished {
+		return nil
+	}
+	// A branch that only replayed a stage decides nothing, unless the
+	// stage it replays is control's own.
+	if st.branch != nil && !st.branch.Continue && st.branch.Stage != "control" {
 		return nil
 	}
 	// Synthesis rounds.
@@ -217,6 +228,19 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 	}
 	last := st.iter(c.Iterations - 1)
 	return emit(out, schemas.RunCompleted, "completed", schemas.RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
+}
+
+// config is the configuration st's run follows: a branch trains what its
+// run.started froze, its iterations and model shape.
+func (s *stage) config(st *runState) Config {
+	c := s.cfg.Config
+	if st.branch != nil {
+		if st.iterations > 0 {
+			c.Iterations = st.iterations
+		}
+		c.Model = st.model
+	}
+	return c
 }
 
 func emit(out engine.Emitter, typ, key string, payload any) error {
@@ -378,7 +402,7 @@ func (s *stage) startIteration(st *runState, i int, version int64, out engine.Em
 
 // batch writes iteration i's manifest from the attempts that were scored.
 func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out engine.Emitter) error {
-	c := s.cfg.Config
+	c := s.config(st)
 	it := st.iter(i)
 	if float64(len(it.scored)) < c.MinSuccess*float64(it.expected) {
 		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
@@ -25,7 +26,10 @@ type Config struct {
 	// Initial's, for version 0) instead of a seeded random model.
 	FromPolicy bool
 	Initial    func(context.Context) (*moe.Checkpoint, error)
-	Log        *slog.Logger
+	// Lineage resolves a branch's ancestors, whose batches it may be
+	// handed and whose checkpoints it starts from (nil: no branches).
+	Lineage trainer.Lineage
+	Log     *slog.Logger
 }
 
 // New returns the critic stage.
@@ -51,11 +55,19 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if err != nil {
 		return err
 	}
-	if m.Run != ev.Run || m.Iteration != p.Iteration {
-		return engine.Permanent(fmt.Errorf("batch.ready: manifest %s is for run %s iteration %d, the event for run %s iteration %d",
-			p.Manifest.Key, m.Run, m.Iteration, ev.Run, p.Iteration))
+	runs, err := s.cfg.Lineage.Of(ctx, ev.Run)
+	if err != nil {
+		return err
 	}
-	res, err := s.Iterate(ctx, m)
+	if !slices.Contains(runs, m.Run) || m.Iteration != p.Iteration {
+		return engine.Permanent(fmt.Errorf("batch.ready: manifest %s is for run %s iteration %d, the event for run %s (lineage %v) iteration %d",
+			p.Manifest.Key, m.Run, m.Iteration, ev.Run, runs, p.Iteration))
+	}
+	// A branch re-running its parent's batch makes the batch its own: what
+	// the critic writes goes under the branch's keys.
+	own := *m
+	own.Run = ev.Run
+	res, err := s.Iterate(ctx, &own)
 	if trainer.IsBad(err) {
 		return engine.Permanent(err)
 	}
@@ -73,7 +85,11 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	if err != nil {
 		return nil, err
 	}
-	version, from, err := trainer.LatestCritic(ctx, s.cfg.Store, m.Run, int64(m.Iteration))
+	runs, err := s.cfg.Lineage.Of(ctx, m.Run)
+	if err != nil {
+		return nil, err
+	}
+	version, from, err := trainer.LatestCritic(ctx, s.cfg.Store, runs, int64(m.Iteration))
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +97,9 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	prefix := keys.Critic(m.Run, next)
 	job := trainer.CriticJob{Manifest: m, Batch: b, Critic: from, Out: prefix, Version: next, GAE: s.cfg.GAE}
 	if from == "" && s.cfg.FromPolicy {
-		if err := trainer.EnsurePolicy(ctx, s.cfg.Store, m.Run, m.PolicyVersion, s.cfg.Initial); err != nil {
+		if job.Policy, err = trainer.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial); err != nil {
 			return nil, err
 		}
-		job.Policy = keys.Policy(m.Run, m.PolicyVersion)
 	}
 	tr, err := s.cfg.Trainer.TrainCritic(ctx, job)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/t1pipe/t1/engine"
@@ -25,6 +26,9 @@ type Config struct {
 	// checkpoint); it is stored the first time a batch of version 0 is
 	// trained. Nil means version 0 must already be stored.
 	Initial func(ctx context.Context) (*moe.Checkpoint, error)
+	// Lineage resolves a branch's ancestors, whose batches it may be
+	// handed and whose policies it trains (nil: no branches).
+	Lineage trainer.Lineage
 	Log     *slog.Logger
 }
 
@@ -60,10 +64,18 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	if err != nil {
 		return nil, fmt.Errorf("critic.updated: %w", err)
 	}
-	if m.Run != run || m.Iteration != p.Iteration || m.PolicyVersion != p.PolicyVersion {
-		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s is for run %s iteration %d policy %d, the event for run %s iteration %d policy %d",
-			p.Manifest.Key, m.Run, m.Iteration, m.PolicyVersion, run, p.Iteration, p.PolicyVersion))
+	runs, err := s.cfg.Lineage.Of(ctx, run)
+	if err != nil {
+		return nil, err
 	}
+	if !slices.Contains(runs, m.Run) || m.Iteration != p.Iteration || m.PolicyVersion != p.PolicyVersion {
+		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s is for run %s iteration %d policy %d, the event for run %s (lineage %v) iteration %d policy %d",
+			p.Manifest.Key, m.Run, m.Iteration, m.PolicyVersion, run, runs, p.Iteration, p.PolicyVersion))
+	}
+	// A branch re-running its parent's update makes the batch its own.
+	own := *m
+	own.Run = run
+	m = &own
 	if len(m.ValueFiles) == 0 {
 		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
@@ -75,8 +87,8 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	if err != nil {
 		return nil, err
 	}
-	cur := keys.Policy(run, m.PolicyVersion)
-	if err := trainer.EnsurePolicy(ctx, s.cfg.Store, run, m.PolicyVersion, s.cfg.Initial); err != nil {
+	cur, err := trainer.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial)
+	if err != nil {
 		return nil, err
 	}
 	outPrefix := keys.Policy(run, next)

@@ -110,7 +110,7 @@ func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
 	for a := range 3 {
 		ec.Sampling.Seed = uint64(100 + a)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res, err := agent.Run(ctx, eng, tp, shell(t), "List the files in /app.", ec, nil)
+		res, err := agent.Run(ctx, eng, agent.OwnChat(tp), shell(t), "List the files in /app.", ec, nil)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

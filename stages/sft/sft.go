@@ -21,6 +21,9 @@ type Config struct {
 	Trainer trainer.Trainer
 	// Initial returns policy version 0 when it is not stored yet.
 	Initial func(ctx context.Context) (*moe.Checkpoint, error)
+	// Lineage resolves a branch's ancestors, whose policy it fine-tunes
+	// when it has none of its own (nil: no branches).
+	Lineage trainer.Lineage
 	Log     *slog.Logger
 }
 
@@ -58,13 +61,18 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 	if p.Epochs < 0 || p.PolicyVersion < 0 {
 		return nil, trainer.Bad(fmt.Errorf("sft.requested: epochs %d, policy version %d", p.Epochs, p.PolicyVersion))
 	}
-	if err := trainer.EnsurePolicy(ctx, s.cfg.Store, run, p.PolicyVersion, s.cfg.Initial); err != nil {
+	runs, err := s.cfg.Lineage.Of(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	from, err := trainer.EnsurePolicy(ctx, s.cfg.Store, runs, p.PolicyVersion, s.cfg.Initial)
+	if err != nil {
 		return nil, err
 	}
 	next := p.PolicyVersion + 1
 	prefix := keys.Policy(run, next)
 	res, err := s.cfg.Trainer.TrainSFT(ctx, trainer.SFTJob{Run: run, Data: p.Data, Steps: max(p.Epochs, 1),
-		Policy: keys.Policy(run, p.PolicyVersion), Out: prefix, Version: next})
+		Policy: from, Out: prefix, Version: next})
 	if err != nil {
 		return nil, fmt.Errorf("sft policy %d: %w", p.PolicyVersion, err)
 	}

@@ -53,13 +53,14 @@ func shell(t *testing.T) agent.Shell {
 func demonstrations(t *testing.T, st store.ObjectStore, tok *moe.Tokenizer) ([]schemas.TokenRow, schemas.FileRef) {
 	t.Helper()
 	ctx := context.Background()
-	tp, err := moe.NewChat(tok)
+	own, err := moe.NewChat(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tp := agent.OwnChat(own)
 	var rows []schemas.TokenRow
 	for a, script := range []string{"mkdir -p /app/out\necho hello > /app/out/greeting.txt\ncat /app/out/greeting.txt\n", "ls /app\nwc -c /app/out/greeting.txt\n"} {
-		pol, err := agent.FromSolution(tp, script)
+		pol, err := agent.FromSolution(tp, agent.Tags(), script)
 		if err != nil {
 			t.Fatal(err)
 		}

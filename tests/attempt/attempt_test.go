@@ -61,7 +61,7 @@ func TestRolloutAndReward(t *testing.T) {
 			if err != nil {
 				return pol, err
 			}
-			pol.Engine, err = agent.FromSolution(tp, sp.SolveScript())
+			pol.Engine, err = agent.FromSolution(agent.OwnChat(tp), agent.Tags(), sp.SolveScript())
 			return pol, err
 		}
 	})
@@ -117,7 +117,7 @@ func TestRolloutAndReward(t *testing.T) {
 	// Re-score every attempt into a branch run: rewards only, no rollout,
 	// the original run untouched.
 	before := testinfra.Count(t, l, "t1."+run+".>")
-	res, err := l.Branch(ctx, rewardStage, run, "att-rescore", engine.ReplayFrom{}, "rescore")
+	res, err := l.Branch(ctx, rewardStage, run, "att-rescore", engine.ReplayFrom{}, "rescore", nil)
 	if err != nil || res.Inputs != 2 || res.Emitted != 2 || res.Failed != 0 {
 		t.Fatalf("branch: %+v, %v", res, err)
 	}
@@ -237,7 +237,8 @@ func TestHostileEpisode(t *testing.T) {
 	}
 	defer sh.Close()
 	tok, _ := moe.DefaultTokenizer()
-	tp, _ := moe.NewChat(tok)
+	own, _ := moe.NewChat(tok)
+	tp := agent.OwnChat(own)
 	pol := agent.NewScripted(tp, []string{
 		"<command>yes flood | head -c 50000000</command>",
 		"<command timeout=\"1\">sleep 1000</command>",

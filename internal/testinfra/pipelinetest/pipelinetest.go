@@ -6,6 +6,8 @@
 package pipelinetest
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	"github.com/t1pipe/t1/config"
@@ -36,17 +38,39 @@ func Config(t testing.TB) config.Config {
 // rc, until the test ends, and returns the pipeline.
 func Run(t testing.TB, cfg config.Config, l *engine.Log, st store.ObjectStore, rc engine.RunnerConfig, stages []string, opts ...pipeline.Option) *pipeline.Pipeline {
 	t.Helper()
+	p, _ := Start(t, cfg, l, st, rc, stages, opts...)
+	return p
+}
+
+// Start is Run with a stop function: it stops the stages and waits for
+// them (the test's end does too), so a test can replay into a branch with
+// no stage consuming what the replay emits, then start them again.
+func Start(t testing.TB, cfg config.Config, l *engine.Log, st store.ObjectStore, rc engine.RunnerConfig, stages []string, opts ...pipeline.Option) (*pipeline.Pipeline, func()) {
+	t.Helper()
 	// The test binary's embedded gateway moved the working directory.
 	p, err := pipeline.Build(cfg, l, st, append([]pipeline.Option{pipeline.WithWorkDir(testinfra.WorkDir())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	for _, name := range stages {
 		s, err := p.Stage(name)
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
-		testinfra.RunStage(t, l, s, rc)
+		r := engine.NewRunner(l, s, rc)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				t.Errorf("stage %s: %v", s.Name(), err)
+			}
+		}()
 	}
-	return p
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return p, stop
 }

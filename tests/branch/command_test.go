@@ -1,0 +1,107 @@
+package branch_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/t1pipe/t1/internal/testinfra"
+)
+
+// tinyYAML is the smallest whole run the command makes: two seed tasks,
+// one iteration of one attempt each, one evaluation task, reward scale 3.
+const tinyYAML = `run:
+  id: tiny
+stages:
+  control:
+    pool_target: 2
+    rounds: 1
+    seeds: 2
+    iterations: 1
+    attempts: 1
+    max_turns: 2
+    sft_steps: 0
+  eval:
+    tasks: 1
+    rounds: 0
+    attempts: 1
+  rollout:
+    max_new_tokens: 24
+    context: 512
+  reward:
+    scale: 3
+training:
+  warmup:
+    steps: 1
+`
+
+// `t1 replay --continue` re-scores a finished run's first iteration into a
+// branch at an overridden scale and runs the branch to its end in the
+// same process; `t1 runs` lists both runs with the branch's lineage.
+func TestReplayContinueCommand(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	bin, err := testinfra.BuildT1(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t1 := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--data", data, "--config", cfg, "--json", "--log-level", "warn")...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		if err != nil {
+			stderr := ""
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("t1 %v: %v\n%s\n%s", args, err, out, stderr)
+		}
+		return out
+	}
+	var run struct{ Status string }
+	if out := t1("run"); json.Unmarshal(out, &run) != nil || run.Status != "completed" {
+		t.Fatalf("run: %s", out)
+	}
+	var rep struct {
+		Inputs, Emitted, Failed int
+		Branch                  *struct {
+			Status string
+			Events map[string]uint64
+		}
+	}
+	out := t1("replay", "--stage", "reward", "--run", "tiny", "--into", "tiny-fixed", "--continue", "--set", "reward_scale=2")
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Inputs == 0 || rep.Failed != 0 || rep.Branch == nil || rep.Branch.Status != "completed" {
+		t.Fatalf("replay --continue: %v %s", err, out)
+	}
+	if e := rep.Branch.Events; e["policy.updated"] != 1 || e["eval.completed"] != 1 || e["run.completed"] != 1 || e["rollout.completed"] != 1 {
+		t.Errorf("the branch's events: %v", e)
+	}
+	var runs []struct {
+		Run, Status, Parent string
+		Branch              *struct {
+			Stage     string
+			Continue  bool
+			Overrides []struct{ Key, Value, Parent string }
+		}
+		Iterations     int
+		PolicyVersions []int64 `json:"policy_versions"`
+	}
+	out = t1("runs")
+	if err := json.Unmarshal(out, &runs); err != nil || len(runs) != 2 {
+		t.Fatalf("runs: %v %s", err, out)
+	}
+	b := runs[1]
+	if runs[0].Run != "tiny" || runs[0].Status != "completed" || b.Run != "tiny-fixed" || b.Status != "completed" || b.Parent != "tiny" ||
+		b.Branch == nil || !b.Branch.Continue || b.Branch.Stage != "reward" || len(b.Branch.Overrides) != 1 ||
+		b.Branch.Overrides[0].Value != "2" || b.Branch.Overrides[0].Parent != "3" || b.Iterations != 1 || len(b.PolicyVersions) != 1 {
+		t.Errorf("runs: %s", out)
+	}
+}
