@@ -66,6 +66,11 @@ type box struct {
 	// writableDirs order, which bwrap binds by descriptor.
 	ctlRoot *safeRoot
 	binds   []*os.File
+	// image is the sandbox's root when it runs on an image (rootfs.go).
+	image *imageMount
+	// anywhere lets paths name any directory below fsRoot: an image
+	// being built, not a sandbox.
+	anywhere bool
 
 	mu     sync.Mutex
 	closed bool
@@ -126,6 +131,7 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 
 func (b *box) removeAll() {
 	b.closeDirs()
+	b.unmountImage()
 	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
@@ -152,6 +158,9 @@ func (b *box) rel(p string) (string, error) {
 		p = path.Join(b.workDir, p)
 	}
 	p = path.Clean(p)
+	if b.anywhere {
+		return anyRel("/", p), nil
+	}
 	for _, d := range writableDirs {
 		if p == d || strings.HasPrefix(p, d+"/") {
 			return strings.TrimPrefix(p, "/"), nil

@@ -42,6 +42,10 @@ type Spec struct {
 	// TempDir is where the per-attempt host directories are created; empty
 	// means os.TempDir().
 	TempDir string
+	// Image, when set, is the sandbox's root filesystem instead of the
+	// host's system directories: the task's environment is the image
+	// (TaskDir is not built again). Only bwrap run as root supports it.
+	Image *Image
 }
 
 // Sandbox is one attempt's isolated shell environment. Paths given to its
