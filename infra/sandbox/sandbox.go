@@ -43,8 +43,9 @@ type Spec struct {
 	// means os.TempDir().
 	TempDir string
 	// Image, when set, is the sandbox's root filesystem instead of the
-	// host's system directories: the task's environment is the image
-	// (TaskDir is not built again). Only bwrap run as root supports it.
+	// host's system directories. TaskDir, if also set, is built on top of
+	// it as usual (an image built from the task's Dockerfile comes with
+	// TaskDir empty). Only bwrap run as root supports it.
 	Image *Image
 }
 

@@ -28,7 +28,8 @@ func start(ctx context.Context, l launcher, spec Spec, uid, gid int, release fun
 			b.Close()
 			return nil, err
 		}
-	} else if spec.TaskDir != "" {
+	}
+	if spec.TaskDir != "" {
 		if err := b.build(ctx, spec); err != nil {
 			b.Close()
 			return nil, err

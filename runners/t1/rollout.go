@@ -54,7 +54,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 			if backend == "" {
 				backend = cfg.Sandbox.Backend
 			}
-			be, err := sandbox.ByName(backend, cfg.Sandbox.AllowUnisolated)
+			be, err := cfg.Sandbox.NewBackend(backend)
 			if err != nil {
 				return err
 			}
