@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
 // cache is the layer directory: <dir>/layers/<key> is a finished layer
-// (it appears by rename, so its presence means complete), <dir>/tmp holds
-// layers being built, <dir>/debs debootstrap's package cache. One build
+// (it appears by rename, so its presence means complete), <dir>/sizes/<key>
+// its size, <dir>/tmp holds layers being built, <dir>/debs debootstrap's
+// package cache. One build
 // at a time holds <dir>/lock.
 type cache struct {
 	dir  string
@@ -24,7 +27,7 @@ func openCache(dir string) (*cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image: cache: %w", err)
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "layers"), filepath.Join(dir, "tmp")} {
+	for _, d := range []string{dir, filepath.Join(dir, "layers"), filepath.Join(dir, "tmp"), filepath.Join(dir, "sizes")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("image: cache: %w", err)
 		}
@@ -61,10 +64,28 @@ func (c *cache) get(key string, build func(upper, work, mnt string) error) (stri
 	if err := build(upper, filepath.Join(scratch, "work"), filepath.Join(scratch, "mnt")); err != nil {
 		return "", false, err
 	}
+	// The size first: a layer in place always has one.
+	if err := os.WriteFile(c.sizePath(key), []byte(strconv.FormatInt(dirSize(upper), 10)), 0o600); err != nil {
+		return "", false, fmt.Errorf("image: cache: %w", err)
+	}
 	if err := os.Rename(upper, p); err != nil {
 		return "", false, fmt.Errorf("image: cache: %w", err)
 	}
 	return p, false, nil
+}
+
+func (c *cache) sizePath(key string) string { return filepath.Join(c.dir, "sizes", key) }
+
+// size is the bytes of the layer's files, measured when it was made.
+func (c *cache) size(key string) int64 {
+	data, err := os.ReadFile(c.sizePath(key))
+	if err != nil {
+		n := dirSize(c.path(key))
+		_ = os.WriteFile(c.sizePath(key), []byte(strconv.FormatInt(n, 10)), 0o600)
+		return n
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n
 }
 
 // scratch makes tmp/<random>/{upper,work,mnt}.

@@ -154,7 +154,8 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		text := strings.TrimSpace(in.Cmd + " " + strings.Join(in.Flags, " ") + " " + in.Raw)
+		text := strings.Join(append(append([]string{in.Cmd}, in.Flags...), in.Raw), " ")
+		text = strings.TrimSpace(text)
 		if froms == 0 && in.Cmd != "FROM" && in.Cmd != "ARG" {
 			return nil, b.fail(in, "%s before FROM", in.Cmd)
 		}
@@ -346,7 +347,7 @@ func (b *builder) layer(ctx context.Context, in sandbox.Instruction, text, input
 		return b.fail(in, "%s: %v", oneLine80(text), err)
 	}
 	st.Cached, st.Duration = hit, time.Since(start)
-	st.Size = dirSize(dir)
+	st.Size = b.cache.size(key)
 	b.res.Steps = append(b.res.Steps, st)
 	b.layers = append(b.layers, dir)
 	b.key = key
@@ -381,7 +382,7 @@ func (b *builder) base(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.res.Steps = append(b.res.Steps, Step{Instruction: text, Key: key, Cached: hit, Duration: time.Since(start), Size: dirSize(dir)})
+	b.res.Steps = append(b.res.Steps, Step{Instruction: text, Key: key, Cached: hit, Duration: time.Since(start), Size: b.cache.size(key)})
 	b.layers = []string{dir}
 	b.key = key
 	return nil
@@ -512,4 +513,3 @@ func oneLine80(s string) string {
 	}
 	return s
 }
-

@@ -74,6 +74,7 @@ func newRoot() *cobra.Command {
 		servePolicyCmd(g),
 		moeCmd(g),
 		sandboxCmd(g),
+		imageCmd(g),
 		rolloutCmd(g),
 		exportCmd(g),
 		digestCmd(g),
