@@ -1,21 +1,31 @@
 package image
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/testinfra"
 )
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
 func writeTask(t testing.TB, dockerfile string, files map[string]string) string {
 	t.Helper()
@@ -185,6 +195,7 @@ ENV T1_GREETING=${GREETING}
 WORKDIR /app
 COPY data.txt ./
 RUN apt-get update && apt-get install -y sl
+RUN rm /etc/issue && rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/t1
 `, map[string]string{"data.txt": "from the build context\n"})
 	ctx := context.Background()
 	opt := Options{CacheDir: cache, Base: base}
@@ -196,8 +207,8 @@ RUN apt-get update && apt-get install -y sl
 		t.Errorf("mapping %q", res.Mapping)
 	}
 	layers := res.Layers()
-	// base, python, WORKDIR, COPY, RUN
-	if len(layers) != 5 || !layers[0].Cached || layers[4].Cached {
+	// base, python, WORKDIR, COPY, RUN, RUN
+	if len(layers) != 6 || !layers[0].Cached || layers[4].Cached {
 		t.Fatalf("layers %+v", layers)
 	}
 
@@ -207,8 +218,9 @@ RUN apt-get update && apt-get install -y sl
 	}
 	defer sb.Close()
 	r := exec1(t, sb, `set -e; test -x /usr/games/sl; python --version; cat data.txt; echo "$T1_GREETING"; pwd
-python -c 'import socket; socket.create_connection(("deb.debian.org", 80), 3)' 2>/dev/null && echo ONLINE || echo offline`)
-	if r.ExitCode != 0 || !strings.Contains(r.Stdout, "Python 3") || !strings.Contains(r.Stdout, "from the build context\nhello\n/app\noffline") {
+python -c 'import socket; socket.create_connection(("deb.debian.org", 80), 3)' 2>/dev/null && echo ONLINE || echo offline
+test ! -e /etc/issue; ls /usr/share/doc`)
+	if r.ExitCode != 0 || !strings.Contains(r.Stdout, "Python 3") || !strings.Contains(r.Stdout, "from the build context\nhello\n/app\noffline\nt1\n") {
 		t.Fatalf("image sandbox: %+v", r)
 	}
 	// The per-attempt layer takes writes anywhere, and only that attempt
@@ -247,6 +259,36 @@ python -c 'import socket; socket.create_connection(("deb.debian.org", 80), 3)' 2
 		t.Errorf("rebuild gave other layers")
 	}
 
+	// Through the object store into an empty cache: the same trees, and a
+	// sandbox runs on them.
+	st := testinfra.FreshStore(t)
+	if n, err := Push(ctx, st, res); err != nil || n != len(layers) {
+		t.Fatalf("push: %d layers, %v", n, err)
+	}
+	if n, err := Push(ctx, st, res); err != nil || n != 0 {
+		t.Fatalf("second push stored %d layers again (%v)", n, err)
+	}
+	pulled := &sandbox.Image{Env: res.Image.Env, WorkDir: res.Image.WorkDir}
+	fresh := t.TempDir()
+	for i, l := range layers {
+		dir, err := Pull(ctx, st, fresh, l.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := treeList(t, res.Image.Layers[i]), treeList(t, dir); a != b {
+			t.Fatalf("layer %s differs after the store:\n%.2000s", l.Instruction, diffLines(a, b))
+		}
+		pulled.Layers = append(pulled.Layers, dir)
+	}
+	sb3, err := bwrap(t).Start(ctx, sandbox.Spec{Image: pulled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := exec1(t, sb3, "test -x /usr/games/sl && test ! -e /etc/issue && ls /usr/share/doc && cat data.txt"); r.ExitCode != 0 || r.Stdout != "t1\nfrom the build context\n" {
+		t.Fatalf("sandbox on pulled layers: %+v", r)
+	}
+	sb3.Close()
+
 	// A task sharing the prefix shares its layers; what cannot be built
 	// fails in one line.
 	for _, tc := range []struct{ dockerfile, want string }{
@@ -259,6 +301,102 @@ python -c 'import socket; socket.create_connection(("deb.debian.org", 80), 3)' 2
 		_, err := Build(ctx, writeTask(t, tc.dockerfile, map[string]string{}), opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: got %v, want one line with %q", tc.dockerfile, err, tc.want)
+		}
+	}
+}
+
+// treeList lists a layer: every name with its type and mode, owner,
+// device, link target, size and the opaque mark.
+func treeList(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		link, _ := os.Readlink(p)
+		size := st.Size
+		if d.IsDir() {
+			size = 0
+		}
+		v := make([]byte, 1)
+		n, _ := unix.Lgetxattr(p, opaqueXattr, v)
+		lines = append(lines, fmt.Sprintf("%s %o %d:%d rdev=%d %q %d opaque=%q", rel, st.Mode, st.Uid, st.Gid, st.Rdev, link, size, v[:max(n, 0)]))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func diffLines(a, b string) string {
+	in := map[string]bool{}
+	for _, l := range strings.Split(a, "\n") {
+		in[l] = true
+	}
+	var d []string
+	for _, l := range strings.Split(b, "\n") {
+		if !in[l] {
+			d = append(d, "+ "+l)
+		}
+	}
+	return strings.Join(d, "\n")
+}
+
+// TestImageBuildDoesNotFollowPlantedLinks: a RUN step plants links to a
+// host directory; the host-side COPY and WORKDIR that follow must not
+// write through them.
+func TestImageBuildDoesNotFollowPlantedLinks(t *testing.T) {
+	cache, base := testBase(t)
+	host := t.TempDir()
+	for _, tc := range []struct{ name, dockerfile string }{
+		{"absolute link, COPY", "FROM debian:bookworm\nRUN ln -s " + host + " /planted\nCOPY f /planted/\n"},
+		{"relative link, COPY", "FROM debian:bookworm\nRUN ln -s ../../../../../../../../.." + host + " /planted\nCOPY f /planted/f\n"},
+		{"link, WORKDIR", "FROM debian:bookworm\nRUN ln -s " + host + " /planted\nWORKDIR /planted/sub\n"},
+	} {
+		_, err := Build(context.Background(), writeTask(t, tc.dockerfile, map[string]string{"f": "planted\n"}), Options{CacheDir: cache, Base: base})
+		if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("%s: got %v, want a refusal naming the symbolic link", tc.name, err)
+		}
+		if ents, _ := os.ReadDir(host); len(ents) != 0 {
+			t.Fatalf("%s: the build wrote into the host directory the link named: %v", tc.name, ents)
+		}
+	}
+}
+
+// TestReadLayerRefusesEscapes: a layer from the store is unpacked only
+// into its own directory.
+func TestReadLayerRefusesEscapes(t *testing.T) {
+	outside := t.TempDir()
+	for name, entries := range map[string][]tar.Header{
+		"dot-dot":    {{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644}},
+		"absolute":   {{Name: outside + "/escape", Typeflag: tar.TypeReg, Mode: 0o644}},
+		"below link": {{Name: "l", Typeflag: tar.TypeSymlink, Linkname: outside}, {Name: "l/escape", Typeflag: tar.TypeReg, Mode: 0o644}},
+		"unclean":    {{Name: "a/../../escape", Typeflag: tar.TypeReg, Mode: 0o644}},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range entries {
+			tw.WriteHeader(&h)
+		}
+		tw.Close()
+		dir := filepath.Join(t.TempDir(), "layer")
+		os.Mkdir(dir, 0o755)
+		if err := readLayer(&buf, dir); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Fatalf("%s: wrote outside the layer: %v", name, ents)
+		}
+		if _, err := os.Lstat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
+			t.Fatalf("%s: wrote beside the layer", name)
 		}
 	}
 }

@@ -163,8 +163,8 @@ func readLayer(r io.Reader, dir string) error {
 		case strings.HasPrefix(base, ".wh."):
 			err = unix.Mknod(filepath.Join(filepath.Dir(p), strings.TrimPrefix(base, ".wh.")), unix.S_IFCHR, 0)
 		case hdr.Typeflag == tar.TypeDir:
-			if err = os.Mkdir(p, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
-				err = unix.Chmod(p, mode)
+			if err = os.Mkdir(p, 0o700); errors.Is(err, fs.ErrExist) {
+				err = nil
 			}
 		case hdr.Typeflag == tar.TypeSymlink:
 			links[name] = true
@@ -177,7 +177,7 @@ func readLayer(r io.Reader, dir string) error {
 					err = cerr
 				}
 				if err == nil {
-					err = unix.Chmod(p, mode)
+					err = os.Chtimes(p, hdr.ModTime, hdr.ModTime)
 				}
 			}
 		default:
@@ -185,6 +185,10 @@ func readLayer(r io.Reader, dir string) error {
 		}
 		if err == nil && !strings.HasPrefix(base, ".wh.") {
 			err = unix.Lchown(p, hdr.Uid, hdr.Gid)
+		}
+		// After the owner: chown clears setuid and setgid.
+		if err == nil && (hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeReg) && !strings.HasPrefix(base, ".wh.") {
+			err = unix.Chmod(p, mode)
 		}
 		if err != nil {
 			return fmt.Errorf("image: layer entry %s: %w", hdr.Name, err)

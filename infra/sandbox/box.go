@@ -140,6 +140,9 @@ func (b *box) removeAll() {
 
 func (b *box) Info() Info {
 	iso, why := b.l.isolated()
+	if b.image != nil {
+		why = strings.Replace(why, "host system directories read-only", "an image's root filesystem (read-only layers under a per-attempt overlay), not the host's system directories", 1)
+	}
 	paths := map[string]string{}
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
