@@ -377,6 +377,18 @@ func (b *builder) base(ctx context.Context) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("debootstrap: %v: %s", err, lastLine(out.String()))
 		}
+		// The device nodes debootstrap makes: bwrap mounts a /dev of its
+		// own over them, at build and in the sandbox, and a layer holds no
+		// devices but whiteouts.
+		ents, err := os.ReadDir(filepath.Join(upper, "dev"))
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(upper, "dev", e.Name())); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -434,7 +446,7 @@ func (b *builder) contextHash() (string, error) {
 
 func hashKey(parent, text, inputs string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "t1-image-layer-v1\x00%s\x00%s\x00%s", parent, text, inputs)
+	fmt.Fprintf(h, "t1-image-layer-v2\x00%s\x00%s\x00%s", parent, text, inputs)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -89,6 +89,9 @@ func writeLayer(w io.Writer, dir string) error {
 		if fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0 {
 			return tw.WriteHeader(&tar.Header{Name: path.Join(path.Dir(rel), ".wh."+path.Base(rel)), Typeflag: tar.TypeReg, Mode: 0o644})
 		}
+		if fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+			return nil // no layer t1 builds has them (the base's /dev is emptied)
+		}
 		link := ""
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			if link, err = os.Readlink(p); err != nil {
