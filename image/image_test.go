@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/infra/sandbox/sandboxtest"
 	"github.com/t1pipe/t1/internal/testinfra"
 )
 
@@ -416,4 +417,27 @@ func TestReadLayerRefusesEscapes(t *testing.T) {
 			t.Fatalf("%s: wrote beside the layer", name)
 		}
 	}
+}
+
+// onImage starts every sandbox on one image, the task's environment (its
+// Dockerfile subset or setup.sh) built on top as in host mode.
+type onImage struct {
+	sandbox.Backend
+	img *sandbox.Image
+}
+
+func (o onImage) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	spec.Image = o.img
+	return o.Backend.Start(ctx, spec)
+}
+
+// TestImageConformance runs the sandbox conformance suite on an image
+// root: the Debian base with python3.
+func TestImageConformance(t *testing.T) {
+	cache, base := testBase(t)
+	res, err := Build(context.Background(), writeTask(t, "FROM python:3.11\n", map[string]string{}), Options{CacheDir: cache, Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Run(t, onImage{bwrap(t), res.Image})
 }

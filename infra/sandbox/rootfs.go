@@ -152,7 +152,7 @@ func (b *box) unmountImage() {
 	b.image = nil
 }
 
-// rootArgs are bwrap's arguments for the sandbox's root in image mode:
+// imageRootArgs are bwrap's arguments for the sandbox's root in image mode:
 // the overlay by its descriptor (fd n), then a fresh /proc and /dev.
 func imageRootArgs(n int) []string {
 	return []string{"--bind-fd", strconv.Itoa(n), "/", "--proc", "/proc", "--dev", "/dev"}
