@@ -26,7 +26,13 @@ import (
 	"github.com/t1pipe/t1/internal/testinfra"
 )
 
-func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+func TestMain(m *testing.M) {
+	code := testinfra.Main(m)
+	if binCache != "" {
+		os.RemoveAll(binCache)
+	}
+	os.Exit(code)
+}
 
 func writeTask(t testing.TB, dockerfile string, files map[string]string) string {
 	t.Helper()
@@ -103,11 +109,11 @@ func TestUnbuildable(t *testing.T) {
 	}
 }
 
-// testBase returns a cache directory holding the Debian base, made once
-// per machine under the system temporary directory (keyed by mirror and
-// suite) and linked into a fresh cache for each caller: debootstrap takes
-// a minute or more, and t1's source tree is no place for a root
-// filesystem.
+// testBase returns the cache directory of this test binary, holding the
+// Debian base: made once per machine under the system temporary
+// directory (keyed by mirror and suite) and linked into the binary's
+// cache, since debootstrap takes a minute or more and t1's source tree is
+// no place for a root filesystem.
 func testBase(t testing.TB) (string, Base) {
 	t.Helper()
 	if testing.Short() {
@@ -146,23 +152,35 @@ func testBase(t testing.TB) (string, Base) {
 			return
 		}
 		baseDir, baseKey = shared, res.Steps[0].Key
+		baseErr = linkBase()
 	})
 	if baseErr != nil {
 		t.Fatal(baseErr)
 	}
-	cache := t.TempDir()
-	os.MkdirAll(filepath.Join(cache, "layers"), 0o700)
-	// Hard links: the layer is never written once built.
-	if out, err := exec.Command("cp", "-al", filepath.Join(baseDir, "layers", baseKey), filepath.Join(cache, "layers", baseKey)).CombinedOutput(); err != nil {
-		t.Fatalf("linking the base: %v: %s", err, out)
+	return binCache, b
+}
+
+// linkBase makes the cache this test binary's tests share (so that the
+// python layer, say, is built once) and links the base into it. Hard
+// links: a layer is never written once built.
+func linkBase() error {
+	var err error
+	if binCache, err = os.MkdirTemp("", "t1-image-cache-"); err != nil {
+		return err
 	}
-	return cache, b
+	os.MkdirAll(filepath.Join(binCache, "layers"), 0o700)
+	os.MkdirAll(filepath.Join(binCache, "sizes"), 0o700)
+	if out, err := exec.Command("cp", "-al", filepath.Join(baseDir, "layers", baseKey), filepath.Join(binCache, "layers", baseKey)).CombinedOutput(); err != nil {
+		return fmt.Errorf("linking the base: %v: %s", err, out)
+	}
+	return nil
 }
 
 var (
 	baseOnce         sync.Once
 	baseDir, baseKey string
 	baseErr          error
+	binCache         string // removed by TestMain
 )
 
 func bwrap(t testing.TB) sandbox.Backend {

@@ -147,7 +147,11 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Disk: b.disk.mode}
+	info := Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Disk: b.disk.mode}
+	if b.image != nil {
+		info.ImageLayers = b.image.layers
+	}
+	return info
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work

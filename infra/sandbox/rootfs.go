@@ -39,8 +39,9 @@ type Image struct {
 // overlay whose upper directory, on the per-attempt tmpfs, takes every
 // write outside the writable directories.
 type imageMount struct {
-	dir string   // <root>/rootfs, where the overlay is mounted on the host
-	f   *os.File // O_PATH descriptor of the mounted overlay, bound as /
+	dir    string   // <root>/rootfs, where the overlay is mounted on the host
+	f      *os.File // O_PATH descriptor of the mounted overlay, bound as /
+	layers int
 }
 
 // imageDir is fs/'s entry holding the overlay's upper and work
@@ -102,7 +103,7 @@ func (b *box) mountImage(ctx context.Context, img *Image) error {
 	if err := mountOverlay(img.Layers, int(ns.Fd()), upper, work, top, "rootfs"); err != nil {
 		return err
 	}
-	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs")}
+	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers)}
 	if b.image.f, err = top.openat("open", "rootfs", unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
 		return err
 	}

@@ -107,6 +107,9 @@ type Info struct {
 	// kernel refuses writes past it) or DiskMeasured (the directories are
 	// measured while commands run; see the package documentation).
 	Disk string
+	// ImageLayers is how many image layers the root filesystem is made
+	// of (Spec.Image); 0 means the host's system directories.
+	ImageLayers int
 	// Notes say what building the task's environment left out (a
 	// Dockerfile's FROM image), one sentence each with file and line.
 	Notes []string
