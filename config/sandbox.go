@@ -1,9 +1,22 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/t1pipe/t1/image"
 	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+// Values of Sandbox.Image.
+const (
+	// ImageHost runs sandboxes on the host's /usr, /etc and /var,
+	// read-only: what the host has installed, the task's Dockerfile RUN
+	// lines offline on top (SECURITY.md: the weaker mode).
+	ImageHost = "host"
+	// ImageDockerfile runs each sandbox offline on an image built from
+	// its task's Dockerfile (package image), with the network at build.
+	ImageDockerfile = "dockerfile"
 )
 
 // Sandbox configures the per-attempt sandboxes agents work in.
@@ -14,8 +27,14 @@ type Sandbox struct {
 	Backend string `yaml:"backend"`
 	// AllowUnisolated permits sandboxes that isolate nothing. Off, a stage
 	// handed such a sandbox refuses it.
-	AllowUnisolated bool          `yaml:"allow_unisolated"`
-	Limits          SandboxLimits `yaml:"limits"`
+	AllowUnisolated bool `yaml:"allow_unisolated"`
+	// Image is the sandboxes' root filesystem: ImageHost or
+	// ImageDockerfile.
+	Image string `yaml:"image"`
+	// ImageCache is where image layers are kept; empty means the user's
+	// cache directory (image.DefaultCacheDir).
+	ImageCache string        `yaml:"image_cache"`
+	Limits     SandboxLimits `yaml:"limits"`
 }
 
 // SandboxLimits are the default limits of every sandbox. Sizes are byte
@@ -36,6 +55,7 @@ func defaultSandbox() Sandbox {
 	d := sandbox.DefaultLimits()
 	return Sandbox{
 		Backend: "auto",
+		Image:   ImageHost,
 		Limits: SandboxLimits{
 			CPUSeconds: d.CPUSeconds,
 			Memory:     sandbox.FormatSize(d.Memory),
@@ -71,7 +91,38 @@ func (s Sandbox) SandboxLimits() sandbox.Limits {
 	}
 }
 
+// NewBackend returns the backend called name (empty: s.Backend), on the
+// root filesystem s.Image says.
+func (s Sandbox) NewBackend(name string) (sandbox.Backend, error) {
+	if name == "" {
+		name = s.Backend
+	}
+	be, err := sandbox.ByName(name, s.AllowUnisolated)
+	if err != nil {
+		return nil, err
+	}
+	switch s.Image {
+	case "", ImageHost:
+		return be, nil
+	case ImageDockerfile:
+		if !be.Isolates() {
+			return nil, fmt.Errorf("sandbox.image: %s needs the bwrap backend, not %s", ImageDockerfile, be.Name())
+		}
+		return &image.Backend{Inner: be, Options: image.Options{CacheDir: s.ImageCache}}, nil
+	}
+	return nil, fmt.Errorf("sandbox.image: unknown %q (want %s or %s)", s.Image, ImageHost, ImageDockerfile)
+}
+
 func (s Sandbox) check(bad func(path, format string, args ...any)) {
+	switch s.Image {
+	case ImageHost:
+	case ImageDockerfile:
+		if s.Backend == "process" {
+			bad("sandbox.image", "%s runs on an image under bubblewrap; the process backend runs on the host: use backend bwrap", ImageDockerfile)
+		}
+	default:
+		bad("sandbox.image", "want %s (the host's system directories, read-only) or %s (an image built from each task's Dockerfile), got %q", ImageHost, ImageDockerfile, s.Image)
+	}
 	switch s.Backend {
 	case "auto", "bwrap":
 	case "process":

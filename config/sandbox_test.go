@@ -14,6 +14,12 @@ func TestSandboxDefaultsMatchPackage(t *testing.T) {
 	}
 }
 
+func TestSandboxImageDefault(t *testing.T) {
+	if got := Default().Sandbox.Image; got != ImageHost {
+		t.Errorf("sandbox.image defaults to %q: existing runs must keep the host's system directories", got)
+	}
+}
+
 func TestSandboxOverlay(t *testing.T) {
 	cfg, err := Parse("p.yaml", []byte("sandbox:\n  backend: bwrap\n  limits:\n    memory: 512MiB\n    disk: 3G\n    wall_clock: 90s\n    processes: 64\n"))
 	if err != nil {
@@ -32,6 +38,8 @@ func TestSandboxErrors(t *testing.T) {
 		{"sandbox:\n  limits:\n    disk: 10KiB\n", `p.yaml:3:11: sandbox.limits.disk: must be at least 1MiB, got 10KiB`},
 		{"sandbox:\n  limits:\n    processes: 0\n", `p.yaml:3:16: sandbox.limits.processes: must be at least 1, got 0`},
 		{"sandbox:\n  limits:\n    wall_clock: 0s\n", `p.yaml:3:17: sandbox.limits.wall_clock: must be positive, got 0s`},
+		{"sandbox:\n  image: docker\n", `p.yaml:2:10: sandbox.image: want host (the host's system directories, read-only) or dockerfile (an image built from each task's Dockerfile), got "docker"`},
+		{"sandbox:\n  backend: process\n  allow_unisolated: true\n  image: dockerfile\n", `sandbox.image: dockerfile runs on an image under bubblewrap; the process backend runs on the host: use backend bwrap`},
 		{"sandbox:\n  limits:\n    memroy: 1GiB\n", `p.yaml:3:5: unknown key "memroy" in sandbox.limits (did you mean "memory"?)`},
 	} {
 		_, err := Parse("p.yaml", []byte(tc.src))

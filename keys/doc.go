@@ -32,6 +32,9 @@
 //	├── ablation.md                             Ablation        put                Markdown
 //	└── ablation.html                           AblationHTML    put                HTML
 //
+//	images/layers/<layer>.tar                   ImageLayer      store-once         tar layer (OCI whiteouts)
+//
+//	<layer>    an image layer's content address (package image): shared by every run
 //	<h>        the first 32 hex digits of the object's SHA-256 (for tables, see below)
 //	<attempt>  iter=NNNN/<purpose>[-<suite>]/v<policy version>/<task>/a<attempt>  (Attempt.Name)
 //	<table>    tasks, audits (column round); trajectories, turns, tokens, routing,

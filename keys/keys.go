@@ -36,6 +36,14 @@ func ValidRun(run string) error {
 	return nil
 }
 
+// ImageLayers is the prefix of the image layers (package image): they
+// belong to no run, and runs share them.
+const ImageLayers = "images/layers/"
+
+// ImageLayer is the tar of the image layer with the content address
+// layer: images/layers/<layer>.tar.
+func ImageLayer(layer string) string { return ImageLayers + layer + ".tar" }
+
 // Run is the prefix of every key of run: runs/<run>/.
 func Run(run string) string { return Root + "/" + run + "/" }
 

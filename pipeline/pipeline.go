@@ -17,7 +17,6 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -100,7 +99,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return filepath.Join(o.workDir, p)
 	}
 	sc := cfg.Stages
-	be, err := sandbox.ByName(cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated)
+	be, err := cfg.Sandbox.NewBackend("")
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,11 @@ type box struct {
 	// writableDirs order, which bwrap binds by descriptor.
 	ctlRoot *safeRoot
 	binds   []*os.File
+	// image is the sandbox's root when it runs on an image (rootfs.go).
+	image *imageMount
+	// anywhere lets paths name any directory below fsRoot: an image
+	// being built, not a sandbox.
+	anywhere bool
 
 	mu     sync.Mutex
 	closed bool
@@ -127,6 +132,7 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 
 func (b *box) removeAll() {
 	b.closeDirs()
+	b.unmountImage()
 	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
@@ -135,11 +141,18 @@ func (b *box) removeAll() {
 
 func (b *box) Info() Info {
 	iso, why := b.l.isolated()
+	if b.image != nil {
+		why = strings.Replace(why, "host system directories read-only", "an image's root filesystem (read-only layers under a per-attempt overlay), not the host's system directories", 1)
+	}
 	paths := map[string]string{}
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	return Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Aliases: b.aliases, Disk: b.disk.mode}
+	info := Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Aliases: b.aliases, Disk: b.disk.mode}
+	if b.image != nil {
+		info.ImageLayers = b.image.layers
+	}
+	return info
 }
 
 // rel resolves a sandbox path (absolute, or relative to the work
@@ -153,6 +166,9 @@ func (b *box) rel(p string) (string, error) {
 		p = path.Join(b.workDir, p)
 	}
 	p = path.Clean(p)
+	if b.anywhere {
+		return anyRel("/", p), nil
+	}
 	for _, d := range writableDirs {
 		if p == d || strings.HasPrefix(p, d+"/") {
 			return strings.TrimPrefix(p, "/"), nil

@@ -226,7 +226,9 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	}
 	args := append([]string{"--unshare-all"}, confineArgs...)
 	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")
-	args = append(args, l.bw.sysArgs...)
+	if b.image == nil {
+		args = append(args, l.bw.sysArgs...)
+	}
 	// The filter is fd 3 (confineArgs); the directories follow it.
 	binds, files, err := b.bindArgs([]*os.File{filter})
 	if err != nil {
@@ -237,8 +239,12 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
-	args = append(args, "--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm",
-		"--remount-ro", "/dev", "--remount-ro", "/")
+	args = append(args, "--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
+	if b.image == nil {
+		// An image's root is writable: its overlay's upper directory is
+		// the attempt's own, on the disk budget's tmpfs.
+		args = append(args, "--remount-ro", "/")
+	}
 	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)
@@ -275,5 +281,7 @@ func ByName(name string, allowUnisolated bool) (Backend, error) {
 	}
 	return nil, fmt.Errorf("sandbox: unknown backend %q (want auto, bwrap or process)", name)
 }
+
+var errNoImage = errors.New("sandbox: the plain backend runs on the host's system directories and cannot run on an image; use bwrap, or sandbox.image: host")
 
 var errNoUser = errors.New("sandbox: the plain backend runs every command as the calling user")

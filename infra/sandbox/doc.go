@@ -202,6 +202,29 @@
 // empty until the caller uploads them (Upload(ctx, task+"/tests",
 // "/tests")) for the verifier or oracle step.
 //
+// # Image roots
+//
+// With Spec.Image (built by package image from the task's Dockerfile)
+// bwrap starts from the image instead of the host's /usr, /etc and /var.
+// Start, as root only, clones each layer as a read-only, nosuid, nodev
+// mount idmapped through a user namespace that maps uid and gid 0 to the
+// sandbox's host uid, and mounts an overlay of them (layers by
+// descriptor, lowerdir+) at <root>/rootfs with its upper and work
+// directories in fs/.image (0700 root, on the disk-budget tmpfs); bwrap
+// binds it as / by descriptor, then /proc, /dev and the writable
+// directories as usual, and leaves / writable: a write outside the
+// writable directories is copied up into the attempt's own upper
+// directory, counts against the disk budget, is not in Snapshot, and goes
+// with Close, which unmounts the overlay first. What the image holds in
+// the writable directories (/app, /root, …) is copied into them at Start,
+// before the baseline. The image's ENV and WORKDIR apply as a Dockerfile's
+// do. Without root, overlayfs or idmapped mounts (Linux 6.8+, a layer
+// filesystem that supports them) Start fails; the plain backend refuses
+// an image. BuildRoot is the build side: an overlay of the layers below
+// with a new upper directory, RUN through bwrap as host root with the
+// network (see SECURITY.md), COPY and WORKDIR through the same no-link
+// resolution as everything else here.
+//
 // # Snapshot layer format
 //
 // Snapshot writes a tar stream (PAX) in the style of an OCI image layer,

@@ -125,6 +125,14 @@ func (b *box) bindArgs(files []*os.File) ([]string, []*os.File, error) {
 	}
 	var args []string
 	own := len(files)
+	if b.image != nil {
+		d, err := dupFile(b.image.f)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, imageRootArgs(3+len(files))...)
+		files = append(files, d)
+	}
 	add := func(opt string, f *os.File, dest string) error {
 		d, err := dupFile(f)
 		if err != nil {

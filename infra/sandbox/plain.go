@@ -31,6 +31,9 @@ func (p *Plain) Isolates() bool { return false }
 
 // Start implements Backend.
 func (p *Plain) Start(ctx context.Context, spec Spec) (Sandbox, error) {
+	if spec.Image != nil {
+		return nil, errNoImage
+	}
 	l := &plainLauncher{why: p.Why}
 	_, reason := l.isolated()
 	slog.Warn("sandbox: plain process backend: commands run unisolated on the host", "reason", reason)

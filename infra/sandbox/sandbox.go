@@ -42,6 +42,11 @@ type Spec struct {
 	// TempDir is where the per-attempt host directories are created; empty
 	// means os.TempDir().
 	TempDir string
+	// Image, when set, is the sandbox's root filesystem instead of the
+	// host's system directories. TaskDir, if also set, is built on top of
+	// it as usual (an image built from the task's Dockerfile comes with
+	// TaskDir empty). Only bwrap run as root supports it.
+	Image *Image
 }
 
 // Sandbox is one attempt's isolated shell environment. Paths given to its
@@ -102,6 +107,9 @@ type Info struct {
 	// kernel refuses writes past it) or DiskMeasured (the directories are
 	// measured while commands run; see the package documentation).
 	Disk string
+	// ImageLayers is how many image layers the root filesystem is made
+	// of (Spec.Image); 0 means the host's system directories.
+	ImageLayers int
 	// Notes say what building the task's environment left out (a
 	// Dockerfile's FROM image), one sentence each with file and line.
 	Notes []string

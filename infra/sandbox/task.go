@@ -23,6 +23,12 @@ func start(ctx context.Context, l launcher, spec Spec, uid, gid int, release fun
 		return nil, err
 	}
 	b.release = release
+	if spec.Image != nil {
+		if err := b.mountImage(ctx, spec.Image); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
 	if spec.TaskDir != "" {
 		if err := b.build(ctx, spec); err != nil {
 			b.Close()

@@ -77,6 +77,7 @@ func newRoot() *cobra.Command {
 		servePolicyCmd(g),
 		moeCmd(g),
 		sandboxCmd(g),
+		imageCmd(g),
 		rolloutCmd(g),
 		exportCmd(g),
 		digestCmd(g),

@@ -58,7 +58,7 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 			if backend == "" {
 				backend = cfg.Sandbox.Backend
 			}
-			be, err := sandbox.ByName(backend, cfg.Sandbox.AllowUnisolated)
+			be, err := cfg.Sandbox.NewBackend(backend)
 			if err != nil {
 				return err
 			}

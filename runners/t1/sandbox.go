@@ -53,7 +53,7 @@ func startSandbox(cmd *cobra.Command, cfg config.Config, f *sandboxFlags) (sandb
 	if f.backend != "" {
 		name = f.backend
 	}
-	be, err := sandbox.ByName(name, cfg.Sandbox.AllowUnisolated)
+	be, err := cfg.Sandbox.NewBackend(name)
 	if err != nil {
 		return nil, 0, err
 	}

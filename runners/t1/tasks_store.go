@@ -11,7 +11,6 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
-	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/schemas"
@@ -92,7 +91,7 @@ directories provide. Exits non-zero unless every task is solved.`,
 			if backend == "" {
 				backend = cfg.Sandbox.Backend
 			}
-			be, err := sandbox.ByName(backend, cfg.Sandbox.AllowUnisolated)
+			be, err := cfg.Sandbox.NewBackend(backend)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,52 @@
+package image
+
+import (
+	"context"
+	"testing"
+
+	"github.com/t1pipe/t1/infra/sandbox"
+)
+
+// BenchmarkSandboxStart starts a sandbox, runs one command in it and
+// closes it, on the host's system directories and on an image (the bare
+// Debian base): the image's cost is its overlay mount and idmapping.
+func BenchmarkSandboxStart(b *testing.B) {
+	cache, base := testBase(b)
+	res, err := Build(context.Background(), writeTask(b, "FROM debian:bookworm\n", map[string]string{}), Options{CacheDir: cache, Base: base})
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := bwrap(b)
+	for _, mode := range []struct {
+		name string
+		spec sandbox.Spec
+	}{{"host", sandbox.Spec{}}, {"image", sandbox.Spec{Image: res.Image}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for b.Loop() {
+				sb, err := be.Start(context.Background(), mode.spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r := exec1(b, sb, "true"); r.ExitCode != 0 {
+					b.Fatal(r)
+				}
+				sb.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkRebuild is a build every layer of which is in the cache.
+func BenchmarkRebuild(b *testing.B) {
+	cache, base := testBase(b)
+	task := writeTask(b, "FROM debian:bookworm\nENV A=1\nWORKDIR /app\nCOPY f /app/\n", map[string]string{"f": "x"})
+	opt := Options{CacheDir: cache, Base: base}
+	if _, err := Build(context.Background(), task, opt); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Build(context.Background(), task, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
