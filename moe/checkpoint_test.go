@@ -3,6 +3,7 @@ package moe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,5 +230,63 @@ func TestCheckpointResumesTraining(t *testing.T) {
 		if err != nil || back.Optimizer != nil {
 			t.Fatalf("stale optimizer: %v %v", back, err)
 		}
+	}
+}
+
+// config.json is in the Hugging Face layout; a checkpoint written before,
+// with Config's own JSON, still loads to the same model.
+func TestCheckpointConfigLayouts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Context, cfg.Seed, cfg.RopeTheta = 96, 9, 5e5
+	b, err := MarshalConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hf map[string]any
+	if err := json.Unmarshal(b, &hf); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"model_type": ModelType, "vocab_size": 512.0, "num_hidden_layers": 2.0, "hidden_size": 64.0,
+		"num_attention_heads": 4.0, "num_experts": 8.0, "num_experts_per_tok": 2.0, "moe_intermediate_size": 128.0,
+		"max_position_embeddings": 96.0, "rope_theta": 5e5} {
+		if hf[k] != want {
+			t.Errorf("config.json %s = %v, want %v", k, hf[k], want)
+		}
+	}
+	legacy, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range [][]byte{b, legacy} {
+		got, err := ParseConfig(layout)
+		if err != nil || got != cfg {
+			t.Fatalf("%s: parsed %+v, %v; want %+v", layout, got, err, cfg)
+		}
+		d, err := ReadDims(layout)
+		if err != nil || d != cfg.Dims() {
+			t.Fatalf("%s: dims %+v, %v", layout, d, err)
+		}
+	}
+	// An external MoE's config.json gives its dimensions but is no
+	// reference model.
+	qwen := []byte(`{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","vocab_size":151936,"num_hidden_layers":48,
+		"hidden_size":2048,"num_experts":128,"num_experts_per_tok":8,"max_position_embeddings":40960,"torch_dtype":"bfloat16"}`)
+	d, err := ReadDims(qwen)
+	if err != nil || d != (Dims{ModelType: "qwen3_moe", Vocab: 151936, Layers: 48, Experts: 128, TopK: 8, Context: 40960}) {
+		t.Fatalf("qwen3_moe dims %+v, %v", d, err)
+	}
+	if _, err := ParseConfig(qwen); err == nil || !strings.Contains(err.Error(), "qwen3_moe") {
+		t.Fatalf("a qwen3_moe config.json parsed as the reference model: %v", err)
+	}
+	mixtral := []byte(`{"model_type":"mixtral","vocab_size":32000,"num_hidden_layers":32,"num_local_experts":8,"num_experts_per_tok":2,"max_position_embeddings":32768}`)
+	if d, err := ReadDims(mixtral); err != nil || d.Experts != 8 {
+		t.Fatalf("mixtral dims %+v, %v", d, err)
+	}
+	dense := []byte(`{"model_type":"llama","vocab_size":32000,"num_hidden_layers":32,"max_position_embeddings":4096}`)
+	if _, err := ReadDims(dense); err == nil || !strings.Contains(err.Error(), "Mixture-of-Experts") {
+		t.Fatalf("a dense model's dims: %v", err)
+	}
+	if _, err := ParseConfig(append(b[:len(b)-2], []byte(`,"extra":1}`)...)); err == nil || !strings.Contains(err.Error(), "extra") {
+		t.Fatalf("an unknown field: %v", err)
 	}
 }

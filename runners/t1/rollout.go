@@ -67,7 +67,7 @@ the pipeline's rollouts are, by stages.rollout.`,
 					return err
 				}
 			case "config":
-				ref, err := inference.Open(ctx, inferenceOptions(cfg.Inference), nil)
+				ref, err := inference.Open(ctx, pipeline.InferenceOptions(cfg.Inference), nil)
 				if err != nil {
 					return err
 				}
