@@ -107,19 +107,13 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		chunks = append(chunks, p)
 	}
 	met.Actions = int64(b.Actions)
-	// Without a non-zero advantage every gradient is 0: nothing to learn,
-	// so no compute is spent and the policy stays as it was.
 	signal := false
 	for _, p := range chunks {
 		for t, l := range p.loss {
 			signal = signal || (l && p.adv[t] != 0)
 		}
 	}
-	if !signal {
-		met.Skipped = "every advantage is 0"
-		return met, nil
-	}
-	if o.NormalizeAdvantages {
+	if signal && o.NormalizeAdvantages {
 		loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
 		for i, p := range chunks {
 			loss[i], adv[i] = p.loss, p.adv
@@ -150,6 +144,16 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 				met.LossDrift++
 			}
 		}
+	}
+	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
+	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
+	// Without a non-zero advantage every gradient is 0: nothing to learn,
+	// so no step is taken and the policy stays as it was. The pass above
+	// still measured how well the sampler's log-probs and routing match
+	// this policy's, which is what shows a stale engine.
+	if !signal {
+		met.Skipped = "every advantage is 0"
+		return met, nil
 	}
 	// Epochs × minibatches steps; each epoch visits the chunks in an order
 	// drawn from the job's seed, so a rerun trains identically.
@@ -209,8 +213,6 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	met.GradNorm = normSum / float64(met.Steps)
 	met.ClipFraction = ps.ClipFraction()
 	met.ApproxKL = ps.ApproxKL()
-	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
-	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
 	return met, nil
 }
 
