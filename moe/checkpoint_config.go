@@ -53,8 +53,7 @@ func MarshalConfig(c Config) ([]byte, error) {
 // ParseConfig decodes the reference model's config.json strictly (unknown
 // fields are errors), in the Hugging Face layout or the one checkpoints
 // had before, and validates it. Another architecture's config.json is
-// refused: its weights do not load into the reference model (ReadDims
-// reads its dimensions).
+// refused: its weights do not load into the reference model.
 func ParseConfig(b []byte) (Config, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
@@ -74,7 +73,7 @@ func ParseConfig(b []byte) (Config, error) {
 		_ = json.Unmarshal(raw, &mt)
 	}
 	if mt != ModelType {
-		return Config{}, fmt.Errorf("moe config: model_type %q is not the reference MoE (%s): such a model is served by a remote engine (inference.backend: sglang or vllm) and trained by the exec trainer", mt, ModelType)
+		return Config{}, fmt.Errorf("moe config: model_type %q is not the reference MoE (%s), the only architecture t1's trainer and engine load", mt, ModelType)
 	}
 	var h hfConfig
 	if err := strictJSON(b, &h); err != nil {
@@ -83,62 +82,6 @@ func ParseConfig(b []byte) (Config, error) {
 	c := Config{Vocab: h.VocabSize, Layers: h.NumHiddenLayers, DModel: h.HiddenSize, Heads: h.NumAttentionHeads, Experts: h.NumExperts,
 		TopK: h.NumExpertsPerTok, DFF: h.MoeIntermediateSize, Context: h.MaxPositionEmbeddings, Seed: h.InitSeed, RopeTheta: h.RopeTheta}
 	return c, c.Validate()
-}
-
-// Dims are the dimensions a run needs of any Mixture-of-Experts model:
-// they size the routing records and the context.
-type Dims struct {
-	// ModelType is config.json's model_type (t1_moe for the reference).
-	ModelType string
-	Vocab     int
-	Layers    int
-	Experts   int
-	TopK      int
-	Context   int
-}
-
-// ReadDims reads the dimensions of any Hugging Face MoE config.json (the
-// reference model's, Qwen3-MoE's, Mixtral's, DeepSeek's naming of the
-// expert count); a model without experts is refused, since routing replay
-// needs them.
-func ReadDims(b []byte) (Dims, error) {
-	var h struct {
-		ModelType             string `json:"model_type"`
-		VocabSize             int    `json:"vocab_size"`
-		NumHiddenLayers       int    `json:"num_hidden_layers"`
-		NumExperts            int    `json:"num_experts"`
-		NumLocalExperts       int    `json:"num_local_experts"`
-		NRoutedExperts        int    `json:"n_routed_experts"`
-		NumExpertsPerTok      int    `json:"num_experts_per_tok"`
-		MaxPositionEmbeddings int    `json:"max_position_embeddings"`
-		// The reference model's earlier layout.
-		Vocab  int `json:"vocab"`
-		Layers int `json:"layers"`
-	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return Dims{}, fmt.Errorf("config.json: %w", err)
-	}
-	if h.Layers > 0 || h.Vocab > 0 {
-		c, err := ParseConfig(b)
-		if err != nil {
-			return Dims{}, err
-		}
-		return c.Dims(), nil
-	}
-	d := Dims{ModelType: h.ModelType, Vocab: h.VocabSize, Layers: h.NumHiddenLayers, Experts: max(h.NumExperts, h.NumLocalExperts, h.NRoutedExperts),
-		TopK: h.NumExpertsPerTok, Context: h.MaxPositionEmbeddings}
-	switch {
-	case d.Vocab < 1 || d.Layers < 1 || d.Context < 1:
-		return Dims{}, fmt.Errorf("config.json (model_type %q): vocab_size, num_hidden_layers and max_position_embeddings must be positive, got %d, %d, %d", d.ModelType, d.Vocab, d.Layers, d.Context)
-	case d.Experts < 1 || d.TopK < 1 || d.TopK > d.Experts:
-		return Dims{}, fmt.Errorf("config.json (model_type %q): not a Mixture-of-Experts model t1 can replay (experts %d, num_experts_per_tok %d)", d.ModelType, d.Experts, d.TopK)
-	}
-	return d, nil
-}
-
-// Dims are the reference model's dimensions.
-func (c Config) Dims() Dims {
-	return Dims{ModelType: ModelType, Vocab: c.Vocab, Layers: c.Layers, Experts: c.Experts, TopK: c.TopK, Context: c.Context}
 }
 
 // strictJSON decodes exactly one JSON value with no unknown fields.

@@ -262,29 +262,32 @@ func TestCheckpointConfigLayouts(t *testing.T) {
 		if err != nil || got != cfg {
 			t.Fatalf("%s: parsed %+v, %v; want %+v", layout, got, err, cfg)
 		}
-		d, err := ReadDims(layout)
-		if err != nil || d != cfg.Dims() {
-			t.Fatalf("%s: dims %+v, %v", layout, d, err)
-		}
 	}
-	// An external MoE's config.json gives its dimensions but is no
-	// reference model.
+	// A checkpoint directory stored before loads to the same model.
+	tok, err := DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := (&Checkpoint{Model: m, Tokenizer: tok}).SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), legacy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, err := LoadDir(dir)
+	if err != nil || old.Model.Cfg != cfg || !slices.Equal(old.Model.W.Tensors[0].Data, m.W.Tensors[0].Data) {
+		t.Fatalf("a checkpoint of the earlier layout: %v", err)
+	}
+	// Another architecture's config.json is no reference model.
 	qwen := []byte(`{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","vocab_size":151936,"num_hidden_layers":48,
 		"hidden_size":2048,"num_experts":128,"num_experts_per_tok":8,"max_position_embeddings":40960,"torch_dtype":"bfloat16"}`)
-	d, err := ReadDims(qwen)
-	if err != nil || d != (Dims{ModelType: "qwen3_moe", Vocab: 151936, Layers: 48, Experts: 128, TopK: 8, Context: 40960}) {
-		t.Fatalf("qwen3_moe dims %+v, %v", d, err)
-	}
 	if _, err := ParseConfig(qwen); err == nil || !strings.Contains(err.Error(), "qwen3_moe") {
 		t.Fatalf("a qwen3_moe config.json parsed as the reference model: %v", err)
-	}
-	mixtral := []byte(`{"model_type":"mixtral","vocab_size":32000,"num_hidden_layers":32,"num_local_experts":8,"num_experts_per_tok":2,"max_position_embeddings":32768}`)
-	if d, err := ReadDims(mixtral); err != nil || d.Experts != 8 {
-		t.Fatalf("mixtral dims %+v, %v", d, err)
-	}
-	dense := []byte(`{"model_type":"llama","vocab_size":32000,"num_hidden_layers":32,"max_position_embeddings":4096}`)
-	if _, err := ReadDims(dense); err == nil || !strings.Contains(err.Error(), "Mixture-of-Experts") {
-		t.Fatalf("a dense model's dims: %v", err)
 	}
 	if _, err := ParseConfig(append(b[:len(b)-2], []byte(`,"extra":1}`)...)); err == nil || !strings.Contains(err.Error(), "extra") {
 		t.Fatalf("an unknown field: %v", err)
