@@ -15,14 +15,22 @@ type Inference struct {
 	ServedModel string `yaml:"served_model"`
 	// Timeout bounds one generate request.
 	Timeout time.Duration `yaml:"timeout"`
-	// Checkpoint is what the reference backend serves: a local directory
-	// or an object-store key prefix; empty starts from a freshly
-	// initialised model of Model's shape with the default tokenizer.
+	// Checkpoint is the initial policy (version 0): a local directory or
+	// an object-store key prefix in the Hugging Face layout; its
+	// config.json gives the model's dimensions and its tokenizer file the
+	// tokenizer, so Model is then not consulted. Empty starts from a
+	// freshly initialised model of Model's shape with the default
+	// tokenizer.
 	Checkpoint string `yaml:"checkpoint"`
+	// WeightsDir (sglang, vllm) is a directory the engine can read: each
+	// policy version is exported there (<run>/v<version>) and the engine
+	// told to load it. Empty sends the object-store prefix instead, which
+	// t1 serve-policy on the same store resolves.
+	WeightsDir string `yaml:"weights_dir"`
 	// Precision is the reference backend's serving precision: bf16 or f32.
 	Precision string `yaml:"precision"`
-	// Model is the reference model's shape; for sglang and vllm its layers
-	// and top_k reshape the returned routing.
+	// Model is the shape of a fresh reference model (no Checkpoint); for
+	// sglang and vllm its layers and top_k reshape the returned routing.
 	Model    InferenceModel `yaml:"model"`
 	Sampling Sampling       `yaml:"sampling"`
 }
@@ -67,6 +75,9 @@ func (in Inference) check(bad func(path, format string, args ...any)) {
 		}
 	default:
 		bad(p+".backend", "unknown backend %q (want reference, sglang or vllm)", in.Backend)
+	}
+	if in.WeightsDir != "" && in.Backend == "reference" {
+		bad(p+".weights_dir", "is for the sglang and vllm backends (the reference engine loads new weights in process)")
 	}
 	if in.URL != "" && !strings.HasPrefix(in.URL, "http://") && !strings.HasPrefix(in.URL, "https://") {
 		bad(p+".url", "want an http:// or https:// URL, got %q", in.URL)

@@ -45,7 +45,7 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if c.Tokenizer.VocabSize() > c.Model.Cfg.Vocab {
 		return nil, fmt.Errorf("checkpoint: tokenizer has %d ids, the model only %d", c.Tokenizer.VocabSize(), c.Model.Cfg.Vocab)
 	}
-	cfg, err := json.MarshalIndent(c.Model.Cfg, "", "  ")
+	cfg, err := MarshalConfig(c.Model.Cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if err := WriteSafetensors(&w, c.Model.W.Tensors, meta); err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{ConfigFile: append(cfg, '\n'), TokenizerFile: tok, WeightsFile: w.Bytes()}
+	files := map[string][]byte{ConfigFile: cfg, TokenizerFile: tok, WeightsFile: w.Bytes()}
 	if c.Optimizer != nil {
 		if c.Optimizer.m != c.Model {
 			return nil, errors.New("checkpoint: the optimizer belongs to another model")
@@ -73,6 +73,17 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 		files[OptimizerFile] = o.Bytes()
 	}
 	return files, nil
+}
+
+// ReadTokenizer reads a checkpoint's tokenizer file: every path that
+// tokenises for a model (rollouts, serving, training) takes its tokenizer
+// from the model's own files through this one function.
+func ReadTokenizer(b []byte) (*Tokenizer, error) {
+	tok := &Tokenizer{}
+	if err := json.Unmarshal(b, tok); err != nil {
+		return nil, err
+	}
+	return tok, nil
 }
 
 // errMissing marks an optional checkpoint file that is absent.
@@ -93,8 +104,8 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 	if err != nil {
 		return nil, err
 	}
-	tok := &Tokenizer{}
-	if err := json.Unmarshal(tb, tok); err != nil {
+	tok, err := ReadTokenizer(tb)
+	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", where, TokenizerFile, err)
 	}
 	if tok.VocabSize() > cfg.Vocab {

@@ -3,6 +3,7 @@ package moe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,5 +230,66 @@ func TestCheckpointResumesTraining(t *testing.T) {
 		if err != nil || back.Optimizer != nil {
 			t.Fatalf("stale optimizer: %v %v", back, err)
 		}
+	}
+}
+
+// config.json is in the Hugging Face layout; a checkpoint written before,
+// with Config's own JSON, still loads to the same model.
+func TestCheckpointConfigLayouts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Context, cfg.Seed, cfg.RopeTheta = 96, 9, 5e5
+	b, err := MarshalConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hf map[string]any
+	if err := json.Unmarshal(b, &hf); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"model_type": ModelType, "vocab_size": 512.0, "num_hidden_layers": 2.0, "hidden_size": 64.0,
+		"num_attention_heads": 4.0, "num_experts": 8.0, "num_experts_per_tok": 2.0, "moe_intermediate_size": 128.0,
+		"max_position_embeddings": 96.0, "rope_theta": 5e5} {
+		if hf[k] != want {
+			t.Errorf("config.json %s = %v, want %v", k, hf[k], want)
+		}
+	}
+	legacy, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range [][]byte{b, legacy} {
+		got, err := ParseConfig(layout)
+		if err != nil || got != cfg {
+			t.Fatalf("%s: parsed %+v, %v; want %+v", layout, got, err, cfg)
+		}
+	}
+	// A checkpoint directory stored before loads to the same model.
+	tok, err := DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := (&Checkpoint{Model: m, Tokenizer: tok}).SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), legacy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, err := LoadDir(dir)
+	if err != nil || old.Model.Cfg != cfg || !slices.Equal(old.Model.W.Tensors[0].Data, m.W.Tensors[0].Data) {
+		t.Fatalf("a checkpoint of the earlier layout: %v", err)
+	}
+	// Another architecture's config.json is no reference model.
+	qwen := []byte(`{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","vocab_size":151936,"num_hidden_layers":48,
+		"hidden_size":2048,"num_experts":128,"num_experts_per_tok":8,"max_position_embeddings":40960,"torch_dtype":"bfloat16"}`)
+	if _, err := ParseConfig(qwen); err == nil || !strings.Contains(err.Error(), "qwen3_moe") {
+		t.Fatalf("a qwen3_moe config.json parsed as the reference model: %v", err)
+	}
+	if _, err := ParseConfig(append(b[:len(b)-2], []byte(`,"extra":1}`)...)); err == nil || !strings.Contains(err.Error(), "extra") {
+		t.Fatalf("an unknown field: %v", err)
 	}
 }

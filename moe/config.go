@@ -1,7 +1,6 @@
 package moe
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -68,16 +67,4 @@ func (c Config) ropeTheta() float64 {
 		return 10000
 	}
 	return c.RopeTheta
-}
-
-// ParseConfig decodes config.json strictly (unknown fields are errors) and
-// validates it.
-func ParseConfig(b []byte) (Config, error) {
-	var c Config
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("moe config: %w", err)
-	}
-	return c, c.Validate()
 }

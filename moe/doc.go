@@ -33,7 +33,8 @@
 //	tokenizer.go   byte-level BPE (chat.go: chat rendering; default.go: the embedded corpus and tokenizer)
 //	sample.go      the KV-cached sampler (prefix_cache.go: reuse of a shared prompt prefix)
 //	gap.go         serving-vs-training mismatch measurement
-//	checkpoint.go  checkpoints in a directory or an object store (safetensors.go: the file format)
+//	checkpoint.go  checkpoints in a directory or an object store (safetensors.go: the file format;
+//	               checkpoint_config.go: config.json)
 //
 // # Model
 //
@@ -114,7 +115,12 @@
 //
 // # Checkpoint
 //
-//	<dir or key prefix>/config.json        Config
+//	<dir or key prefix>/config.json        Config in the Hugging Face layout (checkpoint_config.go):
+//	                                       {"architectures":["T1MoeForCausalLM"],"model_type":"t1_moe",
+//	                                        "vocab_size","num_hidden_layers","hidden_size","num_attention_heads",
+//	                                        "num_experts","num_experts_per_tok","moe_intermediate_size",
+//	                                        "max_position_embeddings","rope_theta","torch_dtype":"float32","t1_init_seed"};
+//	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads
 //	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}
 //	                   /model.safetensors  every tensor, F32, names as below
 //	                   /optimizer.safetensors  optional: Adam moments m.<name>, v.<name>;

@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/config"
@@ -104,16 +107,23 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return nil, err
 	}
 	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
-	mcfg := ModelConfig(cfg.Inference.Model)
-	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
-	rw, err := reward.New(reward.Config{Store: st, Trial: opt, Settings: sc.Reward, Log: log})
-	if err != nil {
-		return nil, err
-	}
 	// The initial checkpoint is a local directory or an object-store prefix.
 	checkpoint := cfg.Inference.Checkpoint
 	if _, err := os.Stat(filepath.Join(abs(checkpoint), moe.ConfigFile)); checkpoint != "" && err == nil {
 		checkpoint = abs(checkpoint)
+	}
+	// A checkpoint's own config.json gives the model's dimensions; from
+	// here on cfg carries them, so the hash, the episode bounds and the
+	// critic's shape all follow the checkpoint.
+	mcfg, err := ModelShape(cfg.Inference.Model, checkpoint, st)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Inference.Model = inferenceModel(mcfg)
+	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
+	rw, err := reward.New(reward.Config{Store: st, Trial: opt, Settings: sc.Reward, Log: log})
+	if err != nil {
+		return nil, err
 	}
 	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
 		return inference.LoadCheckpoint(ctx, checkpoint, mcfg, st)
@@ -151,7 +161,10 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	}
 	// A branch reads the checkpoints it did not make from its ancestors.
 	lineage := trainer.Lineage(log.Lineage)
-	policies := newPolicies(st, cfg.Inference, initial, lineage)
+	policies, err := newPolicies(st, cfg.Inference, abs(cfg.Inference.WeightsDir), initial, lineage)
+	if err != nil {
+		return nil, err
+	}
 	if o.policies != nil {
 		policies = o.policies(policies)
 	}
@@ -260,8 +273,27 @@ func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (syn
 // nearest run of its lineage that stores the version (a branch samples its
 // parent's until it trains its own), version 0 being the configured
 // initial policy, stored once when no run of the lineage has it. Each
-// checkpoint is loaded once.
-func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context.Context) (*moe.Checkpoint, error), lineage trainer.Lineage) rollout.Policies {
+// checkpoint is loaded once. The reference backend serves each version in
+// process; a remote one (sglang, vllm) is one engine whose weights are
+// swapped to the version an episode holds (inference.Synced), from
+// weightsDir when set, else from the object-store prefix.
+func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, initial func(context.Context) (*moe.Checkpoint, error), lineage trainer.Lineage) (rollout.Policies, error) {
+	prec, err := moe.ParsePrecision(ic.Precision)
+	if err != nil {
+		return nil, err
+	}
+	var synced *inference.Synced
+	if ic.Backend != inference.BackendReference {
+		eng, err := inference.Open(context.Background(), InferenceOptions(ic), nil)
+		if err != nil {
+			return nil, err
+		}
+		wl, ok := eng.(inference.WeightLoader)
+		if !ok {
+			return nil, fmt.Errorf("inference.backend %s: the client cannot load new weights", ic.Backend)
+		}
+		synced = inference.NewSynced(wl)
+	}
 	var mu sync.Mutex
 	cache := map[string]rollout.Policy{}
 	return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
@@ -282,12 +314,103 @@ func newPolicies(st store.ObjectStore, ic config.Inference, initial func(context
 		if err != nil {
 			return rollout.Policy{}, err
 		}
-		prec, err := moe.ParsePrecision(ic.Precision)
-		if err != nil {
-			return rollout.Policy{}, err
+		p := rollout.Policy{Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
+		if synced == nil {
+			p.Engine = inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v))
+		} else {
+			path := func(context.Context) (string, error) {
+				if weightsDir == "" {
+					return prefix, nil
+				}
+				return exportWeights(ck, filepath.Join(weightsDir, run, fmt.Sprintf("v%06d", v)))
+			}
+			p.Hold = func(ctx context.Context) (inference.Engine, func(), error) {
+				return synced.Hold(ctx, fmt.Sprint(v), path)
+			}
 		}
-		p := rollout.Policy{Engine: inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v)), Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
 		cache[prefix] = p
 		return p, nil
+	}, nil
+}
+
+// exportWeights writes ck, without optimiser state, as a checkpoint
+// directory at dir for an engine to load, unless a complete one is there
+// (another worker exported it): written beside and renamed into place, so
+// an engine never reads half of it.
+func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, moe.WeightsFile)); err == nil {
+		return dir, nil
 	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
+	if err != nil {
+		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
+			tmp, err = os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
+		}
+		if err != nil {
+			return "", fmt.Errorf("inference.weights_dir: %w", err)
+		}
+	}
+	defer os.RemoveAll(tmp)
+	bare := *ck
+	bare.Optimizer = nil
+	if err := bare.SaveDir(tmp); err != nil {
+		return "", fmt.Errorf("inference.weights_dir: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, moe.WeightsFile)); serr == nil {
+			return dir, nil
+		}
+		return "", fmt.Errorf("inference.weights_dir: %w", err)
+	}
+	return dir, nil
+}
+
+// InferenceOptions converts the inference section.
+func InferenceOptions(in config.Inference) inference.Options {
+	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
+		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: ModelConfig(in.Model)}
+}
+
+// ModelShape is the model's shape: the checkpoint's config.json when there
+// is a checkpoint (a local directory or an object-store prefix), else
+// the configured one.
+func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, error) {
+	if checkpoint == "" {
+		return ModelConfig(configured), nil
+	}
+	var b []byte
+	var err error
+	if inference.IsLocalCheckpoint(checkpoint) {
+		b, err = os.ReadFile(filepath.Join(checkpoint, moe.ConfigFile))
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		b, err = readObject(ctx, st, path.Join(checkpoint, moe.ConfigFile))
+	}
+	if err != nil {
+		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+	}
+	c, err := moe.ParseConfig(b)
+	if err != nil {
+		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+	}
+	return c, nil
+}
+
+func readObject(ctx context.Context, st store.ObjectStore, key string) ([]byte, error) {
+	if st == nil {
+		return nil, fmt.Errorf("not a local directory holding %s, and no object store is open", moe.ConfigFile)
+	}
+	rc, _, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, 1<<20))
+}
+
+// inferenceModel is ModelConfig's inverse.
+func inferenceModel(c moe.Config) config.InferenceModel {
+	return config.InferenceModel{Vocab: c.Vocab, Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Experts: c.Experts,
+		TopK: c.TopK, DFF: c.DFF, Context: c.Context, Seed: c.Seed}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/schemas"
 )
 
 func build(t *testing.T, cfg config.Config) *Pipeline {
@@ -103,5 +106,44 @@ func TestRelativePathsFollowTheWorkDir(t *testing.T) {
 	}
 	if _, err := Build(cfg, nil, nil, WithWorkDir(root)); err != nil {
 		t.Fatalf("the directory did not resolve against the work dir: %v", err)
+	}
+}
+
+// A checkpoint's config.json gives the model's dimensions: the run's
+// shape, its hash and its episode bounds follow it, not the configured
+// model section; a checkpoint of another architecture is refused.
+func TestModelShapeComesFromTheCheckpoint(t *testing.T) {
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := moe.DefaultConfig()
+	shape.Layers, shape.Experts, shape.TopK, shape.Vocab, shape.Context = 3, 6, 3, 600, 1024
+	m, err := moe.NewModel(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).SaveDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Inference.Checkpoint = dir
+	p := build(t, cfg)
+	if d := p.Started().Model; d != (schemas.ModelDims{Vocab: 600, Layers: 3, TopK: 3, Experts: 6}) {
+		t.Fatalf("run.started model %+v, want the checkpoint's", d)
+	}
+	same := cfg
+	same.Inference.Model = inferenceModel(shape)
+	same.Inference.Checkpoint = ""
+	if build(t, same).Hash() != p.Hash() {
+		t.Fatal("the hash differs from a fresh model of the checkpoint's shape")
+	}
+	if err := os.WriteFile(filepath.Join(dir, moe.ConfigFile), []byte(`{"model_type":"qwen3_moe","num_hidden_layers":48}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true
+	if _, err := Build(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "qwen3_moe") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("another architecture: %v", err)
 	}
 }

@@ -107,42 +107,38 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		chunks = append(chunks, p)
 	}
 	met.Actions = int64(b.Actions)
-	// Without a non-zero advantage every gradient is 0: nothing to learn,
-	// so no compute is spent and the policy stays as it was.
 	signal := false
 	for _, p := range chunks {
 		for t, l := range p.loss {
 			signal = signal || (l && p.adv[t] != 0)
 		}
 	}
-	if !signal {
-		met.Skipped = "every advantage is 0"
-		return met, nil
-	}
-	loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
-	for i, p := range chunks {
-		loss[i], adv[i] = p.loss, p.adv
-	}
-	// Weighing before standardising keeps a group baseline's advantages
-	// centred: each attempt's sum is then its group-relative reward, and
-	// those sum to 0 over every group.
-	if o.WeighAttempts {
-		attempt := make([]int, len(chunks))
-		ids := map[attemptKey]int{}
+	if signal {
+		loss, adv := make([][]bool, len(chunks)), make([][]float32, len(chunks))
 		for i, p := range chunks {
-			k := attemptKey{p.c.Tokens.TaskID, p.c.Tokens.Attempt}
-			if _, ok := ids[k]; !ok {
-				ids[k] = len(ids)
+			loss[i], adv[i] = p.loss, p.adv
+		}
+		// Weighing before standardising keeps a group baseline's
+		// advantages centred: each attempt's sum is then its
+		// group-relative reward, and those sum to 0 over every group.
+		if o.WeighAttempts {
+			attempt := make([]int, len(chunks))
+			ids := map[attemptKey]int{}
+			for i, p := range chunks {
+				k := attemptKey{p.c.Tokens.TaskID, p.c.Tokens.Attempt}
+				if _, ok := ids[k]; !ok {
+					ids[k] = len(ids)
+				}
+				attempt[i] = ids[k]
 			}
-			attempt[i] = ids[k]
+			if err := rl.WeighAttempts(attempt, loss, adv); err != nil {
+				return met, Bad(err)
+			}
 		}
-		if err := rl.WeighAttempts(attempt, loss, adv); err != nil {
-			return met, Bad(err)
-		}
-	}
-	if o.NormalizeAdvantages {
-		if _, err := rl.Whiten(loss, adv); err != nil {
-			return met, Bad(err)
+		if o.NormalizeAdvantages {
+			if _, err := rl.Whiten(loss, adv); err != nil {
+				return met, Bad(err)
+			}
 		}
 	}
 	// The ratio's denominator: the policy before any step, with the same
@@ -167,6 +163,16 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 				met.LossDrift++
 			}
 		}
+	}
+	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
+	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
+	// Without a non-zero advantage every gradient is 0: nothing to learn,
+	// so no step is taken and the policy stays as it was. The pass above
+	// still measured how well the sampler's log-probs and routing match
+	// this policy's, which is what shows a stale engine.
+	if !signal {
+		met.Skipped = "every advantage is 0"
+		return met, nil
 	}
 	// Epochs × minibatches steps; each epoch visits the chunks in an order
 	// drawn from the job's seed, so a rerun trains identically.
@@ -226,8 +232,6 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	met.GradNorm = normSum / float64(met.Steps)
 	met.ClipFraction = ps.ClipFraction()
 	met.ApproxKL = ps.ApproxKL()
-	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
-	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
 	return met, nil
 }
 

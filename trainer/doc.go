@@ -64,38 +64,102 @@
 // file), {kind}, {manifest}, {out} (the result file to write), {policy},
 // {critic}, {checkpoint} and {version} (Exec lists what each is for each
 // kind). The command gets all three kinds of job and must act on the job
-// file's kind:
+// file's kind. Every job file carries the hyperparameters of its kind
+// (the training section of pipeline.yaml, defaults filled in) and
+// "temperature": "per_token": log-probs divide each position's logits by
+// the temperature its token was sampled at (the tokens table's
+// temperature column, 0 counting as 1). These are complete examples
+// (testdata/exec, which the tests hold to what Exec writes and parses);
+// an actor job, whose batch the critic has valued:
 //
-//	{"kind": "actor",  "run": "r1", "policy": "runs/r1/policy/v000002", "checkpoint": "runs/r1/policy/v000003", "version": 3,
-//	 "manifest": {…schemas.BatchManifest, with value_files…}}
+//	{"kind": "actor", "run": "r1", "policy": "runs/r1/policy/v000002", "checkpoint": "runs/r1/policy/v000003", "version": 3,
+//	 "manifest": {"format": 1, "run": "r1", "iteration": 1, "policy_version": 2,
+//	              "model": {"vocab": 512, "layers": 2, "top_k": 2, "experts": 8},
+//	              "routing_encoding": "packed", "routing_dtype": "<u1",
+//	              "schema_versions": {"rewards": "1.0", "routing": "1.0", "tokens": "1.1", "trajectories": "1.1", "values": "1.0"},
+//	              "chunks": 64, "tokens": 52311, "attempts": 64,
+//	              "token_files": [{"key": "runs/r1/tokens/iter=0001/part-3d6e….parquet", "table": "tokens", "schema_version": "1.1",
+//	                               "rows": 1, "bytes": 98121, "sha256": "3d6e…"}],
+//	              "routing_files": [{"key": "runs/r1/routing/iter=0001/part-9661….parquet", "table": "routing", "schema_version": "1.0",
+//	                                 "rows": 1, "bytes": 26912, "sha256": "9661…"}],
+//	              "value_files": [{"key": "runs/r1/values/iter=0001/part-77c0….parquet", "table": "values", "schema_version": "1.0",
+//	                               "rows": 64, "bytes": 41022, "sha256": "77c0…"}],
+//	              "reward_files": [{"key": "runs/r1/rewards/iter=0001/part-f2d3….parquet", "table": "rewards", "schema_version": "1.0",
+//	                                "rows": 64, "bytes": 3293, "sha256": "f2d3…"}],
+//	              "trajectory_files": [{"key": "runs/r1/trajectories/iter=0001/part-a958….parquet", "table": "trajectories",
+//	                                    "schema_version": "1.1", "rows": 64, "bytes": 3655, "sha256": "cf9e…"}]},
+//	 "hyperparameters": {"actor": {"epochs": 2, "minibatches": 4, "clip": 0.2, "normalize_advantages": true, "weigh_attempts": false,
+//	                               "adam": {"lr": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8},
+//	                               "max_grad_norm": 1, "replay": true},
+//	                     "temperature": "per_token"}}
+//
+// a critic job ("critic" absent: a fresh critic, from "policy" when the
+// run's critic_init is policy, else a seeded random one of the model
+// shape given; warmed up for at most warmup_steps):
+//
 //	{"kind": "critic", "run": "r1", "critic": "runs/r1/critic/v000002", "checkpoint": "runs/r1/critic/v000003", "version": 3,
-//	 "manifest": {…without value_files…}, "gae": {"gamma": 1, "lambda": 0.95}}          ("critic" absent: start a fresh critic)
-//	{"kind": "sft",    "run": "r1", "policy": "runs/r1/policy/v000000", "checkpoint": "runs/r1/policy/v000001", "version": 1,
-//	 "data": [{…schemas.FileRef of a tokens object…}], "steps": 20}
+//	 "manifest": {"format": 1, "run": "r1", "iteration": 1, "policy_version": 2,
+//	              "model": {"vocab": 512, "layers": 2, "top_k": 2, "experts": 8},
+//	              "routing_encoding": "packed", "routing_dtype": "<u1",
+//	              "schema_versions": {"rewards": "1.0", "routing": "1.0", "tokens": "1.1", "trajectories": "1.1"},
+//	              "chunks": 64, "tokens": 52311, "attempts": 64,
+//	              "token_files": [{"key": "runs/r1/tokens/iter=0001/part-3d6e….parquet", "table": "tokens", "schema_version": "1.1",
+//	                               "rows": 1, "bytes": 98121, "sha256": "3d6e…"}],
+//	              "routing_files": [{"key": "runs/r1/routing/iter=0001/part-9661….parquet", "table": "routing", "schema_version": "1.0",
+//	                                 "rows": 1, "bytes": 26912, "sha256": "9661…"}],
+//	              "reward_files": [{"key": "runs/r1/rewards/iter=0001/part-f2d3….parquet", "table": "rewards", "schema_version": "1.0",
+//	                                "rows": 64, "bytes": 3293, "sha256": "f2d3…"}],
+//	              "trajectory_files": [{"key": "runs/r1/trajectories/iter=0001/part-a958….parquet", "table": "trajectories",
+//	                                    "schema_version": "1.1", "rows": 64, "bytes": 3655, "sha256": "cf9e…"}]},
+//	 "gae": {"gamma": 1, "lambda": 0.95, "baseline": "group"},
+//	 "hyperparameters": {"critic": {"model": {"vocab": 512, "layers": 2, "d_model": 64, "heads": 4, "experts": 8, "top_k": 2,
+//	                                          "d_ff": 128, "context": 2048, "seed": 1},
+//	                                "adam": {"lr": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8},
+//	                                "value_clip": 0.2, "epochs": 1, "max_grad_norm": 1, "warmup_steps": 0, "warmup_ev": 0},
+//	                     "temperature": "per_token"}}
 //
-// It exits 0 after writing {out}, the result, which names the job's kind
-// (an actor result may leave "kind" out) and its checkpoint:
+// and a fine-tuning:
 //
-//	{"kind": "actor", "checkpoint": "<prefix or local directory>",
-//	 "metrics": {"steps": 4, "actions": 812, "policy_loss": …, "clip_fraction": …, "approx_kl": …, "grad_norm": …,
-//	             "logprob_gap": …, "logprob_gap_max": …, "routing_mismatches": 0, "routing_sets": 1624,
-//	             "mismatch_rate": 0, "loss_drift": 0, "replay": true}}
-//	{"kind": "critic", "checkpoint": "…",
-//	 "values": [{"task_id": "t", "attempt": 0, "chunk": 0, "values": […], "advantages": […], "returns": […]}, …],
-//	 "metrics": {"steps": 1, "warmup": true, "warmup_steps": 3, "explained_variance": 0.4, "value_loss": 0.02}}
-//	{"kind": "sft", "checkpoint": "…",
+//	{"kind": "sft", "run": "r1", "policy": "runs/r1/policy/v000000", "checkpoint": "runs/r1/policy/v000001", "version": 1,
+//	 "data": [{"key": "runs/r1/tokens/iter=0000/part-5b1c….parquet", "table": "tokens", "schema_version": "1.1",
+//	           "rows": 96, "bytes": 61200, "sha256": "5b1c…"}],
+//	 "steps": 20,
+//	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "max_grad_norm": 1, "batch": 16},
+//	                     "temperature": "per_token"}}
+//
+// The command exits 0 after writing {out}, the result, which names the
+// job's kind (an actor result may leave "kind" out) and where the new
+// checkpoint is: an object-store prefix, or an absolute local directory
+// the stage adopts into the store:
+//
+//	{"kind": "actor", "checkpoint": "/scratch/train/r1/policy-v000003",
+//	 "metrics": {"steps": 8, "actions": 812, "policy_loss": -0.013, "clip_fraction": 0.04, "approx_kl": 0.002, "grad_norm": 0.61,
+//	             "logprob_gap": 0, "logprob_gap_max": 0, "routing_mismatches": 0, "routing_sets": 1624, "mismatch_rate": 0,
+//	             "loss_drift": 0, "replay": true}}
+//
+//	{"kind": "critic", "checkpoint": "runs/r1/critic/v000003",
+//	 "values": [{"task_id": "t-1f3a", "attempt": 0, "chunk": 0, "values": [0, 0, 0.41, 0.44], "advantages": [0, 0, 0.59, 0.56], "returns": [0, 0, 1, 1]}],
+//	 "metrics": {"steps": 1, "warmup": false, "warmup_steps": 0, "explained_variance": 0.4, "value_loss": 0.02}}
+//
+//	{"kind": "sft", "checkpoint": "runs/r1/policy/v000001",
 //	 "metrics": {"steps": 20, "sequences": 8, "first_loss": 3.1, "loss": 1.2}}
 //
-// A critic result holds every chunk of the batch exactly once, each list
-// as long as the chunk's tokens, finite, 0 at non-action tokens; float32
-// values survive JSON exactly. Decoding is strict: an unknown field, a
-// result of another kind, a missing checkpoint or impossible counts fail
-// the job (a BadInputError), as does a non-zero exit, whose status and
-// output tail the error carries.
+// The checkpoint is a Hugging Face model directory: config.json with the
+// architecture's dimensions (for the reference model model_type t1_moe,
+// num_hidden_layers, num_experts, num_experts_per_tok, vocab_size, …),
+// model.safetensors (F32) and the tokenizer file; its shape must fit the
+// batch (Adopt refuses one that does not). A critic result holds every
+// chunk of the batch exactly once, each list as long as the chunk's
+// tokens, finite, 0 at non-action tokens; float32 values survive JSON
+// exactly. Decoding is strict: an unknown field, a result of another
+// kind, a missing checkpoint or impossible counts fail the job (a
+// BadInputError), as does a non-zero exit, whose status and output tail
+// the error carries.
 //
 // # Layout
 //
 //	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer.json,model.safetensors,optimizer.safetensors}
+//	                                       (Hugging Face layout; a config.json of the earlier layout still loads)
 //	runs/<run>/critic/v<version, 6 digits>/…
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //

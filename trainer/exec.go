@@ -23,7 +23,7 @@ import (
 //	{kind}        the job's kind: actor, critic or sft
 //	{manifest}    a file holding the batch manifest (schemas.BatchManifest); "" for sft jobs
 //	{out}         the file the command must write its result to
-//	{policy}      the prefix of the policy the job starts from; "" for critic jobs
+//	{policy}      the prefix of the policy the job (or a fresh critic) starts from; "" when there is none
 //	{critic}      the prefix of the critic a critic job starts from; "" for a fresh critic and other jobs
 //	{checkpoint}  the object-store prefix the new checkpoint should go to
 //	{version}     the new checkpoint's version
@@ -41,6 +41,60 @@ type Exec struct {
 	Env []string
 	// TempDir holds the job files ("" = os.TempDir()).
 	TempDir string
+	// Hyperparameters are the settings each job is to train with (the
+	// training section, as the reference backend takes them); each job
+	// file carries those of its kind, defaults filled in.
+	Hyperparameters ReferenceOptions
+}
+
+// TemperaturePerToken is the one way log-probs are taken: the logits of
+// each position are divided by the temperature its token was sampled at
+// (the tokens table's temperature column; 0, greedy, counts as 1), as the
+// sampler did, so the ratio compares the distributions the tokens were
+// drawn from.
+const TemperaturePerToken = "per_token"
+
+// Hyperparameters are a job's settings in its job file: the section of
+// its kind, and how sampling temperatures enter the log-probs.
+type Hyperparameters struct {
+	Actor       *ActorOptions  `json:"actor,omitempty"`
+	Critic      *CriticOptions `json:"critic,omitempty"`
+	SFT         *SFTOptions    `json:"sft,omitempty"`
+	Temperature string         `json:"temperature"`
+}
+
+// hyperparameters are o's settings for a job of kind.
+func hyperparameters(o ReferenceOptions, kind Kind) *Hyperparameters {
+	o = o.withDefaults()
+	h := &Hyperparameters{Temperature: TemperaturePerToken}
+	switch kind {
+	case KindActor:
+		h.Actor = &o.Actor
+	case KindCritic:
+		h.Critic = &o.Critic
+	case KindSFT:
+		h.SFT = &o.SFT
+	}
+	return h
+}
+
+// Reference is the in-process backend with the job file's settings: what
+// an external trainer that is t1's own reference trains with.
+func (h *Hyperparameters) Reference() (ReferenceOptions, error) {
+	var o ReferenceOptions
+	if h == nil || h.Temperature != TemperaturePerToken {
+		return o, fmt.Errorf("hyperparameters: want temperature %q", TemperaturePerToken)
+	}
+	if h.Actor != nil {
+		o.Actor = *h.Actor
+	}
+	if h.Critic != nil {
+		o.Critic = *h.Critic
+	}
+	if h.SFT != nil {
+		o.SFT = *h.SFT
+	}
+	return o, nil
 }
 
 // JobFile is the job an external trainer finds at {job}. Fields a kind
@@ -48,7 +102,9 @@ type Exec struct {
 type JobFile struct {
 	Kind Kind   `json:"kind"`
 	Run  string `json:"run"`
-	// Policy is the policy checkpoint the job starts from (actor, sft).
+	// Policy is the policy checkpoint the job starts from (actor, sft),
+	// or the one a fresh critic starts from (critic; absent: a seeded
+	// random critic of the critic hyperparameters' model shape).
 	Policy string `json:"policy,omitempty"`
 	// Critic is the critic checkpoint the job starts from; absent for a
 	// fresh critic, which the trainer initialises and warms up (critic).
@@ -65,6 +121,8 @@ type JobFile struct {
 	// optimiser steps to take (sft).
 	Data  []schemas.FileRef `json:"data,omitempty"`
 	Steps int               `json:"steps,omitempty"`
+	// Hyperparameters are the settings to train with.
+	Hyperparameters *Hyperparameters `json:"hyperparameters"`
 }
 
 // TrainActor implements Trainer.
@@ -83,7 +141,7 @@ func (e *Exec) TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, e
 		return nil, errors.New("exec trainer: a critic job without a batch manifest")
 	}
 	gae := job.GAE
-	return execJob(ctx, e, JobFile{Kind: KindCritic, Run: job.Manifest.Run, Critic: job.Critic, Checkpoint: job.Out, Version: job.Version,
+	return execJob(ctx, e, JobFile{Kind: KindCritic, Run: job.Manifest.Run, Critic: job.Critic, Policy: job.Policy, Checkpoint: job.Out, Version: job.Version,
 		Manifest: job.Manifest, GAE: &gae}, ParseCriticResult)
 }
 
@@ -103,6 +161,7 @@ func execJob[R any](ctx context.Context, e *Exec, job JobFile, parse func([]byte
 		return nil, fmt.Errorf("exec trainer: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	job.Hyperparameters = hyperparameters(e.Hyperparameters, job.Kind)
 	jobPath, manifest, out := filepath.Join(dir, "job.json"), "", filepath.Join(dir, "result.json")
 	if err := writeJSON(jobPath, job); err != nil {
 		return nil, err

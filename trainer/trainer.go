@@ -101,7 +101,7 @@ type GAE struct {
 	// reward minus the mean reward of its task's attempts in the batch,
 	// rl.GroupBaseline). The critic is trained on its GAE returns either
 	// way, so its explained variance is measured under both.
-	Baseline string `json:"baseline,omitempty"`
+	Baseline string `json:"baseline"`
 }
 
 // The advantage baselines.
@@ -239,6 +239,9 @@ func New(st store.ObjectStore, o Options) (Trainer, error) {
 			return nil, fmt.Errorf("trainer: the exec backend needs a command")
 		}
 		e := o.Exec
+		// The external trainer gets the settings the reference one would
+		// train with, in each job file.
+		e.Hyperparameters = o.Reference
 		return &e, nil
 	}
 	return nil, fmt.Errorf("trainer: unknown backend %q (want %s or %s)", o.Backend, BackendReference, BackendExec)
@@ -256,55 +259,55 @@ type ReferenceOptions struct {
 
 // ActorOptions configure the reference actor update.
 type ActorOptions struct {
-	Epochs int // passes over the batch; default 1
+	Epochs int `json:"epochs"` // passes over the batch; default 1
 	// Minibatches splits each pass into this many optimiser steps over
 	// disjoint sets of chunks; default 1 (one full-batch step).
-	Minibatches int
-	Clip        float64 // PPO ε, symmetric; default 0.2
+	Minibatches int     `json:"minibatches"`
+	Clip        float64 `json:"clip"` // PPO ε, symmetric; default 0.2
 	// NormalizeAdvantages standardises the batch's advantages (rl.Whiten)
 	// before the update.
-	NormalizeAdvantages bool
+	NormalizeAdvantages bool `json:"normalize_advantages"`
 	// WeighAttempts gives every attempt the same weight in the loss
 	// (rl.WeighAttempts) instead of every token.
-	WeighAttempts bool
+	WeighAttempts bool `json:"weigh_attempts"`
 	// Adam is the optimiser, at a constant learning rate.
-	Adam moe.AdamConfig
+	Adam moe.AdamConfig `json:"adam"`
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
-	MaxGradNorm float64
+	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Replay turns rollout routing replay (R³) on.
-	Replay bool
+	Replay bool `json:"replay"`
 }
 
 // CriticOptions configure the reference critic.
 type CriticOptions struct {
 	// Model is the shape of a fresh critic (initialised from Model.Seed);
 	// its vocabulary must cover the policy's.
-	Model moe.Config
+	Model moe.Config `json:"model"`
 	// Adam is the optimiser, at a constant learning rate.
-	Adam moe.AdamConfig
+	Adam moe.AdamConfig `json:"adam"`
 	// ValueClip bounds how far an update moves a value from its
 	// pre-update estimate in the loss (0: no clipping).
-	ValueClip float64
+	ValueClip float64 `json:"value_clip"`
 	// Epochs is the number of optimiser steps per iteration (default 1).
-	Epochs int
+	Epochs int `json:"epochs"`
 	// MaxGradNorm clips the gradient norm (0: no clipping).
-	MaxGradNorm float64
+	MaxGradNorm float64 `json:"max_grad_norm"`
 	// WarmupSteps bounds the warm-up of a fresh critic; WarmupEV ends it
 	// early once the explained variance reaches it.
-	WarmupSteps int
-	WarmupEV    float64
+	WarmupSteps int     `json:"warmup_steps"`
+	WarmupEV    float64 `json:"warmup_ev"`
 }
 
 // SFTOptions configure the reference fine-tuning.
 type SFTOptions struct {
 	// Adam is the optimiser, at a constant learning rate.
-	Adam moe.AdamConfig
+	Adam moe.AdamConfig `json:"adam"`
 	// MaxGradNorm clips the gradient norm (0: no clipping).
-	MaxGradNorm float64
+	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Batch is the number of demonstrations each step trains on, taken in
 	// turn from the sorted rows so every one is seen once every
 	// ceil(n/Batch) steps; 0 or at least n trains each step on all.
-	Batch int
+	Batch int `json:"batch"`
 }
 
 func (o ReferenceOptions) withDefaults() ReferenceOptions {

@@ -292,7 +292,7 @@ func TestExecTrainer(t *testing.T) {
 	st := testinfra.Store(t)
 	m := policy(t, st)
 	man, _ := sampled(t, st, m)
-	argv := testinfra.ExecTrainer(t, nil)
+	argv := testinfra.ExecTrainer(t)
 	e := &Exec{Argv: append(argv, "-manifest", "{manifest}", "-checkpoint", "{checkpoint}")}
 	res, err := e.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 	if err != nil {
@@ -336,7 +336,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	opt := ReferenceOptions{Critic: CriticOptions{Model: cm, ValueClip: 0.2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.9},
 		SFT: SFTOptions{MaxGradNorm: 1, Batch: 2}}
 	ref := NewReference(st, opt)
-	ex := &Exec{Argv: testinfra.ExecTrainer(t, opt)}
+	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt}
 	same := func(what, a, b string) {
 		t.Helper()
 		ra, err := CheckpointRef(ctx, st, a)

@@ -23,6 +23,14 @@
 // model's chat template, moe.Chat, in which content is always ordinary
 // text, and sampling stops at the turn's <|end|>.
 //
+// A run shares one remote engine between policy versions through Synced:
+// an episode Holds its version for as long as it samples, a version is
+// loaded (WeightLoader: SGLang's /update_weights_from_disk, vLLM's
+// /collective_rpc reload_weights) only once no episode holds another,
+// and a reply whose weight_version is not the held one is refused
+// (ErrStaleWeights). Probe checks GET /health so that a run with no engine
+// fails at its start, in one line naming the URL.
+//
 // inferencetest holds the conformance suite every backend passes (shapes,
 // optional outputs, greedy and stop tokens, seeded determinism, bad
 // requests); it runs against the reference engine, the SGLang client over

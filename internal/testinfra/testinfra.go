@@ -45,11 +45,10 @@ func BuildT1(dir string) (string, error) { return build(dir, "t1", "./runners/t1
 // ExecTrainer builds trainer/testdata/exectrainer, the stand-in external
 // trainer of the exec backend's tests, and returns the argv of an exec
 // trainer running it: it reads {job}, writes {out}, and trains with the
-// reference backend on the test's store (StoreConfig) with options, a
-// trainer.ReferenceOptions (testinfra cannot import trainer, whose tests
-// use it). Tests append the stand-in's other flags. Linking the program
+// reference backend on the test's store (StoreConfig) with the job file's
+// hyperparameters. Tests append the stand-in's other flags. Linking the program
 // takes seconds, so -short skips the test.
-func ExecTrainer(t testing.TB, options any) []string {
+func ExecTrainer(t testing.TB) []string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the stand-in external trainer: skipped with -short")
@@ -59,7 +58,7 @@ func ExecTrainer(t testing.TB, options any) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := json.Marshal(map[string]any{"store": StoreConfig(t), "options": options})
+	ref, err := json.Marshal(map[string]any{"store": StoreConfig(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

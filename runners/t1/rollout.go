@@ -72,15 +72,24 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 					return err
 				}
 			case "config":
-				ref, err := inference.Open(ctx, inferenceOptions(cfg.Inference), nil)
-				if err != nil {
+				opts := pipeline.InferenceOptions(cfg.Inference)
+				if err := inference.Probe(ctx, opts); err != nil {
 					return err
 				}
-				pol = ref
-				if r, ok := ref.(*inference.Reference); ok {
-					tok, modelContext = r.Tokenizer(), r.Config().Context
-				} else if tok, err = moe.DefaultTokenizer(); err != nil {
+				if pol, err = inference.Open(ctx, opts, nil); err != nil {
 					return err
+				}
+				if r, ok := pol.(*inference.Reference); ok {
+					tok, modelContext = r.Tokenizer(), r.Config().Context
+				} else {
+					// A remote engine serves the model of inference.checkpoint:
+					// its own tokenizer, not t1's default (which an empty
+					// checkpoint means).
+					ck, err := inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, opts.Model, nil)
+					if err != nil {
+						return err
+					}
+					tok = ck.Tokenizer
 				}
 			default:
 				return fmt.Errorf("--policy %q: want config or oracle", policy)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
@@ -26,8 +27,10 @@ func runCmd(g *globals) *cobra.Command {
 		Use:   "run [--no-stages]",
 		Short: "Run the whole pipeline in one process on the configured (by default embedded) NATS and S3",
 		Long: `Runs every stage in this process — control, synth, audit, rollout, reward, critic, ppo and
-eval — on embedded NATS and S3 unless the configuration points elsewhere, with the reference
-MoE as the policy. Progress goes to stderr; a summary and the report's path go to stdout.
+eval — on embedded NATS and S3 unless the configuration points elsewhere, sampling from the
+configured engine (inference.backend: the in-process reference MoE, or an SGLang or vLLM
+server, which must answer at inference.url before anything starts and is made to load each
+new policy version). Progress goes to stderr; a summary and the report's path go to stdout.
 Interrupting stops cleanly; running again with the same configuration resumes from the log.
 With --no-stages this process runs no stage: it starts the run and follows it to its end while
 the stages run elsewhere as ` + "`t1 worker --stage S`" + ` processes on the same NATS and S3 (for
@@ -39,6 +42,13 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 				return err
 			}
 			ctx := cmd.Context()
+			if !noStages {
+				// An engine that is not there fails the run now, not at
+				// its first rollout after synthesis and audit.
+				if err := inference.Probe(ctx, pipeline.InferenceOptions(cfg.Inference)); err != nil {
+					return infraError(err)
+				}
+			}
 			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err

@@ -8,19 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/store"
 )
-
-// inferenceOptions converts the inference section.
-func inferenceOptions(in config.Inference) inference.Options {
-	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
-		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: pipeline.ModelConfig(in.Model)}
-}
 
 func servePolicyCmd(g *globals) *cobra.Command {
 	var checkpoint, addr, precision, version string
@@ -41,7 +34,7 @@ llm task generator (stages.synth.generator: llm) can run against it.`,
 			if err != nil {
 				return err
 			}
-			opts := inferenceOptions(cfg.Inference)
+			opts := pipeline.InferenceOptions(cfg.Inference)
 			if cmd.Flags().Changed("checkpoint") {
 				opts.Checkpoint = checkpoint
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
 )
@@ -54,7 +55,7 @@ on the embedded corpus (a fresh model is close to uniform).`,
 			if err != nil {
 				return err
 			}
-			opts := inferenceOptions(cfg.Inference)
+			opts := pipeline.InferenceOptions(cfg.Inference)
 			if cmd.Flags().Changed("checkpoint") {
 				opts.Checkpoint = checkpoint
 			}

@@ -154,7 +154,7 @@ func TestExecTrainerTrainsTheCritic(t *testing.T) {
 			st := testinfra.Store(t)
 			s := reference(st, 3, 0.9)
 			if name == "exec" {
-				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t, options(3, 0.9))})
+				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: options(3, 0.9)})
 			}
 			p, err := s.Iterate(ctx, batch(t, st, "c"))
 			if err != nil {

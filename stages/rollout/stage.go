@@ -30,6 +30,12 @@ type Policy struct {
 	Tokenizer *moe.Tokenizer
 	// Experts is the model's expert count, which the routing codec needs.
 	Experts int
+	// Hold, when set, pins a shared remote engine to this version for one
+	// episode (inference.Synced): it returns the engine to sample from and
+	// the release to call when the episode is done. A reply from other
+	// weights fails the attempt, which is retried, so no rollout trains
+	// as a version that did not serve it.
+	Hold func(ctx context.Context) (inference.Engine, func(), error)
 }
 
 // Policies resolves a run's policy version. Called once per attempt; it
@@ -150,6 +156,17 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if s.cfg.Trial.Backend == nil {
 		return nil, engine.Permanent(errors.New("rollout: no sandbox backend"))
 	}
+	policy := pol.Engine
+	if pol.Hold != nil && p.Purpose != "sft" {
+		// Held before the sandbox starts: waiting for the engine to swap
+		// weights should not keep a sandbox idle.
+		eng, release, err := pol.Hold(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
+		}
+		defer release()
+		policy = eng
+	}
 	sb, err := s.cfg.Trial.Start(ctx, dir)
 	if errors.Is(err, sandbox.ErrUnisolated) {
 		return nil, engine.Permanent(fmt.Errorf("sandbox for %s: %w", p.TaskID, err))
@@ -172,7 +189,6 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if d := t.Config.AgentTimeout(); d > 0 && (ec.WallClock == 0 || d < ec.WallClock) {
 		ec.WallClock = d
 	}
-	policy := pol.Engine
 	if p.Purpose == "sft" {
 		// A demonstration: the reference solution through the same harness,
 		// its tokens the supervised data.

@@ -202,7 +202,7 @@ func TestExecTrainerFineTunes(t *testing.T) {
 			_, ref := demonstrations(t, st, tok)
 			var tr trainer.Trainer = trainer.NewReference(st, sftOptions())
 			if name == "exec" {
-				tr = &trainer.Exec{Argv: testinfra.ExecTrainer(t, sftOptions())}
+				tr = &trainer.Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: sftOptions()}
 			}
 			initial := func(context.Context) (*moe.Checkpoint, error) {
 				m, err := moe.NewModel(moe.DefaultConfig())

@@ -7,7 +7,9 @@
 //
 //	exectrainer -job FILE -out FILE [-manifest FILE] [-checkpoint DIR] [-reference FILE] [-exit N]
 //
-// The -reference file is JSON: {"store": s3.Config, "options": trainer.ReferenceOptions}.
+// The -reference file is JSON, {"store": s3.Config}: the store to train
+// against. The settings are the job file's hyperparameters, as an external
+// trainer takes them.
 package main
 
 import (
@@ -26,7 +28,7 @@ func main() {
 	manifest := flag.String("manifest", "", "batch manifest file, checked against the job's")
 	out := flag.String("out", "", "result file to write")
 	ckpt := flag.String("checkpoint", "", "checkpoint to report for actor jobs, without training")
-	ref := flag.String("reference", "", "train with the reference backend: store and options")
+	ref := flag.String("reference", "", "train with the reference backend against this file's store")
 	exit := flag.Int("exit", 0, "exit with this status instead of training")
 	flag.Parse()
 	if *exit != 0 {
@@ -69,11 +71,12 @@ func main() {
 // train runs the job with the reference backend and returns its result
 // file's contents.
 func train(job trainer.JobFile, refPath string) (any, error) {
-	var ref struct {
-		Store   s3.Config
-		Options trainer.ReferenceOptions
-	}
+	var ref struct{ Store s3.Config }
 	if err := readJSON(refPath, &ref); err != nil {
+		return nil, err
+	}
+	opt, err := job.Hyperparameters.Reference()
+	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
@@ -81,7 +84,7 @@ func train(job trainer.JobFile, refPath string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := trainer.NewReference(st, ref.Options)
+	tr := trainer.NewReference(st, opt)
 	at := "exec/" + job.Checkpoint
 	switch job.Kind {
 	case trainer.KindActor:
@@ -91,7 +94,7 @@ func train(job trainer.JobFile, refPath string) (any, error) {
 		}
 		return map[string]any{"kind": job.Kind, "checkpoint": r.Checkpoint, "metrics": r.Metrics}, nil
 	case trainer.KindCritic:
-		r, err := tr.TrainCritic(ctx, trainer.CriticJob{Manifest: job.Manifest, Critic: job.Critic, Out: at, Version: job.Version, GAE: *job.GAE})
+		r, err := tr.TrainCritic(ctx, trainer.CriticJob{Manifest: job.Manifest, Critic: job.Critic, Policy: job.Policy, Out: at, Version: job.Version, GAE: *job.GAE})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,177 @@
+package inference
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// WeightLoader is a remote engine that loads new weights without a
+// restart: SGLang's POST /update_weights_from_disk (t1 serve-policy
+// answers it too), vLLM's POST /collective_rpc reload_weights.
+type WeightLoader interface {
+	Engine
+	// LoadWeights makes the engine serve the checkpoint at path (a
+	// directory the server can read, or an object-store prefix for t1
+	// serve-policy) as weight version version.
+	LoadWeights(ctx context.Context, path, version string) error
+}
+
+// ErrStaleWeights marks a generation served by other weights than the
+// version the caller holds: the engine was updated behind its back.
+var ErrStaleWeights = errors.New("stale engine weights")
+
+// Synced shares one remote engine between policy versions. The engine
+// holds one set of weights at a time, so an episode holds its version
+// (Hold) for as long as it samples: a version is loaded only once no
+// episode holds another, and every answer that names its weight version
+// is checked against the held one.
+type Synced struct {
+	eng WeightLoader
+
+	mu      sync.Mutex
+	changed *sync.Cond
+	cur     string // the loaded version; "" before the first load
+	holders int
+	loads   int
+}
+
+// NewSynced wraps eng, whose loaded weights are unknown until the first
+// Hold loads a version.
+func NewSynced(eng WeightLoader) *Synced {
+	s := &Synced{eng: eng}
+	s.changed = sync.NewCond(&s.mu)
+	return s
+}
+
+// Hold makes the engine serve version, loading it from path() when another
+// version is loaded (after every holder of that one has released it), and
+// returns the engine pinned to version and the release function, which
+// must be called once the episode is done. path is called only when a
+// load is needed.
+func (s *Synced) Hold(ctx context.Context, version string, path func(context.Context) (string, error)) (Engine, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Cond has no context: a cancelled waiter is woken by the broadcast
+	// that stop sends.
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.changed.Broadcast()
+	})
+	defer stop()
+	for s.cur != version && s.holders > 0 {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		s.changed.Wait()
+	}
+	if s.cur != version {
+		// Nobody holds the loaded weights: swap them. The lock stays held,
+		// so no one samples meanwhile.
+		p, err := path(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("weights of version %s: %w", version, err)
+		}
+		s.cur = ""
+		if err := s.eng.LoadWeights(ctx, p, version); err != nil {
+			return nil, nil, err
+		}
+		s.cur = version
+		s.loads++
+	}
+	s.holders++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.holders--
+			s.changed.Broadcast()
+		})
+	}
+	return pinned{eng: s.eng, version: version}, release, nil
+}
+
+// Loads counts the weight loads so far.
+func (s *Synced) Loads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loads
+}
+
+// pinned refuses answers from weights other than version's.
+type pinned struct {
+	eng     Engine
+	version string
+}
+
+func (p pinned) Generate(ctx context.Context, req GenerateRequest) (*GenerateResponse, error) {
+	resp, err := p.eng.Generate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	// vLLM reports no version: Hold's serialisation is then the guarantee.
+	if resp.WeightVersion != "" && resp.WeightVersion != p.version {
+		return nil, fmt.Errorf("%w: the engine served weight version %q, the episode samples version %q", ErrStaleWeights, resp.WeightVersion, p.version)
+	}
+	resp.WeightVersion = p.version
+	return resp, nil
+}
+
+// LoadWeights implements WeightLoader with POST /update_weights_from_disk.
+func (c *SGLang) LoadWeights(ctx context.Context, path, version string) error {
+	return c.UpdateWeightsFromDisk(ctx, path, version)
+}
+
+// LoadWeights implements WeightLoader with vLLM's POST /collective_rpc
+// {"method": "reload_weights", "kwargs": {"weights_path": path}}, which a
+// server started with VLLM_SERVER_DEV_MODE=1 exposes; vLLM keeps no
+// weight version, so version is the caller's to track.
+func (c *VLLM) LoadWeights(ctx context.Context, path, version string) error {
+	body, err := json.Marshal(map[string]any{"method": "reload_weights", "kwargs": map[string]string{"weights_path": path}})
+	if err != nil {
+		return err
+	}
+	var res json.RawMessage
+	if err := postJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/collective_rpc", body, &res); err != nil {
+		return fmt.Errorf("vllm: reload weights of version %s from %s (start vLLM with VLLM_SERVER_DEV_MODE=1): %w", version, path, err)
+	}
+	return nil
+}
+
+// Probe checks that the configured remote engine answers GET /health, so a
+// run fails at its start, not at its first rollout; the error is one line
+// naming the URL. The reference backend needs no probe.
+func Probe(ctx context.Context, o Options) error {
+	if o.Backend == BackendReference {
+		return nil
+	}
+	if _, err := Open(ctx, o, nil); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	url := o.URL + "/health"
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("inference: %s engine at %s: %w", o.Backend, o.URL, err)
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) {
+			err = ue.Unwrap() // the URL is named once, below
+		}
+		return fmt.Errorf("inference: the %s engine at %s does not answer (%v); start it or set inference.url", o.Backend, o.URL, err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("inference: the %s engine at %s answered GET /health with HTTP %d; wait until it is ready or fix inference.url", o.Backend, o.URL, res.StatusCode)
+	}
+	return nil
+}
