@@ -228,14 +228,18 @@ type barMarks struct {
 	style         text.Style
 }
 
-// zeroStub is the height of the stub drawn for a zero bar.
-var zeroStub = vg.Points(2.5)
+// zeroStub is the height of the stub drawn for a zero bar; markSize the
+// font size of the labels barMarks writes.
+const (
+	zeroStub vg.Length = 2.5
+	markSize vg.Length = 7
+)
 
 func (m *barMarks) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	sty := m.style
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YBottom
-	sty.Font.Size = 7
+	sty.Font.Size = markSize
 	y0 := trY(0)
 	for i, v := range m.values {
 		x := trX(float64(i)) + m.offset
