@@ -271,7 +271,7 @@ func poolSection(r *Run) (*section, error) {
 			vals[i] = float64(p.Categories[c])
 		}
 		var err error
-		if panel, err = barPanel(fmt.Sprintf("Pool v%d by category", p.Version), "category", "tasks", cats, []group{{"tasks", vals}}); err != nil {
+		if panel, err = barPanel(fmt.Sprintf("Pool v%d by category", p.Version), "category", "tasks", cats, []group{{"tasks", vals}}, scaleData); err != nil {
 			return nil, err
 		}
 		panel.Y.Tick.Marker = integerTicks
@@ -335,21 +335,21 @@ func trainingSection(runs []*Run) (*section, error) {
 		}
 		return ls
 	}
-	reward, err := linePanel("Reward mean", "iteration", "reward", lines(ColRewardMean), false)
+	reward, err := linePanel("Reward mean", "iteration", "reward", lines(ColRewardMean), scaleData, false)
 	if err != nil {
 		return nil, err
 	}
-	resolve, err := linePanel("Resolve rate", "iteration", "resolve rate", lines(ColResolveRate), false)
+	resolve, err := linePanel("Resolve rate", "iteration", "resolve rate", lines(ColResolveRate), scaleRate, false)
 	if err != nil {
 		return nil, err
 	}
 	s.plot("reward", "Reward mean and resolve rate per iteration", reward, resolve)
-	ev, err := linePanel("Explained variance", "iteration", "explained variance", lines(ColExplainedVariance), true)
+	ev, err := linePanel("Explained variance", "iteration", "explained variance", lines(ColExplainedVariance), scaleData, true)
 	if err != nil {
 		return nil, err
 	}
 	s.plot("explained-variance", "Critic explained variance per iteration (dashed: 0; a warm critic stays above it)", ev)
-	gap, err := linePanel("Train–sampling log-prob gap", "iteration", "masked weighted |Δ log-prob|", lines(ColLogProbGap), false)
+	gap, err := linePanel("Train–sampling log-prob gap", "iteration", "masked weighted |Δ log-prob|", lines(ColLogProbGap), scaleData, false)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +371,9 @@ func trainingSection(runs []*Run) (*section, error) {
 		var groups []group
 		for _, x := range runs {
 			g := group{name: runName(x, true), values: make([]float64, len(its))}
+			for i := range g.values {
+				g.values[i] = math.NaN()
+			}
 			for _, row := range x.Metrics.Rows {
 				if v, ok := row.Values[ColLogProbGap]; ok {
 					g.values[slices.Index(its, row.Iteration)] = v
@@ -378,7 +381,7 @@ func trainingSection(runs []*Run) (*section, error) {
 			}
 			groups = append(groups, g)
 		}
-		side, err := barPanel("Log-prob gap by run", "iteration", "masked weighted |Δ log-prob|", cats, groups)
+		side, err := barPanel("Log-prob gap by run", "iteration", "masked weighted |Δ log-prob|", cats, groups, scaleData)
 		if err != nil {
 			return nil, err
 		}
@@ -438,12 +441,16 @@ func repairsSection(r *Run) (*section, error) {
 		its = append(its, strconv.Itoa(it.Iteration))
 		row := []string{strconv.Itoa(it.Iteration)}
 		for i, c := range RepairColumns {
-			groups[i].values = append(groups[i].values, it.Values[c])
+			v, ok := it.Values[c]
+			if !ok {
+				v = math.NaN()
+			}
+			groups[i].values = append(groups[i].values, v)
 			row = append(row, cell(it, c))
 		}
 		t.rows = append(t.rows, row)
 	}
-	p, err := barPanel("Drift repairs by kind", "iteration", "repairs", its, groups)
+	p, err := barPanel("Drift repairs by kind", "iteration", "repairs", its, groups, scaleData)
 	if err != nil {
 		return nil, err
 	}
@@ -598,11 +605,11 @@ func evalSection(r *Run) (*section, error) {
 			resolve.values = append(resolve.values, e.ResolveRate)
 			credit.values = append(credit.values, e.MeanReward)
 		}
-		pr, err := barPanel(prefix+"Resolve rate", "policy version", "resolve rate", versions, []group{resolve})
+		pr, err := barPanel(prefix+"Resolve rate", "policy version", "resolve rate", versions, []group{resolve}, scaleRate)
 		if err != nil {
 			return nil, err
 		}
-		pc, err := barPanel(prefix+"Partial credit", "policy version", "mean reward", versions, []group{credit})
+		pc, err := barPanel(prefix+"Partial credit", "policy version", "partial credit", versions, []group{credit}, scaleRate)
 		if err != nil {
 			return nil, err
 		}
@@ -627,19 +634,21 @@ func evalSection(r *Run) (*section, error) {
 				g1, g2 := group{name: fmt.Sprintf("v%d", e.PolicyVersion)}, group{name: fmt.Sprintf("v%d", e.PolicyVersion)}
 				for _, c := range cats {
 					b, ok := by.of(e)[c]
+					if !ok {
+						g1.values, g2.values = append(g1.values, math.NaN()), append(g2.values, math.NaN())
+						continue
+					}
 					g1.values = append(g1.values, b.ResolveRate)
 					g2.values = append(g2.values, b.MeanReward)
-					if ok {
-						t.rows = append(t.rows, []string{suite, fmt.Sprintf("v%d", e.PolicyVersion), c, strconv.Itoa(b.Attempts), rate(b.ResolveRate), num(b.MeanReward)})
-					}
+					t.rows = append(t.rows, []string{suite, fmt.Sprintf("v%d", e.PolicyVersion), c, strconv.Itoa(b.Attempts), rate(b.ResolveRate), num(b.MeanReward)})
 				}
 				rg, cg = append(rg, g1), append(cg, g2)
 			}
-			p1, err := barPanel(prefix+"Resolve rate by "+by.name, by.name, "resolve rate", cats, rg)
+			p1, err := barPanel(prefix+"Resolve rate by "+by.name, by.name, "resolve rate", cats, rg, scaleRate)
 			if err != nil {
 				return nil, err
 			}
-			p2, err := barPanel(prefix+"Partial credit by "+by.name, by.name, "mean reward", cats, cg)
+			p2, err := barPanel(prefix+"Partial credit by "+by.name, by.name, "partial credit", cats, cg, scaleRate)
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
@@ -70,9 +71,21 @@ var integerTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
 	return ts
 })
 
+// yScale says how a panel chooses its y range.
+type yScale int
+
+const (
+	// scaleData follows the data, with 0 brought in when the data's span
+	// is small against their size (see fitData).
+	scaleData yScale = iota
+	// scaleRate fixes the axis at [0, 1] for rates and fractions, so a
+	// flat 0.46 reads as 0.46 and panels compare at a glance.
+	scaleRate
+)
+
 // linePanel draws every series that has points, with a dashed zero line
 // when zero is set; nil when no series has any.
-func linePanel(title, xlabel, ylabel string, lines []line, zero bool) (*plot.Plot, error) {
+func linePanel(title, xlabel, ylabel string, lines []line, scale yScale, zero bool) (*plot.Plot, error) {
 	p := newPanel(title, xlabel, ylabel)
 	p.X.Tick.Marker = integerTicks
 	xmin, xmax := math.Inf(1), math.Inf(-1)
@@ -104,9 +117,6 @@ func linePanel(title, xlabel, ylabel string, lines []line, zero bool) (*plot.Plo
 		return nil, nil
 	}
 	p.X.Min, p.X.Max = xmin-0.5, xmax+0.5
-	if n > 1 {
-		headroom(p)
-	}
 	if zero {
 		z, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: 0}, {X: p.X.Max, Y: 0}})
 		if err != nil {
@@ -116,23 +126,66 @@ func linePanel(title, xlabel, ylabel string, lines []line, zero bool) (*plot.Plo
 		p.Add(z)
 		p.Y.Min, p.Y.Max = math.Min(p.Y.Min, 0), math.Max(p.Y.Max, 0)
 	}
+	if scale == scaleRate {
+		pinRate(p)
+	} else {
+		fitData(p)
+	}
+	if n > 1 {
+		headroom(p)
+	}
 	return p, nil
 }
 
+// fitData brings 0 into the y range of a panel on the data's own scale
+// when the data's span is under half their largest magnitude. Such a
+// range would magnify the change more than twofold (a gap of 0.00026
+// against 0.00028 filling the height); from 0 to 1.1 times the far end,
+// the height shows the size and the change together. A wider span keeps
+// the data's range, which is then under two times zoomed.
+func fitData(p *plot.Plot) {
+	lo, hi := p.Y.Min, p.Y.Max
+	mag := math.Max(math.Abs(lo), math.Abs(hi))
+	if mag == 0 || hi-lo >= mag/2 {
+		return
+	}
+	if hi > 0 {
+		p.Y.Min, p.Y.Max = math.Min(lo, 0), 1.1*hi
+	} else {
+		p.Y.Min, p.Y.Max = 1.1*lo, 0
+	}
+}
+
+// pinRate sets a rate panel's y axis to [0, 1], widened only by data
+// outside it, which a fixed axis must not hide. Ticks stop at the data's
+// top, so the band headroom may add above it reads as the legend's.
+func pinRate(p *plot.Plot) {
+	p.Y.Min, p.Y.Max = math.Min(p.Y.Min, 0), math.Max(p.Y.Max, 1)
+	top := p.Y.Max
+	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		return plot.DefaultTicks{}.Ticks(lo, math.Min(hi, top))
+	})
+}
+
 // barPanel draws grouped bars, one group per series, side by side in
-// each category; nil when there are no categories.
-func barPanel(title, xlabel, ylabel string, cats []string, groups []group) (*plot.Plot, error) {
+// each category; nil when there are no categories. A NaN or infinite
+// value is a category the series has no value for: it is labelled
+// "n/a", where a zero gets a stub at 0 and the label "0" (see barMarks).
+func barPanel(title, xlabel, ylabel string, cats []string, groups []group, scale yScale) (*plot.Plot, error) {
 	if len(cats) == 0 || len(groups) == 0 {
 		return nil, nil
 	}
 	p := newPanel(title, xlabel, ylabel)
 	slot := float64(panelWidth-vg.Inch) / float64(len(cats))
 	w := vg.Length(math.Max(2, math.Min(28, 0.8*slot/float64(len(groups)))))
+	var marks []*barMarks
 	for j, g := range groups {
 		vals := make(plotter.Values, len(cats))
+		m := &barMarks{values: make([]float64, len(cats)), width: w, color: plotutil.Color(j), style: p.Y.Tick.Label}
 		for i := range cats {
+			m.values[i] = math.NaN()
 			if i < len(g.values) && !math.IsNaN(g.values[i]) && !math.IsInf(g.values[i], 0) {
-				vals[i] = g.values[i]
+				vals[i], m.values[i] = g.values[i], g.values[i]
 			}
 		}
 		b, err := plotter.NewBarChart(vals, w)
@@ -142,18 +195,65 @@ func barPanel(title, xlabel, ylabel string, cats []string, groups []group) (*plo
 		b.Color = plotutil.Color(j)
 		b.LineStyle.Width = 0
 		b.Offset = vg.Length(float64(j)-float64(len(groups)-1)/2) * w
+		m.offset = b.Offset
 		p.Add(b)
+		marks = append(marks, m)
 		if len(groups) > 1 {
 			p.Legend.Add(g.name, b)
 		}
 	}
+	// Drawn after every bar, so no neighbour covers a label.
+	for _, m := range marks {
+		p.Add(m)
+	}
 	p.NominalX(cats...)
 	p.X.Min, p.X.Max = -0.5, float64(len(cats))-0.5
 	p.Y.Min = math.Min(p.Y.Min, 0)
+	if scale == scaleRate {
+		pinRate(p)
+	}
 	if len(groups) > 1 {
 		headroom(p)
 	}
 	return p, nil
+}
+
+// barMarks shows what a bar of height zero cannot: a stub in the bar's
+// colour along 0 and the label "0" for a zero, the label "n/a" in gray
+// and no stub for a missing value, so a zero and a gap differ on sight.
+type barMarks struct {
+	values        []float64 // per category; NaN: no value
+	offset, width vg.Length
+	color         color.Color
+	style         text.Style
+}
+
+// zeroStub is the height of the stub drawn for a zero bar; markSize the
+// font size of the labels barMarks writes.
+const (
+	zeroStub vg.Length = 2.5
+	markSize vg.Length = 7
+)
+
+func (m *barMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	sty := m.style
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YBottom
+	sty.Font.Size = markSize
+	y0 := trY(0)
+	for i, v := range m.values {
+		x := trX(float64(i)) + m.offset
+		switch {
+		case math.IsNaN(v):
+			s := sty
+			s.Color = gray
+			c.FillText(s, vg.Point{X: x, Y: y0 + vg.Points(2)}, "n/a")
+		case v == 0:
+			c.FillPolygon(m.color, []vg.Point{{X: x - m.width/2, Y: y0}, {X: x + m.width/2, Y: y0},
+				{X: x + m.width/2, Y: y0 + zeroStub}, {X: x - m.width/2, Y: y0 + zeroStub}})
+			c.FillText(sty, vg.Point{X: x, Y: y0 + zeroStub + vg.Points(1)}, "0")
+		}
+	}
 }
 
 // headroom raises the top of the y axis so the legend, drawn in the top

@@ -14,7 +14,10 @@ import (
 // HTML is one self-contained page: styles inline, plots as inline SVG,
 // nothing fetched. The same runs always render to the same bytes: the
 // only times shown are the runs' own, and every list has a fixed order.
-// Plots without data render as a "no data" note.
+// Plots without data render as a "no data" note. Rates and fractions
+// are drawn on a fixed 0–1 axis, other quantities from 0 when their
+// change is small against their size, and a zero bar as a stub labelled
+// "0", unlike a missing one ("n/a").
 func Render(runs []*Run) (markdown, html []byte, err error) {
 	if len(runs) == 0 {
 		return nil, nil, errors.New("report: no run to render")

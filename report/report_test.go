@@ -139,9 +139,9 @@ func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 		}
 		ref := write(t, st, run, int(v), rows)
 		publish(t, l, run, schemas.EvalCompleted, fmt.Sprint(v), schemas.EvalCompletedPayload{Suite: "builtin", PolicyVersion: v, Tasks: 1, Attempts: 3,
-			ResolveRate: float64(v) / 3, MeanReward: float64(v), MeanTurns: 3,
-			ByDifficulty: map[string]schemas.Breakdown{"easy": {Attempts: 3, ResolveRate: float64(v) / 3, MeanReward: float64(v)}},
-			ByCategory:   map[string]schemas.Breakdown{"files": {Attempts: 3, ResolveRate: float64(v) / 3, MeanReward: float64(v)}},
+			ResolveRate: float64(v) / 3, MeanReward: float64(v) / 2, MeanTurns: 3,
+			ByDifficulty: map[string]schemas.Breakdown{"easy": {Attempts: 3, ResolveRate: float64(v) / 3, MeanReward: float64(v) / 2}},
+			ByCategory:   map[string]schemas.Breakdown{"files": {Attempts: 3, ResolveRate: float64(v) / 3, MeanReward: float64(v) / 2}},
 			Results:      []schemas.FileRef{ref}})
 	}
 	publish(t, l, run, "reward.scored.failed", "x", map[string]string{"reason": "verifier crashed"})
