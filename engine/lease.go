@@ -31,6 +31,15 @@ type Lease struct {
 // with ErrLeased (wrapped, naming the current holder) when someone else
 // holds it.
 func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
+	return l.AcquireLeaseFrom(ctx, name, holder, ttl, nil)
+}
+
+// AcquireLeaseFrom is AcquireLease that also takes the lease over when
+// stale, given the current holder, says that holder is gone (a process
+// killed on this host before its lease expired). The takeover replaces
+// exactly the entry stale judged, so a live holder that renewed meanwhile
+// keeps it.
+func (l *Log) AcquireLeaseFrom(ctx context.Context, name, holder string, ttl time.Duration, stale func(holder string) bool) (*Lease, error) {
 	if ttl < time.Second {
 		ttl = time.Second
 	}
@@ -41,6 +50,11 @@ func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Du
 	rev, err := kv.Create(ctx, name, []byte(holder))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		cur, gerr := kv.Get(ctx, name)
+		if gerr == nil && stale != nil && stale(string(cur.Value())) {
+			if rev, err = kv.Update(ctx, name, []byte(holder), cur.Revision()); err == nil {
+				return &Lease{kv: kv, key: name, holder: holder, rev: rev, ttl: ttl}, nil
+			}
+		}
 		if gerr == nil {
 			return nil, fmt.Errorf("%w: %s holds %s since %s", ErrLeased, cur.Value(), name, cur.Created().Format(time.RFC3339))
 		}

@@ -71,3 +71,29 @@ func TestLeaseKeptThroughAnOutage(t *testing.T) {
 		t.Fatalf("another holder after the outage: %v", err)
 	}
 }
+
+// A holder its successor knows to be gone is taken over at once; one it
+// does not is left alone, and the old holder cannot renew what it lost.
+func TestStaleLeaseIsTakenOver(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	ctx := context.Background()
+	dead, err := l.AcquireLease(ctx, "control", "job-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLeaseFrom(ctx, "control", "job-b", time.Minute, func(string) bool { return false }); !errors.Is(err, ErrLeased) {
+		t.Fatalf("a live holder was taken over: %v", err)
+	}
+	var judged string
+	b, err := l.AcquireLeaseFrom(ctx, "control", "job-b", time.Minute, func(h string) bool { judged = h; return true })
+	if err != nil || judged != "job-a" {
+		t.Fatalf("takeover of a dead holder: %v (judged %q)", err, judged)
+	}
+	if err := dead.Renew(ctx); err == nil {
+		t.Fatal("the old holder renewed a lease taken over")
+	}
+	if err := b.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -196,6 +199,22 @@ func isSerial(s engine.Stage) bool {
 	return ok && se.Serial()
 }
 
+// deadHere reports whether holder (as holdLeases names holders) is a
+// process of this host that no longer runs: a t1 killed a moment ago, whose
+// lease would otherwise keep its restart out until the TTL.
+func deadHere(holder string) bool {
+	f := strings.Fields(holder)
+	if len(f) < 3 || f[1] != "pid" {
+		return false
+	}
+	host, _ := os.Hostname()
+	pid, err := strconv.Atoi(f[2])
+	if f[0] != host || err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
 // defaultLeaseTTL is how long a crashed process's lease lasts.
 const defaultLeaseTTL = 30 * time.Second
 
@@ -215,7 +234,7 @@ func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl t
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s pid %d at %s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
 	for _, s := range stages {
-		ls, err := l.AcquireLease(ctx, leaseName(s), holder, ttl)
+		ls, err := l.AcquireLeaseFrom(ctx, leaseName(s), holder, ttl, deadHere)
 		if err != nil {
 			release()
 			if errors.Is(err, engine.ErrLeased) {

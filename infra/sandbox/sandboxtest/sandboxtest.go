@@ -539,7 +539,7 @@ CMD ["python3", "main.py"]
 	}
 	// A python image's python is the host's python3.
 	if _, err := os.Stat("/usr/bin/python"); err != nil {
-		if r := script(t, sb, "python -c 'import sys; print(sys.version_info[0])'"); r.Stdout != "3\n" || sb.Info().Aliases["python"] != "/usr/bin/python3" || !strings.Contains(sb.Info().Notes[0], "python runs the host's /usr/bin/python3") {
+		if r := script(t, sb, "python -c 'import sys; print(sys.version_info[0])'"); r.Stdout != "3\n" || sb.Info().Aliases["python"] != "/usr/bin/python3" || !strings.Contains(notes[0], "python runs the host's /usr/bin/python3") {
 			t.Errorf("python in a python image: %+v, aliases %v, notes %q", r, sb.Info().Aliases, sb.Info().Notes)
 		}
 	}
