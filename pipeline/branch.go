@@ -11,8 +11,8 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/stages/control"
 )
 
 // BranchOptions say how to branch a run (t1 replay).
@@ -45,7 +45,7 @@ func OverridableSettings() []string { return []string{"iterations", "reward_scal
 // branch's keys; the parent's events and objects are never written to.
 //
 // With o.Continue the branch is the parent's run up to the branch point
-// and a run of its own after it (control.Cut): the stage re-runs its
+// and a run of its own after it (lineage.Cut): the stage re-runs its
 // inputs at o.Iteration, and the branch's control decides what follows
 // from the branch's events once its stages run (Stages, on the same log).
 // Branching again into the same run with the same options resumes it;
@@ -63,8 +63,8 @@ func (p *Pipeline) Branch(ctx context.Context, log *engine.Log, o BranchOptions)
 		return none, fmt.Errorf("branch: --into must name a new run, not %s itself", o.Parent)
 	}
 	if o.Continue {
-		if !slices.Contains(control.ContinuableStages(), o.Stage) {
-			return none, fmt.Errorf("branch: --continue goes on from one of %v, not %s", control.ContinuableStages(), o.Stage)
+		if !slices.Contains(lineage.ContinuableStages(), o.Stage) {
+			return none, fmt.Errorf("branch: --continue goes on from one of %v, not %s", lineage.ContinuableStages(), o.Stage)
 		}
 		if o.From != (engine.ReplayFrom{}) {
 			return none, fmt.Errorf("branch: --continue branches at an iteration (--iteration); --from-seq and --since bound a replay without it")
@@ -78,7 +78,7 @@ func (p *Pipeline) Branch(ctx context.Context, log *engine.Log, o BranchOptions)
 	} else if o.Iteration != 0 {
 		return none, fmt.Errorf("branch: --iteration picks where a --continue branch starts; without --continue, bound the replay with --from-seq or --since")
 	}
-	parent, ok, err := control.Started(ctx, log, o.Parent)
+	parent, ok, err := lineage.Started(ctx, log, o.Parent)
 	if err != nil {
 		return none, err
 	}
@@ -102,12 +102,12 @@ func (p *Pipeline) Branch(ctx context.Context, log *engine.Log, o BranchOptions)
 	if !o.Continue {
 		return log.Branch(ctx, st, o.Parent, o.Into, o.From, hash, nil)
 	}
-	cut, err := control.NewCut(*started.Branch)
+	cut, err := lineage.NewCut(*started.Branch)
 	if err != nil {
 		return none, err
 	}
 	var inputs []engine.Event
-	err = control.History(ctx, log, o.Parent, nil, func(ev engine.Event) error {
+	err = lineage.History(ctx, log, o.Parent, nil, func(ev engine.Event) error {
 		if cut.Inherits(ev) && cut.Replays(ev) {
 			inputs = append(inputs, ev)
 		}
@@ -129,7 +129,7 @@ func (p *Pipeline) branchStarted(ctx context.Context, log *engine.Log, parent sc
 	if o.Continue {
 		b.Iteration = o.Iteration
 	}
-	err := control.History(ctx, log, o.Parent, []string{schemas.PoolSealed}, func(ev engine.Event) error {
+	err := lineage.History(ctx, log, o.Parent, []string{schemas.PoolSealed}, func(ev engine.Event) error {
 		var sealed schemas.PoolSealedPayload
 		if err := ev.Decode(&sealed); err != nil {
 			return err
@@ -213,4 +213,53 @@ func openBranch(ctx context.Context, log *engine.Log, into string, started schem
 func sameBranch(a, b schemas.BranchPoint) bool {
 	return a.Stage == b.Stage && a.Iteration == b.Iteration && a.FromSeq == b.FromSeq && a.Continue == b.Continue &&
 		slices.Equal(a.Overrides, b.Overrides)
+}
+
+// variantStages maps a configuration key (dotted, as variants set them)
+// or a key prefix ending in "." to the first stage of an iteration that
+// reads it. Keys not here may change what comes before the first
+// iteration — the pool, the model, the demonstrations — or the number of
+// iterations, so a variant that sets one needs a run of its own.
+var variantStages = map[string]string{
+	"stages.reward.": "reward",
+	// The critic stage warms the critic up and computes the advantages
+	// the actor update trains on.
+	"training.gamma": "critic", "training.lambda": "critic", "training.baseline": "critic",
+	"training.value_clip": "critic", "training.critic_lr": "critic", "training.critic_epochs": "critic",
+	"training.critic_init": "critic", "training.warmup.": "critic", "training.warmup": "critic",
+	"training.lr": "ppo", "training.clip": "ppo", "training.epochs": "ppo", "training.minibatches": "ppo",
+	"training.normalize_advantages": "ppo", "training.loss_weighting": "ppo", "training.replay": "ppo",
+	// Fine-tuning runs before the first iteration, on demonstrations that
+	// do not depend on it; the gradient clip also bounds critic and actor.
+	"training.sft_lr": "sft", "training.sft_batch": "sft", "training.max_grad_norm": "sft",
+}
+
+// VariantBranch is the stage a variant setting keys (config.Variant's
+// dotted paths) first changes: a run of the variant is the base run up to
+// that stage's outputs at iteration 0 and differs after them, so it can be
+// made as a continued branch of the base run at that stage (Branch with
+// Continue) instead of repeating synthesis, audit, fine-tuning and the
+// evaluations the two share. ok is false when some key may change what
+// comes before: the variant then needs a run of its own.
+func VariantBranch(keys []string) (stage string, ok bool) {
+	order := []string{"sft", "rollout", "reward", "critic", "ppo"}
+	first := len(order)
+	for _, k := range keys {
+		s, found := variantStages[k]
+		if !found {
+			for prefix, ps := range variantStages {
+				if strings.HasSuffix(prefix, ".") && strings.HasPrefix(k, prefix) {
+					s, found = ps, true
+				}
+			}
+		}
+		if !found {
+			return "", false
+		}
+		first = min(first, slices.Index(order, s))
+	}
+	if first == len(order) {
+		return "", false
+	}
+	return order[first], true
 }

@@ -16,7 +16,7 @@
 // branch's run.started, with the parent's frozen settings and the
 // overrides asked for, and re-runs one of the built stages over the
 // parent's inputs into it; a continued branch re-runs the inputs at its
-// branch point (control.Cut) and is carried on by the stages' runners.
+// branch point (lineage.Cut) and is carried on by the stages' runners.
 //
 // The stages that fold the log and must handle one event at a time
 // (control, eval) say so themselves (engine.Serial); whoever runs them

@@ -575,7 +575,7 @@ func evalSection(r *Run) (*section, error) {
 	if rows := Recipe(r); len(rows) > 0 {
 		t := &table{caption: "base → SFT → RL on the held-out suite", head: []string{"suite", "policy", "version", "attempts", "resolve rate", "partial credit", "mean turns"}}
 		for _, row := range rows {
-			t.rows = append(t.rows, []string{row.Suite, row.Stage, fmt.Sprintf("v%d", row.PolicyVersion), strconv.Itoa(row.Attempts),
+			t.rows = append(t.rows, []string{row.Suite, row.Label(), fmt.Sprintf("v%d", row.PolicyVersion), strconv.Itoa(row.Attempts),
 				rate(row.ResolveRate), num(row.MeanReward), fmt.Sprintf("%.1f", row.MeanTurns)})
 		}
 		s.add(t)

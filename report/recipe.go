@@ -19,6 +19,15 @@ type RecipeRow struct {
 	Eval
 }
 
+// Label is the row's stage, naming the ancestor that evaluated it when a
+// continued branch took the evaluation over.
+func (r RecipeRow) Label() string {
+	if r.From != "" {
+		return r.Stage + " (" + r.From + ")"
+	}
+	return r.Stage
+}
+
 // Recipe is the run's base → SFT → RL table per suite: the initial
 // policy, the fine-tuned one (when the run fine-tuned) and the last
 // policy RL produced, each as its evaluation reported it. A stage that

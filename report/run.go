@@ -20,6 +20,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
@@ -217,6 +218,10 @@ type Eval struct {
 	MeanTurns     float64                      `json:"mean_turns"`
 	ByDifficulty  map[string]schemas.Breakdown `json:"by_difficulty,omitempty"`
 	ByCategory    map[string]schemas.Breakdown `json:"by_category,omitempty"`
+	// From is the ancestor run that made this evaluation, for one a
+	// continued branch took over with the policy it evaluated ("": this
+	// run's own).
+	From string `json:"from,omitempty"`
 }
 
 // EvalResult is one eval_results row.
@@ -272,9 +277,23 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 	return r, nil
 }
 
+// inheritedFacts are the events of its ancestors a continued branch's
+// report folds as its own facts: the pool it trains on, the fine-tuning,
+// updates and evaluations of the policies it took over. They are not
+// counted among the branch's events, which are what the branch did.
+var inheritedFacts = map[string]bool{schemas.PoolSealed: true, schemas.SFTCompleted: true,
+	schemas.CriticUpdated: true, schemas.PolicyUpdated: true, schemas.EvalCompleted: true}
+
 func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
-	err := log.Replay(ctx, []string{engine.Subject(r.ID, ">")}, engine.ReplayFrom{}, func(ev engine.Event) error {
-		r.Events[ev.Type]++
+	// A continued branch's history is what it took over from its parent
+	// (lineage.Cut), then its own; for any other run it is its own events.
+	err := lineage.History(ctx, log, r.ID, nil, func(ev engine.Event) error {
+		if ev.Run != r.ID && !inheritedFacts[ev.Type] {
+			return nil
+		}
+		if ev.Run == r.ID {
+			r.Events[ev.Type]++
+		}
 		if strings.HasSuffix(ev.Type, ".failed") && ev.Type != schemas.RunFailed {
 			r.Failed++
 		}
@@ -330,9 +349,13 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 			if err := decode(ev, &p); err != nil {
 				return err
 			}
-			r.Evals = append(r.Evals, Eval{Suite: p.Suite, PolicyVersion: p.PolicyVersion, Tasks: p.Tasks, Attempts: p.Attempts,
+			e := Eval{Suite: p.Suite, PolicyVersion: p.PolicyVersion, Tasks: p.Tasks, Attempts: p.Attempts,
 				ResolveRate: p.ResolveRate, MeanReward: p.MeanReward, MeanTurns: p.MeanTurns,
-				ByDifficulty: p.ByDifficulty, ByCategory: p.ByCategory})
+				ByDifficulty: p.ByDifficulty, ByCategory: p.ByCategory}
+			if ev.Run != r.ID {
+				e.From = ev.Run
+			}
+			r.Evals = append(r.Evals, e)
 		}
 		return nil
 	})

@@ -12,13 +12,14 @@ import (
 
 // tinyAblation is the tiny pipeline without SFT and one variant: the actor
 // update without routing replay.
-var tinyAblation = strings.NewReplacer("  id: tiny\n", "  id: abl\n", "    sft_steps: 2\n", "").Replace(tinyPipeline) + `variants:
+var tinyAblation = strings.NewReplacer("  id: tiny\n", "  id: abl\n", "    sft_steps: 2\n", "    sft_steps: 0\n").Replace(tinyPipeline) + `variants:
   - name: replay-off
     set: {training.replay: false}
 `
 
 // `t1 ablate` runs the base run and its variant one after the other on one
-// seed, each with its own settings, and writes one report comparing them.
+// seed, each with its own settings, the variant as a branch of the base
+// run where it departs from it, and writes one report comparing them.
 func TestAblateRunsVariantsSideBySide(t *testing.T) {
 	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
@@ -37,6 +38,10 @@ func TestAblateRunsVariantsSideBySide(t *testing.T) {
 			Run    string            `json:"run"`
 			Status string            `json:"status"`
 			Events map[string]uint64 `json:"events"`
+			Recipe []struct {
+				Stage string `json:"stage"`
+				From  string `json:"from"`
+			} `json:"recipe"`
 		} `json:"runs"`
 		Report string `json:"report"`
 		HTML   string `json:"report_html"`
@@ -51,6 +56,21 @@ func TestAblateRunsVariantsSideBySide(t *testing.T) {
 		if r.Status != "completed" || r.Events["policy.updated"] != 1 {
 			t.Errorf("run %s: %s, events %v", r.Run, r.Status, r.Events)
 		}
+	}
+	// The variant changes only the actor update: it is the base run up to
+	// iteration 0's update, taken over as a branch, not synthesised, audited
+	// and evaluated again.
+	v := sum.Runs[1]
+	if v.Events["task.synthesized"] != 0 || v.Events["task.audited"] != 0 || v.Events["eval.completed"] != 1 ||
+		v.Events["rollout.completed"] >= sum.Runs[0].Events["rollout.completed"] {
+		t.Errorf("the variant redid what it shares with the base run: %v", v.Events)
+	}
+	if len(v.Recipe) != 2 || v.Recipe[0].Stage != "base" || v.Recipe[0].From != "abl" || v.Recipe[1].Stage != "after RL" || v.Recipe[1].From != "" {
+		t.Errorf("the variant's recipe: %+v", v.Recipe)
+	}
+	started, err := command(t, data, cfg, "events", "list", "--run", "abl-replay-off", "--type", "run.started", "--json").Output()
+	if err != nil || !bytes.Contains(started, []byte(`"parent":"abl"`)) || !bytes.Contains(started, []byte(`"stage":"ppo"`)) {
+		t.Errorf("the variant's run.started: %v\n%s", err, started)
 	}
 	// Each run trained with its own setting, and replay leaves no routing
 	// mismatch between sampling and training.

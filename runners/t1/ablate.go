@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/store"
 )
@@ -87,17 +90,22 @@ func spread(names []string, runs map[string][]*pipelineSummary) []spreadRow {
 
 func ablateCmd(g *globals) *cobra.Command {
 	var only []string
-	var baseOnly bool
+	var baseOnly, fresh bool
 	var seeds []uint
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only]]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only]] [--fresh]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
 default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, one
 after the other in this process on the same infrastructure and seed, and writes a report that
 shows them side by side: runs/<run.id>/ablation.md and ablation.html, in the store and under
-the data directory. Runs that already completed are not run again, so an interrupted ablation
-resumes where it stopped. With --seeds, the base run and every variant run once per seed, as
+the data directory. A variant whose settings change only what happens from an iteration on
+(reward, critic, advantages, the actor update; pipeline.VariantBranch) runs as a continued branch
+of the base run at the first stage it changes (t1 replay --continue at iteration 0): it shares the
+base run's pool, fine-tuning and base and fine-tuned evaluations, which are the same by
+construction, and re-runs only what differs. --fresh runs every variant from scratch instead.
+Runs that already completed are not run again, so an interrupted ablation resumes where it
+stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
 mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
@@ -128,17 +136,22 @@ spread over the seeds alone.`,
 					bases = append(bases, seeded(cfg, uint64(s)))
 				}
 			}
-			var cfgs []config.Config
+			var plan []ablationRun
 			variantOf := map[string]string{}
 			for _, b := range bases {
-				cfgs = append(cfgs, b)
+				plan = append(plan, ablationRun{Config: b})
 				variantOf[b.Run.ID] = ""
 				for _, n := range names {
 					v, err := b.Variant(n)
 					if err != nil {
 						return err
 					}
-					cfgs = append(cfgs, v)
+					r := ablationRun{Config: v}
+					if !fresh {
+						r.Parent = b.Run.ID
+						r.Stage, r.Branch = branchStage(cfg, n)
+					}
+					plan = append(plan, r)
 					variantOf[v.Run.ID] = n
 				}
 			}
@@ -148,7 +161,7 @@ spread over the seeds alone.`,
 				return err
 			}
 			defer in.Close()
-			sum, err := ablate(ctx, cmd.ErrOrStderr(), in, cfgs)
+			sum, err := ablate(ctx, cmd.ErrOrStderr(), in, plan)
 			if err != nil {
 				return err
 			}
@@ -171,22 +184,53 @@ spread over the seeds alone.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&only, "variants", nil, "variants to run, by name (default: every configured variant)")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
 	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
 
-// ablate runs each configuration's run to its end, in order, and writes
-// the comparison report of all of them under the first one's run.
-func ablate(ctx context.Context, w io.Writer, in *local.Infra, cfgs []config.Config) (*ablationSummary, error) {
-	sum := &ablationSummary{Base: cfgs[0].Run.ID}
-	for _, c := range cfgs {
-		fmt.Fprintf(w, "== run %s\n", c.Run.ID)
+// ablationRun is one run of an ablation: a run of its own, or (Branch) a
+// continued branch of the base run Parent at Stage, iteration 0.
+type ablationRun struct {
+	Config config.Config
+	Branch bool
+	Parent string
+	Stage  string
+}
+
+// branchStage is where variant n of cfg departs from the base run
+// (pipeline.VariantBranch), and whether it can be made as a branch.
+func branchStage(cfg config.Config, n string) (string, bool) {
+	i := slices.IndexFunc(cfg.Variants, func(v config.Variant) bool { return v.Name == n })
+	if i < 0 {
+		return "", false
+	}
+	return pipeline.VariantBranch(slices.Sorted(maps.Keys(cfg.Variants[i].Set)))
+}
+
+// ablate runs each planned run to its end, in order (a base run before its
+// branches), and writes the comparison report of all of them under the
+// first one's run.
+func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRun) (*ablationSummary, error) {
+	sum := &ablationSummary{Base: plan[0].Config.Run.ID}
+	for _, r := range plan {
+		c := r.Config
 		// The servers, store and log are shared; only what the stages
 		// are built from changes between variants.
 		vin := *in
 		vin.Config = c
-		s, err := executePipeline(ctx, w, &vin, true)
+		var s *pipelineSummary
+		var err error
+		if r.Branch {
+			fmt.Fprintf(w, "== run %s: a branch of %s at %s, iteration 0\n", c.Run.ID, r.Parent, r.Stage)
+			var out replaySummary
+			out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true})
+			s = out.Branch
+		} else {
+			fmt.Fprintf(w, "== run %s\n", c.Run.ID)
+			s, err = executePipeline(ctx, w, &vin, true)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
 		}
@@ -197,9 +241,9 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, cfgs []config.Con
 		}
 		sum.Runs = append(sum.Runs, s)
 	}
-	runs := make([]*report.Run, len(cfgs))
-	for i, c := range cfgs {
-		r, err := report.Load(ctx, in.Log, in.Store, c.Run.ID)
+	runs := make([]*report.Run, len(plan))
+	for i, p := range plan {
+		r, err := report.Load(ctx, in.Log, in.Store, p.Config.Run.ID)
 		if err != nil {
 			return nil, err
 		}

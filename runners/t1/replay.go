@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -75,31 +76,27 @@ audit). Replaying into B again with the same options resumes it.`,
 				return err
 			}
 			defer in.Close()
-			p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
-			if err != nil {
-				return err
-			}
-			res, err := p.Branch(ctx, in.Log, o)
-			if err != nil {
-				return err
-			}
-			out := replaySummary{BranchResult: res, Stage: stage, Run: run, Into: into}
 			if !cont {
+				p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
+				if err != nil {
+					return err
+				}
+				res, err := p.Branch(ctx, in.Log, o)
+				if err != nil {
+					return err
+				}
+				out := replaySummary{BranchResult: res, Stage: stage, Run: run, Into: into}
 				if g.json {
 					return printJSON(cmd, out)
 				}
 				printReplay(cmd.OutOrStdout(), out)
 				return nil
 			}
-			printReplay(cmd.ErrOrStderr(), out)
-			// The branch runs on as a run of its own, on the same servers.
-			bin := *in
-			bin.Config.Run.ID = into
-			sum, err := executePipeline(ctx, cmd.ErrOrStderr(), &bin, true)
-			if err != nil || sum == nil {
+			out, err := continueBranch(ctx, cmd.ErrOrStderr(), in, o)
+			if err != nil || out.Branch == nil {
 				return err
 			}
-			out.Branch = sum
+			sum := out.Branch
 			if g.json {
 				if err := printJSON(cmd, out); err != nil {
 					return err
@@ -123,6 +120,27 @@ audit). Replaying into B again with the same options resumes it.`,
 	f.IntVar(&iteration, "iteration", 0, "with --continue: the source run's iteration the branch re-runs the stage at")
 	f.StringToStringVar(&set, "set", nil, "change a setting the source run froze: "+strings.Join(pipeline.OverridableSettings(), ", ")+" (repeatable)")
 	return cmd
+}
+
+// continueBranch branches o.Parent into o.Into at o.Stage (o.Continue)
+// and runs the branch to its end in this process, on in's servers, with
+// in's configuration; it reports the branch point's replay on w. A nil
+// Branch in the result means the run was stopped (errStopped's case).
+func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipeline.BranchOptions) (replaySummary, error) {
+	out := replaySummary{Stage: o.Stage, Run: o.Parent, Into: o.Into}
+	p, err := pipeline.Build(in.Config, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
+	if err != nil {
+		return out, err
+	}
+	if out.BranchResult, err = p.Branch(ctx, in.Log, o); err != nil {
+		return out, err
+	}
+	printReplay(w, out)
+	// The branch runs on as a run of its own, on the same servers.
+	bin := *in
+	bin.Config.Run.ID = o.Into
+	out.Branch, err = executePipeline(ctx, w, &bin, true)
+	return out, err
 }
 
 type replaySummary struct {

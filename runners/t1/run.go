@@ -303,7 +303,7 @@ func printPipelineSummary(w io.Writer, s pipelineSummary) {
 		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts)
 	}
 	for _, row := range s.Recipe {
-		fmt.Fprintf(tw, "%s %s\tresolve %.2f  partial credit %.2f  turns %.1f  (v%d, %d attempts)\n", row.Suite, row.Stage, row.ResolveRate, row.MeanReward, row.MeanTurns, row.PolicyVersion, row.Attempts)
+		fmt.Fprintf(tw, "%s %s\tresolve %.2f  partial credit %.2f  turns %.1f  (v%d, %d attempts)\n", row.Suite, row.Label(), row.ResolveRate, row.MeanReward, row.MeanTurns, row.PolicyVersion, row.Attempts)
 	}
 	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)

@@ -3,9 +3,11 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -154,5 +156,62 @@ func TestRunCompletesAfterTheLastEvaluation(t *testing.T) {
 	st.apply(event(t, "ec", schemas.EvalCompleted, schemas.EvalCompletedPayload{Suite: c.EvalSuite, PolicyVersion: 1}))
 	if got := decide(t, s, st); len(got) != 1 || got[0].Type != schemas.RunCompleted {
 		t.Fatalf("after the last evaluation: %v", got)
+	}
+}
+
+// A branch that only replayed a stage decides nothing; a continued one
+// decides from what it took over and its own events, with its frozen
+// iterations.
+func TestBranchFoldDecides(t *testing.T) {
+	c := testConfig()
+	c.Iterations, c.Attempts, c.SFTSteps = 5, 1, 2
+	s := &stage{cfg: StageConfig{Config: c}}
+	replayed := newRunState()
+	replayed.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward"}}))
+	replayed.apply(event(t, "x", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain}))
+	if got := decide(t, s, replayed); len(got) != 0 {
+		t.Fatalf("a replayed branch decided %v", got)
+	}
+	cut, err := lineage.NewCut(schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The parent: a sealed pool of one task, fine-tuned, both policies
+	// evaluated, and iteration 0's attempt rolled out; the cut takes it
+	// all over.
+	parent := []engine.Event{
+		event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}),
+		event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"t"}}),
+		event(t, "ev0-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 0}),
+		event(t, "ev0-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 0}),
+		event(t, "sft-req", schemas.SFTRequested, schemas.SFTRequestedPayload{}),
+		event(t, "sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}),
+		event(t, "ev1-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 1}),
+		event(t, "ev1-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 1}),
+		event(t, "it0-start", schemas.IterationStarted, schemas.IterationStartedPayload{Iteration: 0, PolicyVersion: 1}),
+		event(t, "it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+		event(t, "it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+	}
+	st := newRunState()
+	for _, ev := range parent {
+		if !cut.Inherits(ev) {
+			t.Fatalf("the cut at reward, iteration 0, does not take %s over", ev.ID)
+		}
+		st.apply(ev)
+	}
+	st.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Iterations: 2, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true}}))
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("decided before the branch scored iteration 0: %v", got)
+	}
+	// The parent's attempt has no routing: nothing to train, which the
+	// branch's control finds once the branch has scored it.
+	st.apply(event(t, "b-score", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain, Iteration: 0, PolicyVersion: 1}))
+	got := decide(t, s, st)
+	if len(got) != 1 || got[0].Type != schemas.RunFailed {
+		t.Fatalf("after the branch's score: %v", got)
+	}
+	var p schemas.RunCompletedPayload
+	if err := got[0].Decode(&p); err != nil || p.Iterations != 0 || !strings.Contains(p.Reason, "iteration 0") {
+		t.Fatalf("%+v %v", p, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
 	"github.com/t1pipe/t1/store"
@@ -93,7 +94,7 @@ func (s *stage) load(ctx context.Context, run string) error {
 		return nil
 	}
 	st := s.run(run)
-	err := History(ctx, s.cfg.Log, run, Consumes(), func(ev engine.Event) error {
+	err := lineage.History(ctx, s.cfg.Log, run, Consumes(), func(ev engine.Event) error {
 		if k := seenKey(run, ev.ID); !s.seen[k] {
 			s.seen[k] = true
 			st.apply(ev)

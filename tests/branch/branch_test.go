@@ -317,6 +317,27 @@ func TestReplayEveryStageIntoABranch(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d", into, got, typ, n)
 			}
 		}
+		// Its report shows every policy's evaluation once: those it took
+		// over, named as the parent's, and its own.
+		own, inherited := 0, 0
+		seen := map[int64]bool{}
+		for _, ev := range r.Evals {
+			if seen[ev.PolicyVersion] {
+				t.Errorf("%s: v%d evaluated twice in its report", into, ev.PolicyVersion)
+			}
+			seen[ev.PolicyVersion] = true
+			switch ev.From {
+			case "":
+				own++
+			case parent:
+				inherited++
+			default:
+				t.Errorf("%s: an evaluation from %q", into, ev.From)
+			}
+		}
+		if own != e.count(into, schemas.EvalCompleted) || own+inherited != e.count(parent, schemas.EvalCompleted) {
+			t.Errorf("%s: its report has %d evaluations of its own and %d of %s's, want %d and %d in all", into, own, inherited, parent, e.count(into, schemas.EvalCompleted), e.count(parent, schemas.EvalCompleted))
+		}
 	}
 
 	after, err := digest.Compute(ctx, e.l, e.st, parent)

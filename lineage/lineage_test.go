@@ -1,9 +1,9 @@
-package control
+package lineage
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
@@ -121,42 +121,11 @@ func TestCutInheritsUpstreamAndReplaysTheStagesInputs(t *testing.T) {
 	}
 }
 
-// A branch that only replayed a stage decides nothing; a continued one
-// decides from what it took over and its own events, with its frozen
-// iterations.
-func TestBranchFoldDecides(t *testing.T) {
-	c := testConfig()
-	c.Iterations, c.Attempts, c.SFTSteps = 5, 1, 2
-	s := &stage{cfg: StageConfig{Config: c}}
-	replayed := newRunState()
-	replayed.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward"}}))
-	replayed.apply(event(t, "x", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain}))
-	if got := decide(t, s, replayed); len(got) != 0 {
-		t.Fatalf("a replayed branch decided %v", got)
-	}
-	cut, err := NewCut(schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true})
+func event(t *testing.T, id, typ string, payload any) engine.Event {
+	t.Helper()
+	b, err := json.Marshal(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newRunState()
-	for _, ev := range parentLog(t) {
-		if cut.Inherits(ev) {
-			st.apply(ev)
-		}
-	}
-	st.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Iterations: 2, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true}}))
-	if got := decide(t, s, st); len(got) != 0 {
-		t.Fatalf("decided before the branch scored iteration 0: %v", got)
-	}
-	// The parent's attempt has no routing: nothing to train, which the
-	// branch's control finds once the branch has scored it.
-	st.apply(event(t, "b-score", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain, Iteration: 0, PolicyVersion: 1}))
-	got := decide(t, s, st)
-	if len(got) != 1 || got[0].Type != schemas.RunFailed {
-		t.Fatalf("after the branch's score: %v", got)
-	}
-	var p schemas.RunCompletedPayload
-	if err := got[0].Decode(&p); err != nil || p.Iterations != 0 || !strings.Contains(p.Reason, "iteration 0") {
-		t.Fatalf("%+v %v", p, err)
-	}
+	return engine.Event{ID: id, Type: typ, Run: "r", Payload: b}
 }
