@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,12 @@ var ErrLeased = errors.New("engine: leased by another holder")
 // Lease is an exclusive, expiring claim on a name (a stage, say), held in
 // JetStream KV: two batch jobs of one stage never run at once, and a job
 // that dies without releasing frees the name after the TTL.
+//
+// Names are dot-separated paths, and a lease excludes every lease above
+// and below its name: "stage-control" (control over every run) and
+// "stage-control.main" (control of run main alone) are never held by two
+// holders at once, while "stage-control.main" and "stage-control.nightly"
+// are independent.
 type Lease struct {
 	kv     jetstream.KeyValue
 	key    string
@@ -29,7 +36,7 @@ type Lease struct {
 // AcquireLease claims name for holder for ttl (at least a second); holder
 // must name this claimant alone (host, process, start time). It fails
 // with ErrLeased (wrapped, naming the current holder) when someone else
-// holds it.
+// holds it, or a name above or below it.
 func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
 	return l.AcquireLeaseFrom(ctx, name, holder, ttl, nil)
 }
@@ -38,8 +45,12 @@ func (l *Log) AcquireLease(ctx context.Context, name, holder string, ttl time.Du
 // stale, given the current holder, says that holder is gone (a process
 // killed on this host before its lease expired). The takeover replaces
 // exactly the entry stale judged, so a live holder that renewed meanwhile
-// keeps it.
+// keeps it. A stale holder of a name above or below name is removed the
+// same way.
 func (l *Log) AcquireLeaseFrom(ctx context.Context, name, holder string, ttl time.Duration, stale func(holder string) bool) (*Lease, error) {
+	if !validLeaseName(name) {
+		return nil, fmt.Errorf("engine: lease name %q: want dot-separated parts of letters, digits and -/_=", name)
+	}
 	if ttl < time.Second {
 		ttl = time.Second
 	}
@@ -47,6 +58,34 @@ func (l *Log) AcquireLeaseFrom(ctx context.Context, name, holder string, ttl tim
 	if err != nil {
 		return nil, fmt.Errorf("engine: lease bucket: %w", err)
 	}
+	ls, err := claim(ctx, kv, name, holder, ttl, stale)
+	if err != nil {
+		return nil, err
+	}
+	// A claimant writes its own name before it looks at the names it
+	// excludes, so of two that race for a whole and one of its parts at
+	// least one sees the other. Both may, and both step back: neither
+	// runs, and a retry settles it.
+	if err := ls.excluded(ctx, stale); err != nil {
+		_ = ls.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return ls, nil
+}
+
+func validLeaseName(name string) bool {
+	for part := range strings.SplitSeq(name, ".") {
+		if part == "" || strings.ContainsFunc(part, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-/_=", r))
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// claim writes name's entry for holder, unless another holder has it.
+func claim(ctx context.Context, kv jetstream.KeyValue, name, holder string, ttl time.Duration, stale func(string) bool) (*Lease, error) {
 	rev, err := kv.Create(ctx, name, []byte(holder))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		cur, gerr := kv.Get(ctx, name)
@@ -56,7 +95,7 @@ func (l *Log) AcquireLeaseFrom(ctx context.Context, name, holder string, ttl tim
 			}
 		}
 		if gerr == nil {
-			return nil, fmt.Errorf("%w: %s holds %s since %s", ErrLeased, cur.Value(), name, cur.Created().Format(time.RFC3339))
+			return nil, leasedBy(cur)
 		}
 		return nil, fmt.Errorf("%w: %s", ErrLeased, name)
 	}
@@ -64,6 +103,42 @@ func (l *Log) AcquireLeaseFrom(ctx context.Context, name, holder string, ttl tim
 		return nil, fmt.Errorf("engine: lease %s: %w", name, err)
 	}
 	return &Lease{kv: kv, key: name, holder: holder, rev: rev, ttl: ttl}, nil
+}
+
+func leasedBy(cur jetstream.KeyValueEntry) error {
+	return fmt.Errorf("%w: %s holds %s since %s", ErrLeased, cur.Value(), cur.Key(), cur.Created().Format(time.RFC3339))
+}
+
+// excluded fails with ErrLeased if a live holder has a name above or
+// below the lease's; stale holders of them are removed.
+func (ls *Lease) excluded(ctx context.Context, stale func(string) bool) error {
+	var names []string
+	parts := strings.Split(ls.key, ".")
+	for i := 1; i < len(parts); i++ {
+		names = append(names, strings.Join(parts[:i], "."))
+	}
+	below, err := ls.kv.ListKeysFiltered(ctx, ls.key+".>")
+	if err != nil {
+		return fmt.Errorf("engine: lease %s: list the names below it: %w", ls.key, err)
+	}
+	for k := range below.Keys() {
+		names = append(names, k)
+	}
+	for _, k := range names {
+		cur, err := ls.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("engine: lease %s: read %s: %w", ls.key, k, err)
+		}
+		if stale != nil && stale(string(cur.Value())) &&
+			ls.kv.Delete(ctx, k, jetstream.LastRevision(cur.Revision())) == nil {
+			continue
+		}
+		return leasedBy(cur)
+	}
+	return ctx.Err()
 }
 
 // Renew extends the lease by its TTL. It fails if the lease expired and
