@@ -143,3 +143,30 @@ func TestLeaseExcludesWholeAndPart(t *testing.T) {
 		t.Fatalf("a name with a space: %v, want it refused as a bad name", err)
 	}
 }
+
+// Each lease lasts its own holder's TTL: a caller with a short one does
+// not shorten a longer lease held meanwhile, and its own expires on time
+// although the bucket keeps entries longer.
+func TestLeaseTTLIsEachHolders(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	ctx := context.Background()
+	if _, err := l.AcquireLease(ctx, "stage-control", "job-long", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-eval", "job-short", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := l.AcquireLease(ctx, "stage-control", "job-c", time.Minute); !errors.Is(err, ErrLeased) || !strings.Contains(err.Error(), "job-long") {
+		t.Fatalf("a 1 min lease 2.5 s after another caller's 1 s one: %v, want it still held by job-long", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-eval", "job-d", time.Minute); err != nil {
+		t.Fatalf("a 1 s lease not renewed for 2.5 s: %v, want it free", err)
+	}
+	for _, ttl := range []time.Duration{time.Millisecond, MaxLeaseTTL + time.Second} {
+		if _, err := l.AcquireLease(ctx, "stage-ppo", "job-e", ttl); err == nil || errors.Is(err, ErrLeased) {
+			t.Fatalf("TTL %s: %v, want it refused as out of range", ttl, err)
+		}
+	}
+}

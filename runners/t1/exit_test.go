@@ -78,7 +78,9 @@ func TestLeasedStageIsBusy(t *testing.T) {
 func TestLeasesArePerRun(t *testing.T) {
 	data := t.TempDir()
 	cfg := writeConfig(t, "run:\n  id: ra\n")
-	ctx := context.Background()
+	// The leases' renewals end with the test, before its connection closes.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	in := connectTo(t, data, cfg)
 	serial := []engine.Stage{engine.NewStage("control", nil, nil), engine.NewStage("eval", nil, nil)}
 	for _, run := range []string{"ra", "rb"} {

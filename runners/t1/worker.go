@@ -63,6 +63,9 @@ README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 lea
 			if stage == "" {
 				return configError("--stage is required: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 			}
+			if leaseTTL < time.Second || leaseTTL > engine.MaxLeaseTTL {
+				return configError("--lease-ttl %s: want 1s to %s", leaseTTL, engine.MaxLeaseTTL)
+			}
 			cfg, err := g.load()
 			if err != nil {
 				return err
@@ -96,7 +99,7 @@ README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 lea
 	f.DurationVar(&idle, "idle", 10*time.Second, "with --until-idle, how long the stage must stay idle")
 	f.BoolVar(&noLease, "no-lease", false, "take no lease, even for control or eval (their folds then break if two workers run)")
 	f.BoolVar(&exclusive, "exclusive", false, "lease the stage whatever it is, so this worker is its only one")
-	f.DurationVar(&leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a crashed worker's lease lasts")
+	f.DurationVar(&leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a crashed worker's lease lasts (1s to 10m)")
 	return cmd
 }
 
