@@ -45,7 +45,11 @@
 // handler is kept in progress while it waits, so the server never hands
 // it to a second process. A Serial stage's consumer lets one message out
 // at a time; the processes that run one hold its Lease, so no two fold
-// its runs.
+// one run. RunnerConfig.Run scopes a runner to one run: its consumer
+// (Durable(stage, run)) filters that run's subjects alone, so processes
+// of different runs fold at once. Lease names are paths, and a lease
+// excludes those above and below it: a holder of a stage over every run
+// and one of that stage for one run never run at once.
 //
 // # Failure
 //

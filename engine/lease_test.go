@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,5 +96,77 @@ func TestStaleLeaseIsTakenOver(t *testing.T) {
 	}
 	if err := b.Renew(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A lease excludes the names above and below its own, not its siblings:
+// control over every run and control of one run never run at once, while
+// control of two runs does.
+func TestLeaseExcludesWholeAndPart(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	ctx := context.Background()
+	whole, err := l.AcquireLease(ctx, "stage-control", "job-all", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-control.a", "job-a", time.Minute); !errors.Is(err, ErrLeased) || !strings.Contains(err.Error(), "job-all") {
+		t.Fatalf("a part of a held whole: %v, want ErrLeased naming job-all", err)
+	}
+	if err := whole.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.AcquireLease(ctx, "stage-control.a", "job-a", time.Minute)
+	if err != nil {
+		t.Fatalf("a part after the whole was released (the refused claim must leave nothing behind): %v", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-control.b", "job-b", time.Minute); err != nil {
+		t.Fatalf("a sibling part: %v", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-control", "job-all", time.Minute); !errors.Is(err, ErrLeased) {
+		t.Fatalf("the whole while parts are held: %v", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-eval", "job-all", time.Minute); err != nil {
+		t.Fatalf("another whole: %v", err)
+	}
+	// A part held by a holder known to be gone does not keep the whole out.
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLeaseFrom(ctx, "stage-control", "job-all", time.Minute, func(h string) bool { return h == "job-b" }); err != nil {
+		t.Fatalf("the whole beside a stale part: %v", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-control.b", "job-b2", time.Minute); !errors.Is(err, ErrLeased) {
+		t.Fatalf("a part under the whole taken over: %v", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage control", "job", time.Minute); err == nil || errors.Is(err, ErrLeased) {
+		t.Fatalf("a name with a space: %v, want it refused as a bad name", err)
+	}
+}
+
+// Each lease lasts its own holder's TTL: a caller with a short one does
+// not shorten a longer lease held meanwhile, and its own expires on time
+// although the bucket keeps entries longer.
+func TestLeaseTTLIsEachHolders(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	ctx := context.Background()
+	if _, err := l.AcquireLease(ctx, "stage-control", "job-long", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-eval", "job-short", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := l.AcquireLease(ctx, "stage-control", "job-c", time.Minute); !errors.Is(err, ErrLeased) || !strings.Contains(err.Error(), "job-long") {
+		t.Fatalf("a 1 min lease 2.5 s after another caller's 1 s one: %v, want it still held by job-long", err)
+	}
+	if _, err := l.AcquireLease(ctx, "stage-eval", "job-d", time.Minute); err != nil {
+		t.Fatalf("a 1 s lease not renewed for 2.5 s: %v, want it free", err)
+	}
+	for _, ttl := range []time.Duration{time.Millisecond, MaxLeaseTTL + time.Second} {
+		if _, err := l.AcquireLease(ctx, "stage-ppo", "job-e", ttl); err == nil || errors.Is(err, ErrLeased) {
+			t.Fatalf("TTL %s: %v, want it refused as out of range", ttl, err)
+		}
 	}
 }

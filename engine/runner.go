@@ -56,9 +56,24 @@ type RunnerConfig struct {
 	// so changed settings produce new events instead of being deduplicated
 	// against old ones.
 	ConfigHash string
-	// Durable names the consumer (the stage name).
+	// Run, when set, scopes the runner to that run's events: its consumer
+	// filters t1.<run>.<type> instead of every run's, so processes that
+	// run one stage for different runs never share inputs (a Serial stage
+	// is single per run, not per log).
+	Run string
+	// Durable names the consumer (Durable(stage, Run)).
 	Durable string
 	Logger  *slog.Logger
+}
+
+// Durable is the name of the consumer of stage, over every run when run is
+// empty, else over run alone. '_' is in neither a stage's name nor a run
+// id, so no scoped name is another stage's.
+func Durable(stage, run string) string {
+	if run == "" {
+		return stage
+	}
+	return stage + "_" + run
 }
 
 func (c RunnerConfig) withDefaults(stage string) RunnerConfig {
@@ -84,7 +99,7 @@ func (c RunnerConfig) withDefaults(stage string) RunnerConfig {
 		c.RetryBudget = 5 * time.Second
 	}
 	if c.Durable == "" {
-		c.Durable = stage
+		c.Durable = Durable(stage, c.Run)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -135,6 +150,9 @@ func NewRunner(l *Log, s Stage, cfg RunnerConfig) *Runner {
 	}
 }
 
+// Durable names the runner's consumer.
+func (r *Runner) Durable() string { return r.cfg.Durable }
+
 // Stats returns outcome counts.
 func (r *Runner) Stats() RunnerStats {
 	return RunnerStats{Acked: r.acked.Load(), Failed: r.failed.Load(), Retried: r.retried.Load(), DeadLettered: r.dead.Load()}
@@ -144,7 +162,11 @@ func (r *Runner) Stats() RunnerStats {
 func (r *Runner) ConsumerConfig() jetstream.ConsumerConfig {
 	filters := make([]string, 0, len(r.stage.Consumes()))
 	for _, t := range r.stage.Consumes() {
-		filters = append(filters, SubjectFilter(t))
+		if r.cfg.Run != "" {
+			filters = append(filters, Subject(r.cfg.Run, t))
+		} else {
+			filters = append(filters, SubjectFilter(t))
+		}
 	}
 	// Entry i is the ack wait of delivery i+1: the server redelivers a
 	// message whose handler died later each time.
@@ -155,9 +177,13 @@ func (r *Runner) ConsumerConfig() jetstream.ConsumerConfig {
 		}
 		bo = append(bo, r.cfg.AckWait+d)
 	}
+	desc := "t1 stage " + r.stage.Name()
+	if r.cfg.Run != "" {
+		desc += " of run " + r.cfg.Run
+	}
 	cc := jetstream.ConsumerConfig{
 		Durable:       r.cfg.Durable,
-		Description:   "t1 stage " + r.stage.Name(),
+		Description:   desc,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       r.cfg.AckWait,
@@ -201,6 +227,11 @@ func (r *Runner) createConsumer(ctx context.Context) (jetstream.Consumer, error)
 func (r *Runner) Run(ctx context.Context) error {
 	if len(r.stage.Consumes()) == 0 {
 		return fmt.Errorf("engine: stage %s consumes nothing", r.stage.Name())
+	}
+	if r.cfg.Run != "" {
+		if err := keys.ValidRun(r.cfg.Run); err != nil {
+			return fmt.Errorf("engine: stage %s scoped to a run: %w", r.stage.Name(), err)
+		}
 	}
 	cons, err := r.createConsumer(ctx)
 	if err != nil {

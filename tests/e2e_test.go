@@ -77,10 +77,32 @@ type status struct {
 		Name     string `json:"name"`
 		Messages uint64 `json:"messages"`
 	} `json:"streams"`
+	Consumers []struct {
+		Name string `json:"name"`
+	} `json:"consumers"`
 	Events []struct {
+		Run   string `json:"run"`
 		Type  string `json:"type"`
 		Count uint64 `json:"count"`
 	} `json:"events"`
+}
+
+// countOf is run's count of typ.
+func (s status) countOf(run, typ string) uint64 {
+	for _, e := range s.Events {
+		if e.Run == run && e.Type == typ {
+			return e.Count
+		}
+	}
+	return 0
+}
+
+func (s status) consumers() []string {
+	var names []string
+	for _, c := range s.Consumers {
+		names = append(names, c.Name)
+	}
+	return names
 }
 
 func (s status) count(typ string) uint64 {

@@ -61,10 +61,11 @@ do, running the eval, rollout and reward stages in this process on their shared 
 
 It is idempotent: an evaluation the log already completed for the same run, suite and
 version is printed, not redone, and the job exits 0. Interrupted, it resumes where it
-stopped when run again. It holds the eval stage's lease while it works, so it exits 4 while
-another process (t1 run, t1 worker --stage eval) runs the eval stage. Exit codes: 0 done,
+stopped when run again. It holds the lease of the eval stage for run R while it works, so it
+exits 4 while another process runs eval for R (t1 run of R, t1 eval --run R, t1 worker --stage
+eval with --run R or for every run), and runs beside those of other runs. Exit codes: 0 done,
 1 the evaluation failed, 2 a bad run, version, suite or attempts, 3 NATS or S3 lost,
-4 the eval stage runs elsewhere, 5 interrupted.`,
+4 eval of R runs elsewhere, 5 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			begin := time.Now()
@@ -185,7 +186,7 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	stageCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make(chan error, len(stages)+1)
-	release, err := holdLeases(stageCtx, in.Log, stages[:1], defaultLeaseTTL, func(err error) {
+	release, err := holdLeases(stageCtx, in.Log, stages[:1], run, defaultLeaseTTL, func(err error) {
 		select {
 		case errs <- infraError(fmt.Errorf("lease lost: %w", err)):
 		default:
@@ -198,7 +199,7 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	for _, s := range stages {
-		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(p.Hash()))
+		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run))
 		wg.Go(func() {
 			if err := r.Run(stageCtx); err != nil {
 				select {

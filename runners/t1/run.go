@@ -132,15 +132,16 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	if !stages {
 		mine = nil
 	}
-	// The stages that must run once (control, eval) are leased, so that
-	// no worker elsewhere shares their consumers with this process.
+	// The stages that must run once per run (control, eval) run for this
+	// run alone, leased for it, so that no process elsewhere folds this
+	// run beside this one, while other processes run them for other runs.
 	var serial []engine.Stage
 	for _, s := range mine {
 		if isSerial(s) {
 			serial = append(serial, s)
 		}
 	}
-	release, err := holdLeases(stageCtx, in.Log, serial, defaultLeaseTTL, func(err error) {
+	release, err := holdLeases(stageCtx, in.Log, serial, run, defaultLeaseTTL, func(err error) {
 		select {
 		case errs <- infraError(fmt.Errorf("lease lost: %w", err)):
 		default:
@@ -151,7 +152,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	}
 	defer release()
 	for _, s := range mine {
-		r := engine.NewRunner(in.Log, s, cfg.Engine.Runner(p.Hash()))
+		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

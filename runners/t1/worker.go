@@ -14,6 +14,7 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 )
@@ -36,18 +37,22 @@ type workerSummary struct {
 }
 
 func workerCmd(g *globals) *cobra.Command {
-	var stage string
+	var stage, run string
 	var untilIdle, noLease, exclusive bool
 	var idle, leaseTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "worker --stage S [--until-idle]",
+		Use:   "worker --stage S [--run R] [--until-idle]",
 		Short: "Run one stage against the configured NATS and S3 (scale-out, cron, Slurm or Kubernetes jobs)",
 		Long: `Runs a single stage's consumer. Any number of workers of one stage share its work through
 its durable consumer, each running engine.concurrency handlers, with at most
 engine.max_ack_pending events of the stage out at once across all of them. A stage that must
-run once (control, eval) is leased: the worker first takes the stage's lease (a JetStream KV
-entry renewed while it runs, expiring --lease-ttl after a crash), and a second one exits 4
-naming the holder. --exclusive leases any stage; --no-lease skips the lease.
+run once per run (control, eval) is leased: the worker first takes the stage's lease (a
+JetStream KV entry renewed while it runs, expiring --lease-ttl after a crash), and a second one
+exits 4 naming the holder. With --run R the worker runs that stage for run R alone, through a
+consumer of R's events, beside other processes that run it for other runs (t1 run, t1 eval,
+workers of other runs); without it, it runs the stage for every run and is refused while any
+process runs it for one run, and the reverse. --exclusive leases any stage over every run;
+--no-lease skips the lease.
 
 --until-idle makes the worker exit 0 once nothing of the stage is pending or in flight for
 --idle, for batch schedulers. --json prints a summary when the worker ends. Exit codes are
@@ -58,13 +63,16 @@ README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 lea
 			if stage == "" {
 				return configError("--stage is required: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 			}
+			if leaseTTL < time.Second || leaseTTL > engine.MaxLeaseTTL {
+				return configError("--lease-ttl %s: want 1s to %s", leaseTTL, engine.MaxLeaseTTL)
+			}
 			cfg, err := g.load()
 			if err != nil {
 				return err
 			}
 			begin := time.Now()
 			sum := workerSummary{Stage: stage}
-			err = runWorker(cmd.Context(), cmd, cfg, stage, untilIdle, noLease, exclusive, idle, leaseTTL, &sum)
+			err = runWorker(cmd.Context(), cmd, cfg, stage, run, untilIdle, noLease, exclusive, idle, leaseTTL, &sum)
 			sum.Elapsed = time.Since(begin)
 			sum.ExitCode = exitCode(cmd.Context(), err)
 			switch {
@@ -86,15 +94,16 @@ README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 lea
 	}
 	f := cmd.Flags()
 	f.StringVar(&stage, "stage", "", "stage to run: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
+	f.StringVar(&run, "run", "", "with control or eval: run the stage for this run alone (default: for every run)")
 	f.BoolVar(&untilIdle, "until-idle", false, "exit 0 once no event is pending or in flight")
 	f.DurationVar(&idle, "idle", 10*time.Second, "with --until-idle, how long the stage must stay idle")
 	f.BoolVar(&noLease, "no-lease", false, "take no lease, even for control or eval (their folds then break if two workers run)")
 	f.BoolVar(&exclusive, "exclusive", false, "lease the stage whatever it is, so this worker is its only one")
-	f.DurationVar(&leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a crashed worker's lease lasts")
+	f.DurationVar(&leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a crashed worker's lease lasts (1s to 10m)")
 	return cmd
 }
 
-func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, stage string, untilIdle, noLease, exclusive bool, idle, leaseTTL time.Duration, sum *workerSummary) error {
+func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, stage, run string, untilIdle, noLease, exclusive bool, idle, leaseTTL time.Duration, sum *workerSummary) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	in, err := connect(ctx, cfg, local.Options{})
@@ -110,13 +119,21 @@ func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, st
 	if err != nil {
 		return withCode(exitConfig, err)
 	}
+	if run != "" {
+		if !isSerial(st) {
+			return configError("--run %s: only control and eval run per run; any number of %s workers share every run's work", run, stage)
+		}
+		if err := keys.ValidRun(run); err != nil {
+			return configError("--run: %v", err)
+		}
+	}
 	var leased []engine.Stage
 	if !noLease && (exclusive || isSerial(st)) {
 		leased = []engine.Stage{st}
-		sum.Lease = leaseName(st)
+		sum.Lease = leaseName(st.Name(), run)
 	}
 	lost := make(chan error, 1)
-	release, err := holdLeases(ctx, in.Log, leased, leaseTTL, func(err error) {
+	release, err := holdLeases(ctx, in.Log, leased, run, leaseTTL, func(err error) {
 		select {
 		case lost <- err:
 		default:
@@ -127,7 +144,7 @@ func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, st
 		return err
 	}
 	defer release()
-	r := engine.NewRunner(in.Log, st, cfg.Engine.Runner(p.Hash()))
+	r := engine.NewRunner(in.Log, st, runnerConfig(cfg, p, st, run))
 	defer func() {
 		s := r.Stats()
 		sum.Acked, sum.Failed, sum.Retried, sum.DeadLettered = s.Acked, s.Failed, s.Retried, s.DeadLettered
@@ -163,7 +180,7 @@ func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, st
 			return ended(err)
 		case <-tick.C:
 		}
-		c, err := in.Log.Stream().Consumer(ctx, stage)
+		c, err := in.Log.Stream().Consumer(ctx, r.Durable())
 		if errors.Is(err, context.Canceled) {
 			return ended(<-done)
 		}
@@ -193,10 +210,21 @@ func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, st
 	}
 }
 
-// isSerial tells a stage that must run once per log (engine.Serial).
+// isSerial tells a stage that must run once per run (engine.Serial).
 func isSerial(s engine.Stage) bool {
 	se, ok := s.(engine.Serial)
 	return ok && se.Serial()
+}
+
+// runnerConfig is how this process runs s: a serial stage for run alone
+// when run is set (the process leases it for that run), every other stage,
+// and a serial one without a run, over every run.
+func runnerConfig(cfg config.Config, p *pipeline.Pipeline, s engine.Stage, run string) engine.RunnerConfig {
+	rc := cfg.Engine.Runner(p.Hash())
+	if isSerial(s) {
+		rc.Run = run
+	}
+	return rc
 }
 
 // deadHere reports whether holder (as holdLeases names holders) is a
@@ -218,13 +246,21 @@ func deadHere(holder string) bool {
 // defaultLeaseTTL is how long a crashed process's lease lasts.
 const defaultLeaseTTL = 30 * time.Second
 
-func leaseName(s engine.Stage) string { return "stage-" + s.Name() }
+// leaseName is the lease of stage over every run (run empty) or of stage
+// for run alone; the engine keeps the one and the other from being held
+// at once (engine.Lease), while leases of two runs are independent.
+func leaseName(stage, run string) string {
+	if run == "" {
+		return "stage-" + stage
+	}
+	return "stage-" + stage + "." + run
+}
 
-// holdLeases takes the lease of each of stages and renews them until ctx
-// ends; lost is called, once, if one is lost meanwhile. release gives
-// them up. A stage already leased elsewhere fails it with engine.ErrLeased
-// (exit 4), naming the holder.
-func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl time.Duration, lost func(error)) (release func(), err error) {
+// holdLeases takes the lease of each of stages, for run (every run when
+// empty), and renews them until ctx ends; lost is called, once, if one is
+// lost meanwhile. release gives them up. A stage already leased elsewhere
+// fails it with engine.ErrLeased (exit 4), naming the holder.
+func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, run string, ttl time.Duration, lost func(error)) (release func(), err error) {
 	var held []*engine.Lease
 	release = func() {
 		for _, ls := range held {
@@ -234,11 +270,11 @@ func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl t
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s pid %d at %s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
 	for _, s := range stages {
-		ls, err := l.AcquireLeaseFrom(ctx, leaseName(s), holder, ttl, deadHere)
+		ls, err := l.AcquireLeaseFrom(ctx, leaseName(s.Name(), run), holder, ttl, deadHere)
 		if err != nil {
 			release()
 			if errors.Is(err, engine.ErrLeased) {
-				return nil, fmt.Errorf("stage %s runs elsewhere: %w", s.Name(), err)
+				return nil, fmt.Errorf("stage %s%s runs elsewhere: %w", s.Name(), ofRun(run), err)
 			}
 			return nil, infraError(err)
 		}
@@ -250,4 +286,11 @@ func holdLeases(ctx context.Context, l *engine.Log, stages []engine.Stage, ttl t
 		}()
 	}
 	return release, nil
+}
+
+func ofRun(run string) string {
+	if run == "" {
+		return ""
+	}
+	return " of run " + run
 }
