@@ -85,6 +85,9 @@ func TestFormatDemo(t *testing.T) {
 			}
 		}
 	}
+	if got := (toolCalls{}).Demo(cmds[:1])[0]; !strings.Contains(got, `"arguments": {"command": "echo 'a \"b\"' > x"}}`) {
+		t.Fatalf("a demonstrated call is not written as the model writes it: %s", got)
+	}
 	if _, err := NewFormat("xml"); err == nil {
 		t.Fatal("accepted an unknown format")
 	}
