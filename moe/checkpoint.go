@@ -101,18 +101,17 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 		return nil, err
 	}
 	tf := map[string][]byte{TokenizerFile: tb}
-	for _, name := range hfTokenizerFiles {
-		if ownFormat(tb) {
-			break
+	// t1's own tokenizer has nothing beside it; not asking spares a
+	// store three lookups per load.
+	if !ownFormat(tb) {
+		for _, name := range hfTokenizerFiles {
+			switch b, err := get(name); {
+			case err == nil:
+				tf[name] = b
+			case !errors.Is(err, errMissing):
+				return nil, err
+			}
 		}
-		b, err := get(name)
-		if errors.Is(err, errMissing) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		tf[name] = b
 	}
 	tok, err := ReadTokenizer(tf)
 	if err != nil {
