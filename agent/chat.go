@@ -301,33 +301,62 @@ func (t *Template) escapedOffset(esc string, n int) int {
 	return -1
 }
 
-// Chat is the rendering c.Model chooses: own, t1's template on the
-// policy's own tokenizer, unless Model.Tokenizer names a model directory,
-// whose template and tokenizer are loaded once per process.
-func (c Config) Chat(own *moe.Chat) (Chat, error) {
+// Chat is the rendering c.Model chooses for a policy whose checkpoint
+// holds tok. Model.Tokenizer, when set, names a model directory whose
+// template and tokenizer are loaded once per process; else a Hugging Face
+// tokenizer renders with the template its checkpoint carries
+// (tokenizer_config.json), and t1's own tokenizer with t1's template.
+func (c Config) Chat(tok tokenizer.Tokenizer) (Chat, error) {
 	m := c.withDefaults().Model
 	f, err := NewFormat(m.ActionFormat)
 	if err != nil {
 		return nil, err
-	}
-	if m.Tokenizer == "" {
-		if f.Tools() != nil {
-			return nil, fmt.Errorf("agent: action format %s needs the model's own chat template: set stages.rollout.model.tokenizer", f.Name())
-		}
-		return OwnChat(own), nil
 	}
 	o := TemplateOptions{Tools: f.Tools()}
 	if m.Thinking != "template" {
 		on := m.Thinking == "on"
 		o.EnableThinking = &on
 	}
-	key := fmt.Sprintf("%s\x00%s\x00%s", m.Tokenizer, f.Name(), m.Thinking)
+	if m.Tokenizer != "" {
+		return loadTemplate(m.Tokenizer, f.Name(), m.Thinking, o)
+	}
+	switch t := tok.(type) {
+	case *moe.HFTokenizer:
+		cfg, ok := t.File(moe.TokenizerConfigFile)
+		if !ok {
+			return nil, fmt.Errorf("agent: the policy's checkpoint has a Hugging Face tokenizer but no %s with its chat template: add the model's %s to the checkpoint, or set stages.rollout.model.tokenizer", moe.TokenizerConfigFile, moe.TokenizerConfigFile)
+		}
+		tmpl, err := chattemplate.Parse(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("agent: the policy's checkpoint: %w", err)
+		}
+		return NewTemplate(t, tmpl, o)
+	case *moe.Tokenizer:
+		if f.Tools() != nil {
+			return nil, fmt.Errorf("agent: action format %s needs the model's own chat template: set stages.rollout.model.tokenizer, or use a checkpoint that carries its model's tokenizer files", f.Name())
+		}
+		if m.Thinking != "template" {
+			return nil, fmt.Errorf("agent: t1's own template has no thinking: set stages.rollout.model.thinking: template, or use the model's own template")
+		}
+		own, err := moe.NewChat(t)
+		if err != nil {
+			return nil, err
+		}
+		return OwnChat(own), nil
+	}
+	return nil, fmt.Errorf("agent: no chat rendering for a %T: want t1's tokenizer or a Hugging Face model's (moe.LoadTokenizer)", tok)
+}
+
+// loadTemplate is the template of a model directory, loaded once per
+// process.
+func loadTemplate(dir, format, thinking string, o TemplateOptions) (*Template, error) {
+	key := fmt.Sprintf("%s\x00%s\x00%s", dir, format, thinking)
 	templates.mu.Lock()
 	defer templates.mu.Unlock()
 	if t, ok := templates.m[key]; ok {
 		return t, nil
 	}
-	t, err := LoadTemplate(m.Tokenizer, o)
+	t, err := LoadTemplate(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("stages.rollout.model.tokenizer: %w", err)
 	}

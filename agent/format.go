@@ -214,10 +214,21 @@ func (toolCalls) Corrective(err error) string {
 func (toolCalls) Demo(cmds []string) []string {
 	out := make([]string, 0, len(cmds)+1)
 	for _, c := range cmds {
-		args, _ := json.Marshal(map[string]string{"command": c})
-		out = append(out, "<tool_call>\n{\"name\": \"bash\", \"arguments\": "+string(args)+"}\n</tool_call>")
+		out = append(out, "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": "+pythonJSONString(c)+"}}\n</tool_call>")
 	}
 	return append(out, "The task is complete.")
+}
+
+// pythonJSONString is s as a JSON string the way a template's tojson
+// (Python's json.dumps, ensure_ascii off) writes it, which is how models
+// trained on such calls write their arguments: Go's encoder would spell
+// <, > and & as \u003c, \u003e, \u0026.
+func pythonJSONString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func (toolCalls) Parse(text string) (Reply, error) {

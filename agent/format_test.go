@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -81,6 +84,9 @@ func TestFormatDemo(t *testing.T) {
 				t.Fatalf("%s completion %q: %+v %v", name, done, r, err)
 			}
 		}
+	}
+	if got := (toolCalls{}).Demo(cmds[:1])[0]; !strings.Contains(got, `"arguments": {"command": "echo 'a \"b\"' > x"}}`) {
+		t.Fatalf("a demonstrated call is not written as the model writes it: %s", got)
 	}
 	if _, err := NewFormat("xml"); err == nil {
 		t.Fatal("accepted an unknown format")
@@ -229,8 +235,6 @@ func TestModelSettingsCheck(t *testing.T) {
 	for _, bad := range []ModelSettings{
 		{ActionFormat: "xml", Thinking: "template", Compaction: CompactMechanical},
 		{Tokenizer: t.TempDir(), ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: false}, // no tokenizer.json
-		{ActionFormat: FormatToolCalls, Thinking: "template", Compaction: CompactMechanical},                                        // no template to show the tool
-		{ActionFormat: FormatTags, Thinking: "on", Compaction: CompactMechanical},                                                   // t1's template does not think
 		{ActionFormat: FormatTags, Thinking: "template", Compaction: "llm"},
 		{ActionFormat: FormatTags, Thinking: "template", Compaction: CompactMechanical, SummaryLoss: true},
 	} {
@@ -244,15 +248,19 @@ func TestModelSettingsCheck(t *testing.T) {
 }
 
 // Config.Chat builds the rendering the model settings name, once per
-// process for a model directory.
+// process for a model directory; without one, the policy checkpoint's
+// tokenizer decides: t1's own renders with t1's template, a Hugging Face
+// model's with the template its files carry.
 func TestConfigChat(t *testing.T) {
-	own := template(t)
+	own := template(t).Tokenizer()
 	c, err := Config{}.Chat(own)
 	if err != nil || c.Tools() != nil || c.ObservationRole() != "user" {
 		t.Fatalf("default chat %T, %v", c, err)
 	}
-	if _, err := (Config{Model: ModelSettings{ActionFormat: FormatToolCalls}}).Chat(own); err == nil {
-		t.Fatal("tool calls on t1's template accepted")
+	for _, m := range []ModelSettings{{ActionFormat: FormatToolCalls}, {Thinking: "on"}} {
+		if _, err := (Config{Model: m}).Chat(own); err == nil {
+			t.Fatalf("%+v on t1's template accepted", m)
+		}
 	}
 	cfg := Config{Model: ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls, Thinking: "off"}}
 	c, err = cfg.Chat(own)
@@ -266,4 +274,40 @@ func TestConfigChat(t *testing.T) {
 	if again, _ := cfg.Chat(own); again != c {
 		t.Fatal("the model directory was loaded twice")
 	}
+
+	// The checkpoint's own files: the same rendering as the model directory's.
+	hf, err := moe.LoadTokenizer(qwen3Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model.Tokenizer = ""
+	c, err = cfg.Chat(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{{Role: "system", Content: ToolCallsSystemPrompt}, {Role: "user", Content: "List the files in /app."}}
+	got, err := c.Render(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tp.Render(msgs)
+	if err != nil || !slices.Equal(got, want) || c.Tokenizer() != hf || len(c.Tools()) != 1 {
+		t.Fatalf("the checkpoint's template renders %d ids, the directory's %d (%v)", len(got), len(want), err)
+	}
+	bare, err := moe.ReadTokenizer(map[string][]byte{moe.TokenizerFile: mustRead(t, qwen3Dir+"/tokenizer.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Chat(bare); err == nil || !strings.Contains(err.Error(), moe.TokenizerConfigFile) {
+		t.Fatalf("a Hugging Face tokenizer without its template: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

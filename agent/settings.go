@@ -41,10 +41,12 @@ type ModelSettings struct {
 	// Tokenizer is a model directory holding tokenizer.json and
 	// tokenizer_config.json: the episode renders with the model's own
 	// chat_template and tokenises with its tokenizer. Empty (the default):
-	// t1's own tokenizer and template.
+	// the policy checkpoint's tokenizer, with the chat template a Hugging
+	// Face checkpoint carries, else t1's own template.
 	Tokenizer string `yaml:"tokenizer"`
 	// ActionFormat is how replies ask for commands: tags (the default),
-	// terminus-json or tool-calls (which needs the model's template).
+	// terminus-json or tool-calls (which needs the model's template: from
+	// Tokenizer, or carried by a Hugging Face checkpoint).
 	ActionFormat string `yaml:"action_format"`
 	// Thinking is the template's enable_thinking: template (not passed,
 	// the template's own default), on or off.
@@ -72,7 +74,10 @@ const (
 // IsZero reports the defaults, which the configuration hash leaves out.
 func (m ModelSettings) IsZero() bool { return m == DefaultModelSettings() || m == ModelSettings{} }
 
-// Check reports every invalid setting.
+// Check reports every invalid setting. Whether the policy has a template
+// to show tools or think with depends on its checkpoint (a Hugging Face
+// model's carries one), so Config.Chat refuses that, at the episode's
+// start.
 func (m ModelSettings) Check(r check.Report) {
 	if m.Tokenizer != "" {
 		for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
@@ -85,14 +90,8 @@ func (m ModelSettings) Check(r check.Report) {
 	if _, err := NewFormat(m.ActionFormat); err != nil {
 		r("action_format", "%q: want one of %v", m.ActionFormat, Formats)
 	}
-	if m.ActionFormat == FormatToolCalls && m.Tokenizer == "" {
-		r("action_format", "tool-calls needs the model's own chat template: set tokenizer to the model's directory")
-	}
 	if m.Thinking != "template" && m.Thinking != "on" && m.Thinking != "off" {
 		r("thinking", "%q: want template, on or off", m.Thinking)
-	}
-	if m.Thinking != "template" && m.Tokenizer == "" {
-		r("thinking", "t1's own template has no thinking: set tokenizer to the model's directory, or thinking: template")
 	}
 	if m.Compaction != CompactMechanical && m.Compaction != CompactPolicy {
 		r("compaction", "%q: want mechanical or policy", m.Compaction)
@@ -109,7 +108,10 @@ func DefaultSettings() Settings {
 		SystemPrompt: BriefSystemPrompt, Model: DefaultModelSettings()}
 }
 
-// Check reports every invalid setting.
+// Check reports every invalid setting. Whether the policy has a template
+// to show tools or think with depends on its checkpoint (a Hugging Face
+// model's carries one), so Config.Chat refuses that, at the episode's
+// start.
 func (s Settings) Check(r check.Report) {
 	r.AtLeast("max_new_tokens", s.MaxNewTokens, 1)
 	r.AtLeast("context", s.Context, 64)

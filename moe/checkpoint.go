@@ -3,7 +3,6 @@ package moe
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/tokenizer"
@@ -26,10 +26,12 @@ const (
 	OptimizerFile = "optimizer.safetensors"
 )
 
-// Checkpoint is a model with the tokenizer it was trained with.
+// Checkpoint is a model with the tokenizer it was trained with: t1's own
+// (*Tokenizer) or a Hugging Face model's (*HFTokenizer, from LoadTokenizer
+// or a loaded checkpoint).
 type Checkpoint struct {
 	Model     *Model
-	Tokenizer *Tokenizer
+	Tokenizer tokenizer.Tokenizer
 	// Meta is stored in the safetensors __metadata__ (e.g. a policy
 	// version); it may be nil.
 	Meta map[string]string
@@ -49,7 +51,7 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := json.Marshal(c.Tokenizer)
+	files, err := tokenizerFiles(c.Tokenizer)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if err := WriteSafetensors(&w, c.Model.W.Tensors, meta); err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{ConfigFile: cfg, TokenizerFile: tok, WeightsFile: w.Bytes()}
+	files[ConfigFile], files[WeightsFile] = cfg, w.Bytes()
 	if c.Optimizer != nil {
 		if c.Optimizer.m != c.Model {
 			return nil, errors.New("checkpoint: the optimizer belongs to another model")
@@ -75,22 +77,16 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	return files, nil
 }
 
-// ReadTokenizer reads a checkpoint's tokenizer file: every path that
-// tokenises for a model (rollouts, serving, training) takes its tokenizer
-// from the model's own files through this one function.
-func ReadTokenizer(b []byte) (*Tokenizer, error) {
-	tok := &Tokenizer{}
-	if err := json.Unmarshal(b, tok); err != nil {
-		return nil, err
-	}
-	return tok, nil
-}
-
 // errMissing marks an optional checkpoint file that is absent.
 var errMissing = errors.New("optional file missing")
 
-// parseCheckpoint builds a checkpoint from its three files; where names
-// the source in errors.
+// optionalFiles are the checkpoint files that may be absent: the
+// optimizer, and the tokenizer files of a Hugging Face model beside its
+// tokenizer.json.
+var optionalFiles = append([]string{OptimizerFile}, hfTokenizerFiles...)
+
+// parseCheckpoint builds a checkpoint from its files; where names the
+// source in errors, and get answers errMissing for an absent optional file.
 func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Checkpoint, error) {
 	cb, err := get(ConfigFile)
 	if err != nil {
@@ -104,7 +100,20 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 	if err != nil {
 		return nil, err
 	}
-	tok, err := ReadTokenizer(tb)
+	tf := map[string][]byte{TokenizerFile: tb}
+	// t1's own tokenizer has nothing beside it; not asking spares a
+	// store three lookups per load.
+	if !ownFormat(tb) {
+		for _, name := range hfTokenizerFiles {
+			switch b, err := get(name); {
+			case err == nil:
+				tf[name] = b
+			case !errors.Is(err, errMissing):
+				return nil, err
+			}
+		}
+	}
+	tok, err := ReadTokenizer(tf)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", where, TokenizerFile, err)
 	}
@@ -150,10 +159,13 @@ func (c *Checkpoint) SaveDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, ok := files[OptimizerFile]; !ok {
-		// A stale optimizer from an earlier save would be restored with
-		// these weights.
-		if err := os.Remove(filepath.Join(dir, OptimizerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for _, name := range optionalFiles {
+		if _, ok := files[name]; ok {
+			continue
+		}
+		// A stale optimizer (or chat template) from an earlier save would
+		// be read with these weights.
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
@@ -174,7 +186,7 @@ func (c *Checkpoint) SaveDir(dir string) error {
 func LoadDir(dir string) (*Checkpoint, error) {
 	return parseCheckpoint(dir, func(name string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) && name == OptimizerFile {
+		if errors.Is(err, fs.ErrNotExist) && slices.Contains(optionalFiles, name) {
 			return nil, errMissing
 		}
 		if err != nil {
@@ -185,28 +197,41 @@ func LoadDir(dir string) (*Checkpoint, error) {
 }
 
 // Save puts the checkpoint's files under prefix (keys prefix/config.json,
-// prefix/tokenizer.json, prefix/optimizer.safetensors when there is an
-// optimizer, prefix/model.safetensors). The weights go last, so their
-// presence marks a complete checkpoint.
+// prefix/tokenizer.json and a Hugging Face tokenizer's files beside it,
+// prefix/optimizer.safetensors when there is an optimizer,
+// prefix/model.safetensors). The weights go last, so their presence marks
+// a complete checkpoint.
 func (c *Checkpoint) Save(ctx context.Context, st store.ObjectStore, prefix string) error {
 	files, err := c.files()
 	if err != nil {
 		return err
 	}
-	if _, ok := files[OptimizerFile]; !ok {
-		key := path.Join(prefix, OptimizerFile)
+	stale := []string{OptimizerFile}
+	if _, hf := c.Tokenizer.(*HFTokenizer); hf {
+		// t1's own tokenizer reads no file beside tokenizer.json, so only
+		// a Hugging Face one could pick up another model's stale template.
+		stale = optionalFiles
+	}
+	for _, name := range stale {
+		if _, ok := files[name]; ok {
+			continue
+		}
+		key := path.Join(prefix, name)
 		if err := st.Delete(ctx, key); err != nil {
 			return fmt.Errorf("checkpoint: delete stale %s: %w", key, err)
 		}
 	}
-	for _, name := range []string{ConfigFile, TokenizerFile, OptimizerFile, WeightsFile} {
+	order := append(append([]string{ConfigFile, TokenizerFile}, hfTokenizerFiles...), OptimizerFile, WeightsFile)
+	for _, name := range order {
 		b, ok := files[name]
 		if !ok {
 			continue
 		}
 		key := path.Join(prefix, name)
 		ct := "application/json"
-		if name == WeightsFile {
+		if name == "chat_template.jinja" {
+			ct = "text/plain"
+		} else if name == WeightsFile {
 			ct = "application/octet-stream"
 		}
 		if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b)), store.PutOptions{ContentType: ct}); err != nil {
@@ -221,7 +246,7 @@ func Load(ctx context.Context, st store.ObjectStore, prefix string) (*Checkpoint
 	return parseCheckpoint(prefix, func(name string) ([]byte, error) {
 		key := path.Join(prefix, name)
 		r, _, err := st.Get(ctx, key)
-		if errors.Is(err, store.ErrNotFound) && name == OptimizerFile {
+		if errors.Is(err, store.ErrNotFound) && slices.Contains(optionalFiles, name) {
 			return nil, errMissing
 		}
 		if err != nil {

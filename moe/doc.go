@@ -34,7 +34,7 @@
 //	sample.go      the KV-cached sampler (prefix_cache.go: reuse of a shared prompt prefix)
 //	gap.go         serving-vs-training mismatch measurement
 //	checkpoint.go  checkpoints in a directory or an object store (safetensors.go: the file format;
-//	               checkpoint_config.go: config.json)
+//	               checkpoint_config.go: config.json; checkpoint_tokenizer.go: t1's or a Hugging Face tokenizer)
 //
 // # Model
 //
@@ -121,7 +121,10 @@
 //	                                        "num_experts","num_experts_per_tok","moe_intermediate_size",
 //	                                        "max_position_embeddings","rope_theta","torch_dtype":"float32","t1_init_seed"};
 //	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads
-//	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}
+//	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}, or a Hugging
+//	                                       Face tokenizer.json (package tokenizer) with, when the model has them,
+//	                                       /tokenizer_config.json, /special_tokens_map.json, /chat_template.jinja
+//	                                       beside it, carried byte for byte (checkpoint_tokenizer.go)
 //	                   /model.safetensors  every tensor, F32, names as below
 //	                   /optimizer.safetensors  optional: Adam moments m.<name>, v.<name>;
 //	                                           __metadata__ step, lr, beta1, beta2, eps

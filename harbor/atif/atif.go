@@ -6,6 +6,7 @@
 package atif
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -82,8 +83,12 @@ type FinalMetrics struct {
 }
 
 // FromRows builds the ATIF trajectory of one attempt from its stored rows.
-// Commands are re-read from each turn's reply, as the harness parsed them.
-func FromRows(traj schemas.TrajectoryRow, systemPrompt, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*Trajectory, error) {
+// Commands are re-read from each turn's reply with the action format the
+// harness parsed it with (tags, Terminus-2's JSON or native tool calls).
+func FromRows(traj schemas.TrajectoryRow, format agent.Format, systemPrompt, instruction string, turns []schemas.TurnRow, tokens []schemas.TokenRow) (*Trajectory, error) {
+	if format == nil {
+		return nil, errors.New("atif: no action format to read the replies with")
+	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Turn < turns[j].Turn })
 	chunks := map[int32]schemas.TokenRow{}
 	for _, t := range tokens {
@@ -103,7 +108,7 @@ func FromRows(traj schemas.TrajectoryRow, systemPrompt, instruction string, turn
 	next := map[int32]int{} // turn index within each chunk
 	for _, t := range turns {
 		s := Step{StepID: len(a.Steps) + 1, Source: "agent", Message: t.Action}
-		r, perr := agent.ParseReply(t.Action)
+		r, perr := format.Parse(t.Action)
 		for i, c := range r.Commands {
 			s.ToolCalls = append(s.ToolCalls, ToolCall{
 				ToolCallID: fmt.Sprintf("t%d-c%d", t.Turn, i), FunctionName: "bash",

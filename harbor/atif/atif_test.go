@@ -24,7 +24,7 @@ func TestFromRows(t *testing.T) {
 		LossMask:    []bool{false, false, false, true, true, false, false, true},
 		TurnOffsets: []int32{3, 7},
 	}}
-	a, err := FromRows(traj, agent.SystemPrompt, "Say one and two.", turns, tokens)
+	a, err := FromRows(traj, agent.Tags(), agent.SystemPrompt, "Say one and two.", turns, tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,5 +45,40 @@ func TestFromRows(t *testing.T) {
 	}
 	if f := a.FinalMetrics; f.TotalSteps != 4 || f.TotalCompletionTokens != 3 || f.TotalPromptTokens != 10 {
 		t.Fatalf("final metrics %+v", f)
+	}
+}
+
+// Replies are read with the action format the harness used: the same
+// commands written as Terminus-2's JSON or as native tool calls become the
+// same tool calls, and a reply the format cannot read is marked.
+func TestFromRowsActionFormats(t *testing.T) {
+	traj := schemas.TrajectoryRow{Run: "r", TaskID: "t", Termination: agent.EndComplete, Chunks: 1}
+	for _, c := range []struct {
+		format string
+		reply  string
+	}{
+		{agent.FormatTerminus, `{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "echo one\n", "duration": 5}, {"keystrokes": "echo two\n", "duration": 5}], "task_complete": false}`},
+		{agent.FormatToolCalls, "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"echo one\", \"timeout\": 5}}\n</tool_call>\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"echo two\", \"timeout\": 5}}\n</tool_call>"},
+	} {
+		f, err := agent.NewFormat(c.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns := []schemas.TurnRow{{Turn: 0, Action: c.reply}, {Turn: 1, Action: "<command>echo three</command>"}}
+		a, err := FromRows(traj, f, agent.SystemPrompt, "Say one and two.", turns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := a.Steps[2]
+		if len(s.ToolCalls) != 2 || s.ToolCalls[0].Arguments["command"] != "echo one" || s.ToolCalls[1].Arguments["command"] != "echo two" || s.Extra != nil {
+			t.Fatalf("%s: %+v", c.format, s)
+		}
+		// t1's tags are not this format's: no tool call is read from them.
+		if last := a.Steps[3]; len(last.ToolCalls) != 0 {
+			t.Fatalf("%s read tags as commands: %+v", c.format, last)
+		}
+	}
+	if _, err := FromRows(traj, nil, agent.SystemPrompt, "x", nil, nil); err == nil {
+		t.Fatal("no format accepted")
 	}
 }

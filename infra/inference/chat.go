@@ -20,10 +20,14 @@ import (
 // kept. Sampling stops at the turn's end token; the completion is the
 // decoded text before it.
 func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
-	tok := s.tokenizer()
 	ref, ok := s.eng.(*Reference)
-	if tok == nil || !ok {
+	if s.tokenizer() == nil || !ok {
 		httpError(w, http.StatusNotImplemented, "chat completions need the reference engine's tokenizer")
+		return
+	}
+	tok, ok := s.tokenizer().(*moe.Tokenizer)
+	if !ok {
+		httpError(w, http.StatusNotImplemented, "chat completions render with t1's own template and tokenizer; this model's tokenizer is a Hugging Face one: use /generate with ids its chat template renders")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))

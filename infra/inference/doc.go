@@ -21,7 +21,9 @@
 // For the reference engine it also answers POST /v1/chat/completions
 // (OpenAI's chat format, not streamed): the messages are rendered by the
 // model's chat template, moe.Chat, in which content is always ordinary
-// text, and sampling stops at the turn's <|end|>.
+// text, and sampling stops at the turn's <|end|>; a model with a Hugging
+// Face tokenizer answers 501 there (its conversations go through
+// /generate, rendered by the harness with the model's own template).
 //
 // A run shares one remote engine between policy versions through Synced:
 // an episode Holds its version for as long as it samples, a version is

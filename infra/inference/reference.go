@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // Reference serves the in-process reference MoE.
@@ -16,13 +17,13 @@ type Reference struct {
 
 type policy struct {
 	sampler *moe.Sampler
-	tok     *moe.Tokenizer
+	tok     tokenizer.Tokenizer
 	version string
 }
 
 // NewReference serves a snapshot of m at precision prec, reported as weight
 // version version. tok may be nil; it only supplies token texts.
-func NewReference(m *moe.Model, tok *moe.Tokenizer, prec moe.Precision, version string) *Reference {
+func NewReference(m *moe.Model, tok tokenizer.Tokenizer, prec moe.Precision, version string) *Reference {
 	r := &Reference{}
 	r.cur.Store(&policy{sampler: moe.NewSampler(m, prec), tok: tok, version: version})
 	return r
@@ -30,7 +31,7 @@ func NewReference(m *moe.Model, tok *moe.Tokenizer, prec moe.Precision, version 
 
 // SetPolicy swaps in a snapshot of new weights at the current precision;
 // requests already running finish on the old ones.
-func (r *Reference) SetPolicy(m *moe.Model, tok *moe.Tokenizer, version string) {
+func (r *Reference) SetPolicy(m *moe.Model, tok tokenizer.Tokenizer, version string) {
 	r.cur.Store(&policy{sampler: moe.NewSampler(m, r.Precision()), tok: tok, version: version})
 }
 
@@ -38,7 +39,7 @@ func (r *Reference) SetPolicy(m *moe.Model, tok *moe.Tokenizer, version string) 
 func (r *Reference) Config() moe.Config { return r.cur.Load().sampler.Config() }
 
 // Tokenizer is the served tokenizer (may be nil).
-func (r *Reference) Tokenizer() *moe.Tokenizer { return r.cur.Load().tok }
+func (r *Reference) Tokenizer() tokenizer.Tokenizer { return r.cur.Load().tok }
 
 // WeightVersion is the served policy version.
 func (r *Reference) WeightVersion() string { return r.cur.Load().version }

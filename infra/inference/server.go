@@ -15,6 +15,7 @@ import (
 
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // Server exposes an Engine over HTTP in SGLang's native format:
@@ -179,7 +180,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	s.log.Debug("generate", "prompt_tokens", resp.PromptTokens, "completion_tokens", resp.CompletionTokens, "finish", resp.FinishReason, "elapsed", time.Since(start))
 }
 
-func (s *Server) tokenizer() *moe.Tokenizer {
+func (s *Server) tokenizer() tokenizer.Tokenizer {
 	if ref, ok := s.eng.(*Reference); ok {
 		return ref.Tokenizer()
 	}
@@ -187,7 +188,7 @@ func (s *Server) tokenizer() *moe.Tokenizer {
 }
 
 // toSGLang renders a response as SGLang's /generate answer.
-func toSGLang(resp *GenerateResponse, id string, tok *moe.Tokenizer) sglResponse {
+func toSGLang(resp *GenerateResponse, id string, tok tokenizer.Tokenizer) sglResponse {
 	text := func(ids ...int) (string, bool) {
 		if tok == nil {
 			return "", false

@@ -24,7 +24,8 @@ func exportCmd(g *globals) *cobra.Command {
 		Short: "Write every attempt of a run as Harbor ATIF trajectory JSON (" + atif.Version + ")",
 		Long: `Follows the run's rollout.completed events to their trajectory, turns and tokens
 objects and writes one ATIF file per attempt: DIR/<task>-a<attempt>-i<iteration>-v<policy>-<purpose>.json.
-Agent steps carry the commands as bash tool calls, the observation, and the turn's
+Agent steps carry the commands as bash tool calls (read from each reply with the
+configured stages.rollout.model.action_format), the observation, and the turn's
 prompt length, completion token ids and sampler log-probs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,6 +43,12 @@ prompt length, completion token ids and sampler log-probs.`,
 				return err
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			// Replies are read as the run's harness read them: with the
+			// configured action format.
+			format, err := cfg.Stages.Rollout.Config().Format()
+			if err != nil {
 				return err
 			}
 			in, err := local.Open(cmd.Context(), cfg, local.Options{})
@@ -89,7 +96,7 @@ prompt length, completion token ids and sampler log-probs.`,
 					instr = t.Instruction
 					instructions[p.TaskID] = instr
 				}
-				a, err := atif.FromRows(traj[0], in.Config.Stages.Rollout.SystemPrompt, instr, turns, tokens)
+				a, err := atif.FromRows(traj[0], format, in.Config.Stages.Rollout.SystemPrompt, instr, turns, tokens)
 				if err != nil {
 					return err
 				}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -15,11 +17,13 @@ import (
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/tokenizer"
 	"github.com/t1pipe/t1/trial"
 )
 
 func rolloutCmd(g *globals) *cobra.Command {
-	var policy, backend string
+	var policy, backend, rowsOut string
 	var maxTurns, contextTokens int
 	var seed uint64
 	var verify bool
@@ -64,8 +68,9 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 			}
 			ctx := cmd.Context()
 			var pol inference.Engine
-			var tok *moe.Tokenizer
+			var tok tokenizer.Tokenizer
 			modelContext := 0 // the model's own limit; 0 when no model bounds it
+			experts := 0      // the model's expert count, which the routing codec needs
 			switch policy {
 			case "oracle":
 				if tok, err = moe.DefaultTokenizer(); err != nil {
@@ -80,7 +85,7 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 					return err
 				}
 				if r, ok := pol.(*inference.Reference); ok {
-					tok, modelContext = r.Tokenizer(), r.Config().Context
+					tok, modelContext, experts = r.Tokenizer(), r.Config().Context, r.Config().Experts
 				} else {
 					// A remote engine serves the model of inference.checkpoint:
 					// its own tokenizer, not t1's default (which an empty
@@ -89,17 +94,13 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 					if err != nil {
 						return err
 					}
-					tok = ck.Tokenizer
+					tok, experts = ck.Tokenizer, ck.Model.Cfg.Experts
 				}
 			default:
 				return fmt.Errorf("--policy %q: want config or oracle", policy)
 			}
-			tp, err := moe.NewChat(tok)
-			if err != nil {
-				return err
-			}
 			ec := pipeline.Episode(cfg)
-			chat, err := ec.Chat(tp)
+			chat, err := ec.Chat(tok)
 			if err != nil {
 				return err
 			}
@@ -136,8 +137,13 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "=== %s after %d turns, %d sampled tokens, %d chunks, repairs %v\n",
-				res.Termination, len(res.Turns), res.Sampled, len(res.Chunks), res.Repairs)
+			fmt.Fprintf(out, "=== %s after %d turns, %d sampled tokens, %d chunks, repairs %v, loss drift %d, malformed %d\n",
+				res.Termination, len(res.Turns), res.Sampled, len(res.Chunks), res.Repairs, res.LossDrift, res.Malformed)
+			if rowsOut != "" {
+				if err := writeRows(rowsOut, t.Name, res, experts); err != nil {
+					return err
+				}
+			}
 			if !verify {
 				return nil
 			}
@@ -160,6 +166,7 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 	cmd.Flags().IntVar(&contextTokens, "context", 0, "context in tokens (default: the model's; see above)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "sampling seed")
 	cmd.Flags().BoolVar(&verify, "verify", true, "run the verifier on the final state")
+	cmd.Flags().StringVar(&rowsOut, "rows", "", "write the attempt's table rows (tokens, routing, turns, trajectory), as a rollout stores them, to this JSON file")
 	return cmd
 }
 
@@ -194,6 +201,22 @@ func episodeContext(chat agent.Chat, instruction string, ec agent.Config, policy
 		return 0, fmt.Errorf("the task's first turn takes %d tokens (system prompt, instruction and one reply), over the model's context of %d tokens (from its checkpoint): use a model with a longer context", need, modelContext)
 	}
 	return 0, fmt.Errorf("the task's first turn takes %d tokens (system prompt, instruction and one reply), over the context of %d tokens: pass --context %d or more", need, ec.Context, need)
+}
+
+// writeRows writes the rows the rollout stage would store for this episode.
+func writeRows(path, task string, res *agent.Result, experts int) error {
+	rows, err := agent.AttemptRows("rollout", schemas.RolloutRequestedPayload{TaskID: task}, res, experts, "", 0)
+	if err != nil {
+		return fmt.Errorf("--rows: %w", err)
+	}
+	b, err := json.MarshalIndent(rows, "", " ")
+	if err != nil {
+		return fmt.Errorf("--rows: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--rows: %w", err)
+	}
+	return nil
 }
 
 func printTurn(w io.Writer, tr agent.Turn) {

@@ -12,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/tokenizer"
 	"github.com/t1pipe/t1/trainer"
 )
 
@@ -117,8 +118,10 @@ on the embedded corpus (a fresh model is close to uniform).`,
 }
 
 // corpusPrompts turns the user turns of the embedded corpus into chat
-// prompts ending in <|assistant|>, cycling to reach n.
-func corpusPrompts(tok *moe.Tokenizer, n int) [][]int {
+// prompts ending in <|assistant|>, cycling to reach n. A Hugging Face
+// tokenizer reads t1's turn markers as ordinary text, which serves the
+// gap measurement as well: it needs ids, not a conversation.
+func corpusPrompts(tok tokenizer.Tokenizer, n int) [][]int {
 	var turns []string
 	for _, part := range strings.Split(moe.Corpus(), moe.TokUser)[1:] {
 		if text, _, ok := strings.Cut(part, moe.TokEnd); ok {

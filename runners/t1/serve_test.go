@@ -32,6 +32,40 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// servePolicy runs `t1 serve-policy` on a free port until the test ends
+// and returns its URL.
+func servePolicy(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRoot()
+	out := &lockedBuffer{}
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs(append([]string{"serve-policy", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	re := regexp.MustCompile(`serving on (http://\S+)`)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if mm := re.FindStringSubmatch(out.String()); mm != nil {
+			return mm[1]
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("serve-policy ended: %v\n%s", err, out.String())
+		default:
+		}
+	}
+	t.Fatalf("no address printed: %q", out.String())
+	return ""
+}
+
 func TestServePolicy(t *testing.T) {
 	tok, err := moe.DefaultTokenizer()
 	if err != nil {
@@ -47,30 +81,7 @@ func TestServePolicy(t *testing.T) {
 	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).SaveDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	root := newRoot()
-	out := &lockedBuffer{}
-	root.SetOut(out)
-	root.SetErr(out)
-	root.SetArgs([]string{"serve-policy", "--checkpoint", dir, "--addr", "127.0.0.1:0", "--weight-version", "7", "--log-level", "warn"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	re := regexp.MustCompile(`serving on (http://\S+)`)
-	var url string
-	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if mm := re.FindStringSubmatch(out.String()); mm != nil {
-			url = mm[1]
-		}
-	}
-	if url == "" {
-		t.Fatalf("no address printed: %q", out.String())
-	}
+	url := servePolicy(t, "--checkpoint", dir, "--weight-version", "7")
 	cl, err := inference.NewSGLang(inference.SGLangOptions{URL: url, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -171,31 +169,10 @@ func argsOrStdin(cmd *cobra.Command, args []string) (string, error) {
 }
 
 // loadTokenizer reads t1's own tokenizer.json (a checkpoint's) or a Hugging
-// Face one, telling them apart by t1's type field.
+// Face one (moe.LoadTokenizer); empty is t1's default.
 func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
 	if path == "" {
 		return moe.DefaultTokenizer()
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, tokenizer.File)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w (--tokenizer names a directory with %s, or the file)", err, tokenizer.File)
-	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(b, &head) == nil && head.Type != "" {
-		var t moe.Tokenizer
-		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&t); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return &t, nil
-	}
-	h, err := tokenizer.ParseHF(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return h, nil
+	return moe.LoadTokenizer(path)
 }

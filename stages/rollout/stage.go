@@ -18,16 +18,16 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/keys"
-	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/tokenizer"
 	"github.com/t1pipe/t1/trial"
 )
 
 // Policy is one policy version as the harness uses it.
 type Policy struct {
 	Engine    inference.Engine
-	Tokenizer *moe.Tokenizer
+	Tokenizer tokenizer.Tokenizer
 	// Experts is the model's expert count, which the routing codec needs.
 	Experts int
 	// Hold, when set, pins a shared remote engine to this version for one
@@ -141,11 +141,7 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if err != nil {
 		return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
 	}
-	tp, err := moe.NewChat(pol.Tokenizer)
-	if err != nil {
-		return nil, engine.Permanent(err)
-	}
-	chat, err := s.cfg.Episode.Chat(tp)
+	chat, err := s.cfg.Episode.Chat(pol.Tokenizer)
 	if err != nil {
 		return nil, engine.Permanent(err)
 	}

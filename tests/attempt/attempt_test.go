@@ -57,11 +57,11 @@ func TestRolloutAndReward(t *testing.T) {
 			if err != nil || v > 0 {
 				return pol, err
 			}
-			tp, err := moe.NewChat(pol.Tokenizer)
+			chat, err := agent.Config{}.Chat(pol.Tokenizer)
 			if err != nil {
 				return pol, err
 			}
-			pol.Engine, err = agent.FromSolution(agent.OwnChat(tp), agent.Tags(), sp.SolveScript())
+			pol.Engine, err = agent.FromSolution(chat, agent.Tags(), sp.SolveScript())
 			return pol, err
 		}
 	})
