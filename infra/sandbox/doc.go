@@ -177,10 +177,12 @@
 // Start builds the initial state from the task directory's environment/:
 //
 //   - environment/Dockerfile: the subset that maps onto the host. FROM is
-//     ignored (said in Info().Notes; a second FROM is refused), except that
-//     a python:* image's `python` is provided as the host's
-//     /usr/bin/python3, from a read-only directory first on PATH
-//     (Info().Aliases, and the note says so); ARG, ENV
+//     ignored (said in Info().Notes, with what the sandbox runs on: the
+//     host's system directories, or the Spec.Image it was given; a second
+//     FROM is refused), except that a python:* image's `python` is
+//     provided as the root's /usr/bin/python3 where the root has no
+//     /usr/bin/python, from a read-only directory first on PATH
+//     (Info().Aliases, and the note says whose python it is); ARG, ENV
 //     (both forms, with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY
 //     and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
