@@ -34,6 +34,11 @@
 // mirror, for the stand-ins of harbor/verifier to find; the solution's
 // and agent's sandboxes never have it.
 //
+// Each layer's opaque marks are also written as user.overlay.opaque and
+// its root marked sandbox.MarkedXattr, so that a sandbox run by a user
+// other than root, which copies the layers instead of mounting them, can
+// read them.
+//
 // Building needs root (overlayfs mounts, RUN steps that own the image's
 // files), bubblewrap and debootstrap.
 package image
