@@ -12,7 +12,8 @@ import (
 // built (or found in the cache) from the task's environment/Dockerfile
 // before Inner starts the sandbox on it. A task without a Dockerfile
 // runs on the bare Debian base, its setup.sh (if any) inside the sandbox
-// as usual. Build failures fail Start with the build's one-line error.
+// as usual. A Spec.Verifier sandbox gets the verifier's layer on top
+// (Verifier). Build failures fail Start with the build's one-line error.
 type Backend struct {
 	Inner   sandbox.Backend
 	Options Options
@@ -28,21 +29,23 @@ func (b *Backend) Isolates() bool { return b.Inner.Isolates() }
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if spec.Image == nil {
 		task := spec.TaskDir
+		var res *Result
+		var err error
 		if task == "" || !hasDockerfile(task) {
 			// The base alone: an empty task directory of a Dockerfile
 			// that is just FROM.
-			res, err := b.base(ctx)
-			if err != nil {
-				return nil, err
-			}
-			spec.Image = res.Image
+			res, err = b.base(ctx)
 		} else {
-			res, err := Build(ctx, task, b.Options)
-			if err != nil {
-				return nil, err
-			}
-			spec.Image, spec.TaskDir = res.Image, ""
+			res, err = Build(ctx, task, b.Options)
+			spec.TaskDir = ""
 		}
+		if err == nil && spec.Verifier && task != "" {
+			res, err = Verifier(ctx, task, res, b.Options)
+		}
+		if err != nil {
+			return nil, err
+		}
+		spec.Image = res.Image
 	}
 	return b.Inner.Start(ctx, spec)
 }

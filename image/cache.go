@@ -5,11 +5,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/t1pipe/t1/infra/sandbox"
 )
 
 // cache is the layer directory: <dir>/layers/<key> is a finished layer
@@ -53,6 +58,10 @@ func (c *cache) path(key string) string { return filepath.Join(c.dir, "layers", 
 func (c *cache) get(key string, build func(upper, work, mnt string) error) (string, bool, error) {
 	p := c.path(key)
 	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		// A layer made before the marks existed gets them now.
+		if err := markOpaque(p); err != nil {
+			return "", false, err
+		}
 		return p, true, nil
 	}
 	scratch, err := c.scratch()
@@ -62,6 +71,9 @@ func (c *cache) get(key string, build func(upper, work, mnt string) error) (stri
 	defer os.RemoveAll(scratch)
 	upper := filepath.Join(scratch, "upper")
 	if err := build(upper, filepath.Join(scratch, "work"), filepath.Join(scratch, "mnt")); err != nil {
+		return "", false, err
+	}
+	if err := markOpaque(upper); err != nil {
 		return "", false, err
 	}
 	// The size first: a layer in place always has one.
@@ -99,4 +111,35 @@ func (c *cache) scratch() (string, error) {
 		}
 	}
 	return d, nil
+}
+
+// markOpaque copies every opaque mark of the layer dir (trusted.*, which
+// only root reads) to sandbox.UserOpaqueXattr and marks the layer's root
+// sandbox.MarkedXattr, so that a sandbox run by another user can copy the
+// layer (the sandbox's fallback without an overlay). Only root reads the
+// trusted marks; others leave the layer as it is.
+func markOpaque(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	v := make([]byte, 4)
+	if n, err := unix.Lgetxattr(dir, sandbox.MarkedXattr, v); err == nil && string(v[:n]) == "1" {
+		return nil
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if n, err := unix.Lgetxattr(p, opaqueXattr, v); err == nil && string(v[:n]) == "y" {
+			return unix.Lsetxattr(p, sandbox.UserOpaqueXattr, []byte("y"), 0)
+		}
+		return nil
+	})
+	if err == nil {
+		err = unix.Lsetxattr(dir, sandbox.MarkedXattr, []byte("1"), 0)
+	}
+	if err != nil {
+		return fmt.Errorf("image: cache: marking %s for copies: %w (the cache's filesystem needs user extended attributes)", dir, err)
+	}
+	return nil
 }

@@ -28,6 +28,17 @@
 // (<cache>/layers/<key>, complete once renamed into place); Push and
 // Pull move them through the object store as tar (OCI whiteouts).
 //
+// An offline verifier (sandbox.Spec.Verifier) runs on the task's image
+// with one more layer (Verifier): python3, python3-pytest and every
+// package test.sh's apt-get or apt install names, installed from the
+// mirror, for the stand-ins of harbor/verifier to find; the solution's
+// and agent's sandboxes never have it.
+//
+// Each layer's opaque marks are also written as user.overlay.opaque and
+// its root marked sandbox.MarkedXattr, so that a sandbox run by a user
+// other than root, which copies the layers instead of mounting them, can
+// read them.
+//
 // Building needs root (overlayfs mounts, RUN steps that own the image's
 // files), bubblewrap and debootstrap.
 package image

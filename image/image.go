@@ -86,21 +86,9 @@ func DefaultCacheDir() string {
 // Build turns taskDir/environment/Dockerfile into an image (see the
 // package documentation).
 func Build(ctx context.Context, taskDir string, opt Options) (*Result, error) {
-	if opt.CacheDir == "" {
-		opt.CacheDir = DefaultCacheDir()
-	}
-	if opt.StepTimeout <= 0 {
-		opt.StepTimeout = 30 * time.Minute
-	}
-	if opt.Log == nil {
-		opt.Log = io.Discard
-	}
-	if opt.Base.Mirror == "" {
-		b, err := HostBase("")
-		if err != nil {
-			return nil, err
-		}
-		opt.Base = b
+	opt, err := defaults(opt)
+	if err != nil {
+		return nil, err
 	}
 	envDir := filepath.Join(taskDir, "environment")
 	file := filepath.Join(envDir, "Dockerfile")
@@ -125,6 +113,27 @@ func Build(ctx context.Context, taskDir string, opt Options) (*Result, error) {
 	defer c.close()
 	b := &builder{opt: opt, cache: c, file: file, envDir: envDir, vars: map[string]string{}, workdir: "/"}
 	return b.run(ctx, ins)
+}
+
+// defaults fills in the options' zero fields.
+func defaults(opt Options) (Options, error) {
+	if opt.CacheDir == "" {
+		opt.CacheDir = DefaultCacheDir()
+	}
+	if opt.StepTimeout <= 0 {
+		opt.StepTimeout = 30 * time.Minute
+	}
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	if opt.Base.Mirror == "" {
+		b, err := HostBase("")
+		if err != nil {
+			return opt, err
+		}
+		opt.Base = b
+	}
+	return opt, nil
 }
 
 type builder struct {

@@ -27,6 +27,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(copyHelperEnv) != "" {
+		os.Exit(copyHelper())
+	}
 	code := testinfra.Main(m)
 	if binCache != "" {
 		os.RemoveAll(binCache)

@@ -67,6 +67,10 @@ type Options struct {
 // runs, and a sandbox that reports no isolation is closed again (both
 // wrap sandbox.ErrUnisolated).
 func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, error) {
+	return o.start(ctx, sandbox.Spec{TaskDir: taskDir})
+}
+
+func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if o.Backend == nil {
 		return nil, errors.New("trial: no sandbox backend")
 	}
@@ -76,7 +80,8 @@ func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, er
 	if !o.Backend.Isolates() && !o.AllowUnisolated {
 		return nil, fmt.Errorf("%w (backend %s): refusing it; install bubblewrap, or allow unisolated execution explicitly", sandbox.ErrUnisolated, o.Backend.Name())
 	}
-	sb, err := o.Backend.Start(ctx, sandbox.Spec{TaskDir: taskDir, Limits: o.Limits, TempDir: o.TempDir})
+	spec.Limits, spec.TempDir = o.Limits, o.TempDir
+	sb, err := o.Backend.Start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +240,9 @@ func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, er
 // offline verifier, the stand-ins for network installers first on PATH. A layer that does not restore is
 // ErrLayer; a refused unisolated sandbox wraps sandbox.ErrUnisolated.
 func VerifyLayer(ctx context.Context, layer io.Reader, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
-	sb, err := opt.Start(ctx, taskDir)
+	// An image backend gives an offline verifier what its installers
+	// would have fetched (sandbox.Spec.Verifier).
+	sb, err := opt.start(ctx, sandbox.Spec{TaskDir: taskDir, Verifier: opt.offline(t)})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("sandbox for the verifier: %w", err)
 	}
@@ -269,8 +276,7 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
 	}
 	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Dir: "/tests", Env: env}
-	switch mode := opt.Offline; {
-	case mode == OfflineAlways, mode != OfflineNever && needsOffline(t):
+	if opt.offline(t) {
 		// test.sh runs whole, every step of it; its network installers
 		// find the verifier's stand-ins first on PATH, written after the
 		// reset above, so nothing of the attempt's is among them.
@@ -319,7 +325,12 @@ func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python boo
 	return nil
 }
 
-func needsOffline(t *harbor.Task) bool {
+// offline says whether the verifier runs with stand-ins for test.sh's
+// network installers.
+func (o Options) offline(t *harbor.Task) bool {
+	if o.Offline == OfflineAlways {
+		return true
+	}
 	need, _ := verifier.NeedsOffline(t)
-	return need
+	return o.Offline != OfflineNever && need
 }

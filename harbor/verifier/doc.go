@@ -58,6 +58,16 @@
 //	                             shims/t1_ctrf.py when pytest-json-ctrf is absent
 //	uv venv, sync, init, python  a venv with the system's packages; skipped; the image's python3
 //
+// "The image" is the sandbox's root: the host's system directories in
+// host mode; in image mode (sandbox.image: dockerfile) the task's image
+// with a verifier layer of its own on top, made at build time from the
+// mirror with what these installers would fetch and Debian provides
+// (python3, python3-pytest, the packages test.sh's apt-get install names;
+// image.Verifier), so pytest and the stand-ins run inside the image and
+// nothing of the host's is found. A pin the image's version does not
+// match is used with a note, not refused: Debian's pytest is not the 8.x
+// Terminal-Bench test.sh files pin.
+//
 // Each failure is one line "t1 offline verifier: …" on stderr naming what
 // the image lacks. A test file that fails to import is one failed result
 // whose message names the error ("collection failure: ModuleNotFoundError:

@@ -6,6 +6,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // aliasDir is the directory of command aliases under ctl/, first on the
@@ -18,21 +20,25 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // hostPython is the interpreter a `python` alias runs.
 const hostPython = "/usr/bin/python3"
 
-// aliasFrom provides what the FROM image would have that the host's
-// system directories may lack: the python:* images' `python`, which is
-// their python3. The alias lives in ctl/bin (read-only inside, outside the
-// snapshot) and is reported in Info().Aliases; what it says is returned
-// for the FROM line's note.
+// aliasFrom provides what the FROM image would have that the sandbox's
+// root (the host's system directories, or an image) may lack: the
+// python:* images' `python`, which is their python3. The alias lives in
+// ctl/bin (read-only inside, outside the snapshot) and is reported in
+// Info().Aliases; what it says is returned for the FROM line's note.
 func (b *box) aliasFrom(image string) (string, error) {
 	name := strings.ToLower(path.Base(image))
 	if !strings.HasPrefix(name, "python:") && name != "python" {
 		return "", nil
 	}
-	if _, err := os.Stat("/usr/bin/python"); err == nil {
+	whose := "the host's"
+	if b.image != nil {
+		whose = "the image's"
+	}
+	if b.rootHas("/usr/bin/python") {
 		return "", nil
 	}
-	if _, err := os.Stat(hostPython); err != nil {
-		return "; the host has no " + hostPython + ", so there is no python", nil
+	if !b.rootHas(hostPython) {
+		return "; " + whose + " root has no " + hostPython + ", so there is no python", nil
 	}
 	if _, err := b.ctlRoot.Lstat(aliasDir); err != nil {
 		if err := b.ctlRoot.Mkdir(aliasDir, 0o755); err != nil {
@@ -46,7 +52,31 @@ func (b *box) aliasFrom(image string) (string, error) {
 		b.aliases = map[string]string{}
 	}
 	b.aliases["python"] = hostPython
-	return "; python runs the host's " + hostPython, nil
+	return "; python runs " + whose + " " + hostPython, nil
+}
+
+// rootHas reports whether the sandbox's root holds p, links followed as
+// commands inside would follow them: the host's for host directories, the
+// mounted image's (resolved within it) for an image root.
+func (b *box) rootHas(p string) bool {
+	if b.image == nil {
+		_, err := os.Stat(p)
+		return err == nil
+	}
+	fd, err := unix.Openat2(int(b.image.f.Fd()), strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// rootNote says what the sandbox's root is, for the FROM line's note.
+func (b *box) rootNote() string {
+	if b.image == nil {
+		return "the sandbox runs on the host's system directories"
+	}
+	return fmt.Sprintf("the sandbox runs on its image (%d layers), not on the host's system directories", b.image.layers)
 }
 
 // aliasPath is the PATH with the alias directory first, as commands see

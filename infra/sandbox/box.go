@@ -141,7 +141,9 @@ func (b *box) removeAll() {
 
 func (b *box) Info() Info {
 	iso, why := b.l.isolated()
-	if b.image != nil {
+	if b.image != nil && b.image.copied {
+		why = strings.Replace(why, "host system directories read-only", "a read-only copy of an image's layers, not the host's system directories", 1)
+	} else if b.image != nil {
 		why = strings.Replace(why, "host system directories read-only", "an image's root filesystem (read-only layers under a per-attempt overlay), not the host's system directories", 1)
 	}
 	paths := map[string]string{}

@@ -177,10 +177,12 @@
 // Start builds the initial state from the task directory's environment/:
 //
 //   - environment/Dockerfile: the subset that maps onto the host. FROM is
-//     ignored (said in Info().Notes; a second FROM is refused), except that
-//     a python:* image's `python` is provided as the host's
-//     /usr/bin/python3, from a read-only directory first on PATH
-//     (Info().Aliases, and the note says so); ARG, ENV
+//     ignored (said in Info().Notes, with what the sandbox runs on: the
+//     host's system directories, or the Spec.Image it was given; a second
+//     FROM is refused), except that a python:* image's `python` is
+//     provided as the root's /usr/bin/python3 where the root has no
+//     /usr/bin/python, from a read-only directory first on PATH
+//     (Info().Aliases, and the note says whose python it is); ARG, ENV
 //     (both forms, with $VAR, ${VAR}, ${VAR:-x}, ${VAR:+x}), WORKDIR, COPY
 //     and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
@@ -219,8 +221,16 @@
 // the writable directories (/app, /root, …) is copied into them at Start,
 // before the baseline. The image's ENV and WORKDIR apply as a Dockerfile's
 // do. Without root, overlayfs or idmapped mounts (Linux 6.8+, a layer
-// filesystem that supports them) Start fails; the plain backend refuses
-// an image. BuildRoot is the build side: an overlay of the layers below
+// filesystem that supports them), or with Image.Copy, the root is a
+// per-attempt copy of the layers in <root>/rootfs instead (imagecopy.go:
+// whiteouts and opaque directories applied, set-id bits dropped, every
+// file the sandbox's host uid's, or the caller's when it is not root:
+// root inside either way), bound read-only, since it lies outside the
+// disk budget; Info().Notes and Reason say so and why. A caller that is
+// not root cannot read trusted.overlay.opaque and takes the layer's
+// user.overlay.opaque copies instead, refusing a layer whose root lacks
+// MarkedXattr. Nothing falls back to the host's system directories; the
+// plain backend refuses an image. BuildRoot is the build side: an overlay of the layers below
 // with a new upper directory, RUN through bwrap as host root with the
 // network (see SECURITY.md), COPY and WORKDIR through the same no-link
 // resolution as everything else here.

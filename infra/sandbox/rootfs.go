@@ -32,6 +32,9 @@ type Image struct {
 	// Notes say how the image was made (the base a FROM was mapped to);
 	// Info().Notes carries them.
 	Notes []string
+	// Copy makes the root a per-attempt copy of the layers, read-only,
+	// as Start does where it cannot mount an overlay of idmapped layers.
+	Copy bool
 }
 
 // imageMount is a sandbox's root: the image's layers, idmapped so that
@@ -42,6 +45,10 @@ type imageMount struct {
 	dir    string   // <root>/rootfs, where the overlay is mounted on the host
 	f      *os.File // O_PATH descriptor of the mounted overlay, bound as /
 	layers int
+	// copied says the root is a copy of the layers (copyImage), bound
+	// read-only, not an overlay; why says why.
+	copied bool
+	why    string
 }
 
 // imageDir is fs/'s entry holding the overlay's upper and work
@@ -51,16 +58,86 @@ const imageDir = ".image"
 
 // mountImage mounts img as the sandbox's root and copies what the image
 // holds in the writable directories into them, so that /app of the image
-// is what commands find in /app. It fails closed: a host that cannot
-// mount an overlay of idmapped layers gets an error, never the host's
-// system directories instead.
+// is what commands find in /app. Where no overlay of idmapped layers can
+// be mounted (t1 not root, a kernel or filesystem without them) the root
+// is a copy of the layers instead, read-only (copyImage). Either way it
+// fails closed: never the host's system directories instead.
 func (b *box) mountImage(ctx context.Context, img *Image) error {
 	if len(img.Layers) == 0 {
 		return errors.New("sandbox: image without layers")
 	}
-	if b.uid < 0 || !b.disk.mounted {
-		return errors.New("sandbox: an image root needs t1 to run as root (kernel overlayfs over idmapped layers, each sandbox its own host uid); run as root, or use sandbox.image: host")
+	top, err := openSafeRoot(b.root)
+	if err != nil {
+		return err
 	}
+	defer top.Close()
+	if err := top.Mkdir("rootfs", 0o700); err != nil {
+		return err
+	}
+	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers)}
+	switch {
+	case img.Copy:
+		b.image.why = "a copy was asked for"
+	case b.uid < 0 || !b.disk.mounted:
+		b.image.why = "t1 does not run as root, which the overlay of idmapped layers needs"
+	default:
+		if err := b.mountOverlayRoot(img, top); err != nil {
+			b.image.why = err.Error()
+		}
+	}
+	if b.image.why != "" {
+		b.image.copied = true
+		dst, err := top.OpenRoot("rootfs")
+		if err != nil {
+			return err
+		}
+		err = copyImage(img.Layers, dst, b.uid, b.gid)
+		dst.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if b.image.f, err = top.openat("open", "rootfs", unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
+		return err
+	}
+	merged, err := top.OpenRoot("rootfs")
+	if err != nil {
+		return err
+	}
+	defer merged.Close()
+	for _, d := range writableDirs {
+		name := strings.TrimPrefix(d, "/")
+		fi, err := merged.Lstat(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox: image %s: %w", d, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("sandbox: image: %s is not a directory; the sandbox mounts a writable directory there", d)
+		}
+		if err := b.copyInto(ctx, merged, name, name); err != nil {
+			return err
+		}
+	}
+	b.env = mergeEnv(img.Env, b.env)
+	if img.WorkDir != "" && img.WorkDir != "/" {
+		b.workDir = img.WorkDir
+	}
+	b.notes = append(b.notes, img.Notes...)
+	if b.image.copied {
+		b.notes = append(b.notes, fmt.Sprintf("root filesystem: a copy of the image's %d layers, read-only (writes outside the writable directories fail), instead of the host's /usr: %s", len(img.Layers), b.image.why))
+	} else {
+		b.notes = append(b.notes, fmt.Sprintf("root filesystem: an image of %d layers, read-only under a per-attempt writable layer, instead of the host's /usr", len(img.Layers)))
+	}
+	return nil
+}
+
+// mountOverlayRoot mounts the image's layers, idmapped to the sandbox's
+// uid, under an upper directory on the disk-budget tmpfs, at
+// <root>/rootfs.
+func (b *box) mountOverlayRoot(img *Image, top *safeRoot) error {
 	if err := b.fsRoot.Mkdir(imageDir, 0o700); err != nil {
 		return err
 	}
@@ -92,49 +169,7 @@ func (b *box) mountImage(ctx context.Context, img *Image) error {
 		return err
 	}
 	defer ns.Close()
-	top, err := openSafeRoot(b.root)
-	if err != nil {
-		return err
-	}
-	defer top.Close()
-	if err := top.Mkdir("rootfs", 0o700); err != nil {
-		return err
-	}
-	if err := mountOverlay(img.Layers, int(ns.Fd()), upper, work, top, "rootfs"); err != nil {
-		return err
-	}
-	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers)}
-	if b.image.f, err = top.openat("open", "rootfs", unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
-		return err
-	}
-	merged, err := top.OpenRoot("rootfs")
-	if err != nil {
-		return err
-	}
-	defer merged.Close()
-	for _, d := range writableDirs {
-		name := strings.TrimPrefix(d, "/")
-		fi, err := merged.Lstat(name)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("sandbox: image %s: %w", d, err)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("sandbox: image: %s is not a directory; the sandbox mounts a writable directory there", d)
-		}
-		if err := b.copyInto(ctx, merged, name, name); err != nil {
-			return err
-		}
-	}
-	b.env = mergeEnv(img.Env, b.env)
-	if img.WorkDir != "" && img.WorkDir != "/" {
-		b.workDir = img.WorkDir
-	}
-	b.notes = append(b.notes, img.Notes...)
-	b.notes = append(b.notes, fmt.Sprintf("root filesystem: an image of %d layers, read-only under a per-attempt writable layer, instead of the host's /usr", len(img.Layers)))
-	return nil
+	return mountOverlay(img.Layers, int(ns.Fd()), upper, work, top, "rootfs")
 }
 
 // unmountImage takes the overlay down before the per-attempt directory
@@ -145,6 +180,11 @@ func (b *box) unmountImage() {
 	}
 	if b.image.f != nil {
 		b.image.f.Close()
+	}
+	if b.image.copied {
+		// removeAll takes the copy with the attempt's directory.
+		b.image = nil
+		return
 	}
 	if err := unix.Unmount(b.image.dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		fmt.Fprintf(os.Stderr, "sandbox: unmounting %s: %v\n", b.image.dir, err)

@@ -47,6 +47,13 @@ type Spec struct {
 	// it as usual (an image built from the task's Dockerfile comes with
 	// TaskDir empty). Only bwrap run as root supports it.
 	Image *Image
+	// Verifier says the sandbox runs the task's verifier offline, with
+	// stand-ins for the installers test.sh calls: a backend that builds
+	// images (package image) adds what those installers would fetch at
+	// verify time (Debian's python3, pytest, the packages test.sh's
+	// apt-get install names) as a layer of the verifier's image alone.
+	// Other backends ignore it.
+	Verifier bool
 }
 
 // Sandbox is one attempt's isolated shell environment. Paths given to its

@@ -157,7 +157,7 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 				return err
 			}
 			vars["PATH"] = b.aliasPath()
-			note := fmt.Sprintf("%s:%d: FROM %s ignored: the sandbox runs on the host's system directories%s", file, in.Line, image, alias)
+			note := fmt.Sprintf("%s:%d: FROM %s ignored: %s%s", file, in.Line, image, b.rootNote(), alias)
 			b.notes = append(b.notes, note)
 			slog.Debug("sandbox: " + note)
 		case "ARG":
