@@ -115,9 +115,14 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	// A checkpoint's own config.json gives the model's dimensions; from
 	// here on cfg carries them, so the hash, the episode bounds and the
 	// critic's shape all follow the checkpoint.
-	mcfg, err := ModelShape(cfg.Inference.Model, checkpoint, st)
+	mcfg, modelType, err := ModelShape(cfg.Inference.Model, checkpoint, st)
 	if err != nil {
 		return nil, err
+	}
+	if modelType != moe.ModelType && (cfg.Training.Trainer.Backend != trainer.BackendExec || cfg.Inference.Backend == inference.BackendReference) {
+		return nil, fmt.Errorf("inference.checkpoint %q: model_type %q: t1's reference trainer and engine train and serve only %s (%s); "+
+			"an external architecture needs training.trainer.backend: exec (your trainer) and inference.backend: sglang or vllm (your engine)",
+			checkpoint, modelType, moe.ModelType, moe.Architecture)
 	}
 	cfg.Inference.Model = inferenceModel(mcfg)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
@@ -371,12 +376,13 @@ func InferenceOptions(in config.Inference) inference.Options {
 		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: ModelConfig(in.Model)}
 }
 
-// ModelShape is the model's shape: the checkpoint's config.json when there
-// is a checkpoint (a local directory or an object-store prefix), else
-// the configured one.
-func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, error) {
+// ModelShape is the model's shape and model_type: the checkpoint's
+// config.json when there is a checkpoint (a local directory or an
+// object-store prefix; an external MoE's read by moe.ParseShape), else
+// the configured reference model.
+func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, string, error) {
 	if checkpoint == "" {
-		return ModelConfig(configured), nil
+		return ModelConfig(configured), moe.ModelType, nil
 	}
 	var b []byte
 	var err error
@@ -388,13 +394,13 @@ func ModelShape(configured config.InferenceModel, checkpoint string, st store.Ob
 		b, err = readObject(ctx, st, path.Join(checkpoint, moe.ConfigFile))
 	}
 	if err != nil {
-		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+		return moe.Config{}, "", fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
 	}
-	c, err := moe.ParseConfig(b)
+	c, modelType, err := moe.ParseShape(b)
 	if err != nil {
-		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+		return moe.Config{}, "", fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
 	}
-	return c, nil
+	return c, modelType, nil
 }
 
 func readObject(ctx context.Context, st store.ObjectStore, key string) ([]byte, error) {

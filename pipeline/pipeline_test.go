@@ -147,3 +147,51 @@ func TestModelShapeComesFromTheCheckpoint(t *testing.T) {
 		t.Fatalf("another architecture: %v", err)
 	}
 }
+
+// An external MoE's config.json (shaped like Qwen3-30B-A3B's) gives the
+// run its dimensions when an external trainer trains it and a remote
+// engine serves it: the routing records' shape in run.started, and the
+// model section the hash, the episode bounds and the critic's shape are
+// built from. The reference trainer, or the in-process engine, refuses
+// it, naming what it can train and where to go instead.
+func TestExternalArchitectureShape(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../moe/testdata/qwen3-30b-a3b/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, moe.ConfigFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Inference.Checkpoint = dir
+	cfg.Inference.Backend, cfg.Inference.URL = "sglang", "http://127.0.0.1:1"
+	cfg.Training.Trainer.Backend, cfg.Training.Trainer.Command = "exec", []string{"train", "{job}", "{out}"}
+	p := build(t, cfg)
+	if d := p.Started().Model; d != (schemas.ModelDims{Vocab: 151936, Layers: 48, TopK: 8, Experts: 128}) {
+		t.Fatalf("run.started model %+v, want Qwen3-30B-A3B's", d)
+	}
+	same := cfg
+	same.Inference.Checkpoint = ""
+	same.Inference.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, Experts: 128, TopK: 8, DFF: 768, Context: 40960}
+	if build(t, same).Hash() != p.Hash() {
+		t.Fatal("the run's model section is not the config.json's dimensions")
+	}
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true
+	for name, mod := range map[string]func(*config.Config){
+		"reference trainer": func(c *config.Config) { c.Training.Trainer.Backend, c.Training.Trainer.Command = "reference", nil },
+		"in-process engine": func(c *config.Config) { c.Inference.Backend, c.Inference.URL = "reference", "" },
+	} {
+		bad := cfg
+		mod(&bad)
+		_, err := Build(bad, nil, nil)
+		if err == nil {
+			t.Fatalf("%s: an external architecture accepted", name)
+		}
+		for _, want := range []string{dir, `"qwen3_moe"`, "t1_moe", "training.trainer.backend: exec", "inference.backend: sglang or vllm"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q lacks %q", name, err, want)
+			}
+		}
+	}
+}
