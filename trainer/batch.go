@@ -265,10 +265,15 @@ func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []s
 }
 
 // CheckpointRef is the claim check of a checkpoint stored under prefix:
-// the prefix as key, and the size and SHA-256 of its weights file.
+// the prefix as key, and the size and SHA-256 of its weights file (of an
+// external model's shard index when its weights are sharded).
 func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (schemas.ObjectRef, error) {
 	key := path.Join(prefix, moe.WeightsFile)
 	rc, _, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		// An external model's sharded weights: the index names every shard.
+		rc, _, err = st.Get(ctx, path.Join(prefix, WeightsIndexFile))
+	}
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("checkpoint %s: %w", prefix, err)
 	}
