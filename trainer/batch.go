@@ -351,6 +351,10 @@ func EnsurePolicy(ctx context.Context, st store.ObjectStore, runs []string, v in
 	for _, run := range runs {
 		prefix := keys.Policy(run, v)
 		_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
+		if errors.Is(err, store.ErrNotFound) {
+			// An external model's sharded weights, stored after their shards.
+			_, err = st.Stat(ctx, path.Join(prefix, WeightsIndexFile))
+		}
 		if err == nil {
 			return prefix, nil
 		}

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 // WeightsIndexFile lists the shards of a Hugging Face model's weights
@@ -185,4 +187,122 @@ func listCheckpoint(ctx context.Context, st store.ObjectStore, where string) ([]
 		}})
 	}
 	return files, nil
+}
+
+// EnsureExternalPolicy is EnsurePolicy's version 0 for a run whose
+// initial checkpoint, at checkpoint (an absolute local directory or a
+// store prefix), is of an external architecture: the nearest run of the
+// lineage that stores it, else the checkpoint adopted (checked and
+// stored byte for byte) under runs[0].
+func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []string, checkpoint string) (string, error) {
+	prefix, err := EnsurePolicy(ctx, st, runs, 0, nil)
+	if err == nil || !IsBad(err) {
+		return prefix, err
+	}
+	prefix = keys.Policy(runs[0], 0)
+	if err := Adopt(ctx, st, checkpoint, prefix, nil); err != nil {
+		return "", fmt.Errorf("initial policy: %w", err)
+	}
+	return prefix, nil
+}
+
+// LoadTokenizer reads the tokenizer of the checkpoint stored under
+// prefix (tokenizer.json and the files beside it) without its weights:
+// what sampling from a remote engine needs of a policy.
+func LoadTokenizer(ctx context.Context, st store.ObjectStore, prefix string) (tokenizer.Tokenizer, error) {
+	files := map[string][]byte{}
+	for _, name := range append([]string{moe.TokenizerFile}, moe.TokenizerCompanions()...) {
+		rc, _, err := st.Get(ctx, path.Join(prefix, name))
+		if errors.Is(err, store.ErrNotFound) && name != moe.TokenizerFile {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = Bad(err)
+			}
+			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
+		}
+		files[name] = b
+	}
+	tok, err := moe.ReadTokenizer(files)
+	if err != nil {
+		return nil, Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
+	}
+	return tok, nil
+}
+
+// ExportCheckpoint copies the files of the checkpoint stored under prefix
+// into the local directory dir for an engine to load (ExportDir).
+func ExportCheckpoint(ctx context.Context, st store.ObjectStore, prefix, dir string) (string, error) {
+	files, err := listCheckpoint(ctx, st, prefix)
+	if err != nil {
+		return "", err
+	}
+	return ExportDir(dir, func(tmp string) error {
+		for _, f := range files {
+			if err := copyOut(f, filepath.Join(tmp, f.name)); err != nil {
+				return fmt.Errorf("export %s: %w", prefix, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ExportDir makes dir a checkpoint directory for an engine to load,
+// unless a complete one is there (another worker exported it): write
+// fills a directory beside it, which is renamed into place, so an engine
+// never reads half of one. The weights (model.safetensors or a shard
+// index) mark it complete.
+func ExportDir(dir string, write func(tmp string) error) (string, error) {
+	complete := func() bool {
+		for _, w := range []string{moe.WeightsFile, WeightsIndexFile} {
+			if _, err := os.Stat(filepath.Join(dir, w)); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	if complete() {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("export to %s: %w", dir, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
+	if err != nil {
+		return "", fmt.Errorf("export to %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := write(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if complete() {
+			return dir, nil
+		}
+		return "", fmt.Errorf("export to %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+func copyOut(f checkpointFile, to string) error {
+	rc, err := f.open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, rc); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
 }

@@ -73,6 +73,19 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 	if ref, err := CheckpointRef(ctx, st, "runs/x/policy/v000001"); err != nil || ref.Bytes != int64(len(files[moe.WeightsFile])) {
 		t.Fatalf("claim check %+v: %v", ref, err)
 	}
+	// Exported for an engine to load, file by file.
+	out := filepath.Join(t.TempDir(), "weights", "v000001")
+	if got, err := ExportCheckpoint(ctx, st, "runs/x/policy/v000001", out); err != nil || got != out {
+		t.Fatalf("export: %s %v", got, err)
+	}
+	for name, want := range files {
+		if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("exported %s differs: %v", name, err)
+		}
+	}
+	if tok, err := LoadTokenizer(ctx, st, "runs/x/policy/v000001"); err != nil || tok.VocabSize() != 151669 {
+		t.Fatalf("stored tokenizer: %v", err)
+	}
 	// Stored, it is adopted again from its prefix.
 	if err := Adopt(ctx, st, "runs/x/policy/v000001", "runs/x/policy/v000002", fits(dims)); err != nil {
 		t.Fatal(err)
