@@ -171,7 +171,9 @@
 // # Layout
 //
 //	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer.json,model.safetensors,optimizer.safetensors}
-//	                                       (Hugging Face layout; a config.json of the earlier layout still loads)
+//	                                       (Hugging Face layout; a config.json of the earlier layout still loads;
+//	                                       an external model's files as they are, version 0 its initial
+//	                                       directory's: EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //
