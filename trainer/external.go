@@ -196,7 +196,7 @@ func listCheckpoint(ctx context.Context, st store.ObjectStore, where string) ([]
 // stored byte for byte) under runs[0].
 func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []string, checkpoint string) (string, error) {
 	prefix, err := EnsurePolicy(ctx, st, runs, 0, nil)
-	if err == nil || !IsBad(err) {
+	if err == nil || !IsBad(err) || len(runs) == 0 {
 		return prefix, err
 	}
 	prefix = keys.Policy(runs[0], 0)
