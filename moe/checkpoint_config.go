@@ -73,7 +73,8 @@ func ParseConfig(b []byte) (Config, error) {
 		_ = json.Unmarshal(raw, &mt)
 	}
 	if mt != ModelType {
-		return Config{}, fmt.Errorf("moe config: model_type %q is not the reference MoE (%s), the only architecture t1's trainer and engine load", mt, ModelType)
+		return Config{}, fmt.Errorf("moe config: model_type %q is not the reference MoE (%s, %s), the only architecture t1's reference trainer and engine load; "+
+			"train another architecture with training.trainer.backend: exec and serve it with inference.backend: sglang or vllm", mt, ModelType, Architecture)
 	}
 	var h hfConfig
 	if err := strictJSON(b, &h); err != nil {
@@ -95,4 +96,97 @@ func strictJSON(b []byte, v any) error {
 		return fmt.Errorf("more than one JSON value")
 	}
 	return nil
+}
+
+// ParseShape reads the dimensions t1 needs of a model from its
+// config.json: the reference MoE's through ParseConfig, or an external
+// MoE's (Qwen3-MoE's field names: vocab_size, num_hidden_layers,
+// hidden_size, num_attention_heads, num_experts, num_experts_per_tok,
+// moe_intermediate_size, max_position_embeddings). t1 never runs an
+// external model — an engine serves it and an external trainer trains
+// it — so only the shape of what they exchange with t1 is read: the
+// vocabulary the ids lie in, and the layers, experts and top-k of the
+// routing records. Other fields are the model's business and are not
+// read. modelType is the config's model_type (ModelType for the reference
+// MoE); Seed is 0 for an external model.
+//
+// A config.json without experts (a dense model) is refused, as is one
+// whose MoE layers are not every layer (Qwen3-MoE's mlp_only_layers or a
+// decoder_sparse_step above 1; DeepSeek's first_k_dense_replace): a
+// routing record holds one row per layer.
+func ParseShape(b []byte) (c Config, modelType string, err error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return Config{}, "", fmt.Errorf("moe config: %w", err)
+	}
+	_, vocab := probe["vocab"]
+	_, layers := probe["layers"]
+	if raw, ok := probe["model_type"]; ok {
+		_ = json.Unmarshal(raw, &modelType)
+	}
+	if vocab || layers || modelType == ModelType {
+		c, err := ParseConfig(b)
+		return c, ModelType, err
+	}
+	var x externalConfig
+	if err := json.Unmarshal(b, &x); err != nil {
+		return Config{}, "", fmt.Errorf("moe config: model_type %q: %w", modelType, err)
+	}
+	if modelType == "" {
+		return Config{}, "", fmt.Errorf("moe config: no model_type: not a Hugging Face config.json")
+	}
+	experts := firstSet(x.NumExperts, x.NumLocalExperts, x.NRoutedExperts)
+	var missing []string
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"vocab_size", x.VocabSize}, {"num_hidden_layers", x.NumHiddenLayers}, {"hidden_size", x.HiddenSize},
+		{"num_attention_heads", x.NumAttentionHeads}, {"num_experts", experts}, {"num_experts_per_tok", x.NumExpertsPerTok},
+		{"moe_intermediate_size", firstSet(x.MoeIntermediateSize, x.IntermediateSize)}, {"max_position_embeddings", x.MaxPositionEmbeddings}} {
+		if f.v <= 0 {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return Config{}, "", fmt.Errorf("moe config: model_type %q lacks %v: t1 reads an MoE's dimensions under Qwen3-MoE's field names (num_experts may be num_local_experts or n_routed_experts)", modelType, missing)
+	}
+	if len(x.MLPOnlyLayers) > 0 || x.DecoderSparseStep > 1 || x.FirstKDenseReplace > 0 {
+		return Config{}, "", fmt.Errorf("moe config: model_type %q has dense layers (mlp_only_layers %v, decoder_sparse_step %d, first_k_dense_replace %d): t1's routing records need experts at every layer",
+			modelType, x.MLPOnlyLayers, x.DecoderSparseStep, x.FirstKDenseReplace)
+	}
+	c = Config{Vocab: x.VocabSize, Layers: x.NumHiddenLayers, DModel: x.HiddenSize, Heads: x.NumAttentionHeads, Experts: experts,
+		TopK: x.NumExpertsPerTok, DFF: firstSet(x.MoeIntermediateSize, x.IntermediateSize), Context: x.MaxPositionEmbeddings, RopeTheta: x.RopeTheta}
+	if err := c.Validate(); err != nil {
+		return Config{}, "", fmt.Errorf("model_type %q: %w", modelType, err)
+	}
+	return c, modelType, nil
+}
+
+// externalConfig holds the fields of an external MoE's config.json that
+// ParseShape reads, under the names the model families use.
+type externalConfig struct {
+	VocabSize             int     `json:"vocab_size"`
+	NumHiddenLayers       int     `json:"num_hidden_layers"`
+	HiddenSize            int     `json:"hidden_size"`
+	NumAttentionHeads     int     `json:"num_attention_heads"`
+	NumExperts            int     `json:"num_experts"`       // Qwen2/3-MoE
+	NumLocalExperts       int     `json:"num_local_experts"` // Mixtral
+	NRoutedExperts        int     `json:"n_routed_experts"`  // DeepSeek
+	NumExpertsPerTok      int     `json:"num_experts_per_tok"`
+	MoeIntermediateSize   int     `json:"moe_intermediate_size"`
+	IntermediateSize      int     `json:"intermediate_size"`
+	MaxPositionEmbeddings int     `json:"max_position_embeddings"`
+	RopeTheta             float64 `json:"rope_theta"`
+	MLPOnlyLayers         []int   `json:"mlp_only_layers"`
+	DecoderSparseStep     int     `json:"decoder_sparse_step"`
+	FirstKDenseReplace    int     `json:"first_k_dense_replace"`
+}
+
+func firstSet(vs ...int) int {
+	for _, v := range vs {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
 }

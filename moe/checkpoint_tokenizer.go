@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/t1pipe/t1/tokenizer"
 )
@@ -24,6 +25,10 @@ const TokenizerConfigFile = "tokenizer_config.json"
 // hfTokenizerFiles are the files beside tokenizer.json that a checkpoint
 // carries for a Hugging Face tokenizer when they are there.
 var hfTokenizerFiles = []string{TokenizerConfigFile, "special_tokens_map.json", "chat_template.jinja"}
+
+// TokenizerCompanions are the files a Hugging Face model keeps beside
+// tokenizer.json that ReadTokenizer reads.
+func TokenizerCompanions() []string { return slices.Clone(hfTokenizerFiles) }
 
 // HFTokenizer is a Hugging Face model's tokenizer as a checkpoint holds
 // it: tokenizer.json parsed, and its files kept byte for byte.

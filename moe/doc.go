@@ -120,7 +120,9 @@
 //	                                        "vocab_size","num_hidden_layers","hidden_size","num_attention_heads",
 //	                                        "num_experts","num_experts_per_tok","moe_intermediate_size",
 //	                                        "max_position_embeddings","rope_theta","torch_dtype":"float32","t1_init_seed"};
-//	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads
+//	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads;
+//	                                       ParseShape also reads an external MoE's (Qwen3-MoE field names), whose
+//	                                       dimensions t1 needs though it never loads its weights
 //	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}, or a Hugging
 //	                                       Face tokenizer.json (package tokenizer) with, when the model has them,
 //	                                       /tokenizer_config.json, /special_tokens_map.json, /chat_template.jinja

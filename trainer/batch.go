@@ -265,10 +265,15 @@ func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []s
 }
 
 // CheckpointRef is the claim check of a checkpoint stored under prefix:
-// the prefix as key, and the size and SHA-256 of its weights file.
+// the prefix as key, and the size and SHA-256 of its weights file (of an
+// external model's shard index when its weights are sharded).
 func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (schemas.ObjectRef, error) {
 	key := path.Join(prefix, moe.WeightsFile)
 	rc, _, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		// An external model's sharded weights: the index names every shard.
+		rc, _, err = st.Get(ctx, path.Join(prefix, WeightsIndexFile))
+	}
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("checkpoint %s: %w", prefix, err)
 	}
@@ -346,6 +351,10 @@ func EnsurePolicy(ctx context.Context, st store.ObjectStore, runs []string, v in
 	for _, run := range runs {
 		prefix := keys.Policy(run, v)
 		_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
+		if errors.Is(err, store.ErrNotFound) {
+			// An external model's sharded weights, stored after their shards.
+			_, err = st.Stat(ctx, path.Join(prefix, WeightsIndexFile))
+		}
 		if err == nil {
 			return prefix, nil
 		}

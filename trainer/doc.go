@@ -148,7 +148,19 @@
 // architecture's dimensions (for the reference model model_type t1_moe,
 // num_hidden_layers, num_experts, num_experts_per_tok, vocab_size, …),
 // model.safetensors (F32) and the tokenizer file; its shape must fit the
-// batch (Adopt refuses one that does not). A critic result holds every
+// batch (Adopt refuses one that does not). It may be of an external
+// architecture (model_type qwen3_moe, …), which t1 does not load but
+// checks: config.json's dimensions read under Qwen3-MoE's field names
+// (moe.ParseShape) must be the run's — vocab_size covering the batch's
+// ids, num_hidden_layers, num_experts and num_experts_per_tok equal to
+// the routing records' (a critic's: its vocabulary alone) — every layer
+// must be an MoE layer, tokenizer.json must be there and read (with
+// tokenizer_config.json and the files beside it) with no more ids than
+// vocab_size, and the weights must be there: model.safetensors, or
+// model.safetensors.index.json with its shards. The directory must be
+// flat (hidden subdirectories, a download tool's cache, are skipped).
+// Its files are stored byte for byte, the weights last, and its claim
+// check is model.safetensors, else the shard index. A critic result holds every
 // chunk of the batch exactly once, each list as long as the chunk's
 // tokens, finite, 0 at non-action tokens; float32 values survive JSON
 // exactly. Decoding is strict: an unknown field, a result of another
@@ -159,7 +171,9 @@
 // # Layout
 //
 //	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer.json,model.safetensors,optimizer.safetensors}
-//	                                       (Hugging Face layout; a config.json of the earlier layout still loads)
+//	                                       (Hugging Face layout; a config.json of the earlier layout still loads;
+//	                                       an external model's files as they are, version 0 its initial
+//	                                       directory's: EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //

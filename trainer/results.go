@@ -40,11 +40,18 @@ func CriticFits(c moe.Config, d schemas.ModelDims) error {
 // or an absolute local directory an external trainer wrote — the one at
 // prefix: it checks that it loads and that fits (when not nil) accepts
 // its shape, and stores it under prefix when it is elsewhere. A
-// checkpoint that is missing, does not load or does not fit is a
-// BadInputError.
+// checkpoint of an external architecture is checked without loading
+// (adoptExternal) and stored file by file. A checkpoint that is missing,
+// does not load or does not fit is a BadInputError.
 func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits func(moe.Config) error) error {
+	c, modelType, external, err := externalShape(ctx, st, where)
+	if err != nil {
+		return err
+	}
+	if external {
+		return adoptExternal(ctx, st, where, prefix, c, modelType, fits)
+	}
 	var ck *moe.Checkpoint
-	var err error
 	if filepath.IsAbs(where) {
 		if _, serr := os.Stat(where); serr != nil {
 			return Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, serr))
