@@ -1,7 +1,10 @@
 package image_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,5 +115,81 @@ func TestRootChangesCannotForgeAVerdict(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Problems, "\n"), "changes outside the writable directories not applied") {
 		t.Errorf("the refused root changes are not reported: %q", r.Problems)
+	}
+}
+
+// TestSnapshotCarriesRootChanges: an image sandbox's layer holds its
+// changes outside the writable directories in OCI form: files, links
+// stored as links (never read through), whiteouts of deletions and the
+// opaque mark of a directory that replaced the image's.
+func TestSnapshotCarriesRootChanges(t *testing.T) {
+	opt, dir, _ := rootTask(t)
+	ctx := context.Background()
+	sb, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Exec(ctx, sandbox.Cmd{Script: "set -e; rm /usr/bin/tac; rm -rf /usr/share/doc; mkdir /usr/share/doc; echo new > /usr/share/doc/new; " +
+		"mkdir -p /usr/local/x; echo tool > /usr/local/x/tool; ln -s /etc/shadow /usr/local/x/shadow; echo app > /app/a"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var layer bytes.Buffer
+	if err := sb.Snapshot(ctx, &layer); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(layer.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[h.Name] = string(h.Typeflag) + ":" + h.Linkname + string(data)
+	}
+	want := map[string]string{
+		"usr/bin/.wh.tac":            "0:",
+		"usr/share/doc/":             "5:",
+		"usr/share/doc/.wh..wh..opq": "0:",
+		"usr/share/doc/new":          "0:new\n",
+		"usr/local/x/tool":           "0:tool\n",
+		"usr/local/x/shadow":         "2:/etc/shadow",
+		"app/a":                      "0:app\n",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("layer entry %s = %q, want %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "proc") || strings.HasPrefix(k, "dev/") || strings.HasPrefix(k, "run/t1") || strings.HasPrefix(k, ".image") {
+			t.Errorf("layer holds %s, a mount point or the overlay's own directory", k)
+		}
+	}
+	// Restored into a fresh sandbox: the additions are there, the
+	// deletions are not applied (the opaque directory's new file is an
+	// addition), and the link is a link.
+	fresh, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := fresh.Restore(ctx, bytes.NewReader(layer.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fresh.Exec(ctx, sandbox.Cmd{Script: "cat /usr/local/x/tool /app/a; readlink /usr/local/x/shadow; test -e /usr/bin/tac && echo tac; test -e /usr/share/doc/new && echo new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stdout != "tool\napp\n/etc/shadow\ntac\nnew\n" {
+		t.Errorf("restored: %q %q", r.Stdout, r.Stderr)
+	}
+	if notes := strings.Join(fresh.Info().Notes, "\n"); !strings.Contains(notes, "usr/bin/.wh.tac") {
+		t.Errorf("notes do not name the deletion left out: %q", notes)
 	}
 }
