@@ -32,7 +32,10 @@
 // with one more layer (Verifier): python3, python3-pytest and every
 // package test.sh's apt-get or apt install names, installed from the
 // mirror, for the stand-ins of harbor/verifier to find; the solution's
-// and agent's sandboxes never have it.
+// and agent's sandboxes never have it. What a solution installs outside
+// the writable directories reaches the verifier's sandbox through the
+// attempt's snapshot, applied below nothing of this layer's (sandbox,
+// "Snapshot layer format").
 //
 // Each layer's opaque marks are also written as user.overlay.opaque and
 // its root marked sandbox.MarkedXattr, so that a sandbox run by a user
