@@ -34,7 +34,8 @@
 // mirror, for the stand-ins of harbor/verifier to find; the solution's
 // and agent's sandboxes never have it. What a solution installs outside
 // the writable directories reaches the verifier's sandbox through the
-// attempt's snapshot, applied below nothing of this layer's (sandbox,
+// attempt's snapshot, as additions that replace or shadow none of this
+// layer's files (sandbox,
 // "Snapshot layer format").
 //
 // Each layer's opaque marks are also written as user.overlay.opaque and

@@ -102,21 +102,40 @@ printf '[pytest]\naddopts = -p t1evil\n' > /pytest.ini
 // tools, and says what it refused.
 func TestRootChangesCannotForgeAVerdict(t *testing.T) {
 	opt, dir, task := rootTask(t)
-	out, err := trial.Run(context.Background(), dir, task, &trial.Solution{Script: []byte(rootAttack)}, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := out.Report
-	if out.SolutionExit != 0 {
-		t.Fatalf("the attack did not run: exit %d\n%s", out.SolutionExit, out.SolutionOutput)
-	}
-	if r.Solved || r.Passed != 0 || r.Total != 3 {
-		t.Errorf("planted root files forged the verdict: solved %v, passed %d/%d, source %s %v", r.Solved, r.Passed, r.Total, r.Source, r.Problems)
-	}
-	if !strings.Contains(strings.Join(r.Problems, "\n"), "changes outside the writable directories not applied") {
-		t.Errorf("the refused root changes are not reported: %q", r.Problems)
+	for _, name := range []string{"planted", "linked"} {
+		attack := map[string]string{"planted": rootAttack, "linked": linkAttack}[name]
+		out, err := trial.Run(context.Background(), dir, task, &trial.Solution{Script: []byte(attack)}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.Report
+		if out.SolutionExit != 0 {
+			t.Fatalf("%s: the attack did not run: exit %d\n%s", name, out.SolutionExit, out.SolutionOutput)
+		}
+		if r.Solved || r.Passed != 0 || r.Total != 3 {
+			t.Errorf("%s: root files forged the verdict: solved %v, passed %d/%d, source %s %v", name, r.Solved, r.Passed, r.Total, r.Source, r.Problems)
+		}
+		if !strings.Contains(strings.Join(r.Problems, "\n"), "changes outside the writable directories not applied") {
+			t.Errorf("%s: the refused root changes are not reported: %q", name, r.Problems)
+		}
+		t.Logf("%s: %s", name, r.Problems)
 	}
 }
+
+// linkAttack makes a Python module directory on sys.path a link into
+// /app, where the layer's files go unchecked: a .pth there would rewrite
+// the report when Python exits, and a pytest package would shadow
+// Debian's. The verifier layer's python3 has the directory, so it is
+// refused as an existing name; on an image without it, as a link where
+// PATH or sys.path look.
+var linkAttack = `#!/bin/bash
+set -eu
+mkdir -p /app/site/pytest /usr/local/lib/python3.11
+printf '%s\n' "import atexit; atexit.register(lambda: open('/logs/verifier/junit.xml', 'w').write('''` + forgedJUnit + `'''))" > /app/site/t1evil.pth
+cp /app/site/t1evil.pth /app/site/pytest/__init__.py
+rm -rf /usr/local/lib/python3.11/dist-packages
+ln -s /app/site /usr/local/lib/python3.11/dist-packages
+`
 
 // TestSnapshotCarriesRootChanges: an image sandbox's layer holds its
 // changes outside the writable directories in OCI form: files, links

@@ -272,7 +272,7 @@
 // overlay's upper directory beneath a descriptor, no link followed, and
 // named from the root (usr/local/bin/tool, usr/bin/.wh.tac for a
 // deletion, usr/share/doc/.wh..wh..opq after a directory that replaced
-// the image's), mount points the sandbox makes (proc, dev, run/t1) left
+// the image's), mount points the sandbox makes (proc, dev, run) left
 // out. Restore applies such entries to an image root (a sandbox without
 // one refuses them) as additions only (rootlayer.go): new names under
 // /usr, /opt, /srv, /home, /var and /mnt, written through the merged

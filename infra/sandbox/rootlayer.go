@@ -25,8 +25,9 @@ import (
 // rootAdmits).
 
 // rootSkip are the root entries Snapshot leaves out: mount points the
-// sandbox puts there itself (bwrap creates them in the upper directory).
-var rootSkip = []string{"proc", "dev", "run/t1"}
+// sandbox puts there itself (bwrap creates them in the upper directory;
+// /run holds only the shell's control files, run/t1).
+var rootSkip = []string{"proc", "dev", "run"}
 
 // rootItems lists the attempt's overlay upper directory (fs/.image/upper)
 // as layer items: every name is resolved beneath fsRoot without following
@@ -150,8 +151,7 @@ type rootGuard struct {
 	root     *safeRoot
 	commands map[string]bool
 	modules  map[string]bool
-	pyDirs   map[string]bool // module directories, relative to /
-	skipped  []string        // the first maxSkipped refused names
+	skipped  []string // the first maxSkipped refused names
 	refused  int
 }
 
@@ -160,7 +160,7 @@ var pyDirGlobs = []string{"usr/lib/python3.*", "usr/lib/python3.*/lib-dynload", 
 	"usr/lib/python3/dist-packages", "usr/local/lib/python3.*/dist-packages", "usr/local/lib/python3.*/site-packages"}
 
 func newRootGuard(root *safeRoot) (*rootGuard, error) {
-	g := &rootGuard{root: root, commands: map[string]bool{}, modules: map[string]bool{}, pyDirs: map[string]bool{}}
+	g := &rootGuard{root: root, commands: map[string]bool{}, modules: map[string]bool{}}
 	for _, d := range pathDirs {
 		names, err := g.list(d)
 		if err != nil {
@@ -176,7 +176,6 @@ func newRootGuard(root *safeRoot) (*rootGuard, error) {
 			return nil, err
 		}
 		for _, d := range dirs {
-			g.pyDirs[d] = true
 			names, err := g.list(d)
 			if err != nil {
 				return nil, err
@@ -187,6 +186,30 @@ func newRootGuard(root *safeRoot) (*rootGuard, error) {
 		}
 	}
 	return g, nil
+}
+
+// matchAny says whether name matches one of the patterns.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sensitive says whether name is a directory of the verifier's PATH or
+// of Python's sys.path, or a parent of one, whether the image has it or
+// not.
+func sensitive(name string) bool {
+	for _, p := range append(slices.Clone(pathDirs), pyDirGlobs...) {
+		for ; p != "."; p = path.Dir(p) {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // list reads directory d's names; a d that is absent, not a directory or
@@ -267,8 +290,13 @@ func (g *rootGuard) check(name string, typ byte, deletion bool) rootVerdict {
 	if slices.Contains(pathDirs, dir) && g.commands[base] {
 		return rootRefused
 	}
+	if typ != tar.TypeDir && sensitive(name) {
+		// A link there would put a directory of the sandbox's own on
+		// PATH or sys.path, where nothing below is checked.
+		return rootRefused
+	}
 	for d := dir; d != "."; d = path.Dir(d) {
-		if !g.pyDirs[d] {
+		if !matchAny(pyDirGlobs, d) {
 			continue
 		}
 		// The entry's first component below the innermost module
