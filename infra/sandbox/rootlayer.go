@@ -22,7 +22,7 @@ import (
 // directories included; Restore applies them as additions only, because
 // the sandbox restoring a layer is the verifier's, which must not run
 // inside what the agent planted beyond the tools it installed (see
-// rootAdmits).
+// rootGuard.admit).
 
 // rootSkip are the root entries Snapshot leaves out: mount points the
 // sandbox puts there itself (bwrap creates them in the upper directory;
