@@ -1,7 +1,9 @@
 package image
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -51,5 +53,48 @@ func BenchmarkRebuild(b *testing.B) {
 		if _, err := Build(context.Background(), task, opt); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSnapshotRootChanges is Snapshot and Restore into a fresh
+// sandbox of 4 MiB written as 64 files, in /app (a writable directory)
+// and in /usr/local/lib (the overlay's upper directory, restored through
+// the verifier's guard), on the bare Debian base.
+func BenchmarkSnapshotRootChanges(b *testing.B) {
+	cache, base := testBase(b)
+	res, err := Build(context.Background(), writeTask(b, "FROM debian:bookworm\n", map[string]string{}), Options{CacheDir: cache, Base: base})
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := bwrap(b)
+	ctx := context.Background()
+	for _, dir := range []string{"/app/t1bench", "/usr/local/lib/t1bench"} {
+		b.Run(strings.SplitN(dir[1:], "/", 2)[0], func(b *testing.B) {
+			src, err := be.Start(ctx, sandbox.Spec{Image: res.Image})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			if r := exec1(b, src, "mkdir -p "+dir+" && for i in $(seq 64); do head -c 65536 /dev/zero | tr '\\0' x > "+dir+"/f$i; done"); r.ExitCode != 0 {
+				b.Fatal(r)
+			}
+			for b.Loop() {
+				var layer bytes.Buffer
+				if err := src.Snapshot(ctx, &layer); err != nil {
+					b.Fatal(err)
+				}
+				dst, err := be.Start(ctx, sandbox.Spec{Image: res.Image})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := dst.Restore(ctx, &layer); err != nil {
+					b.Fatal(err)
+				}
+				if r := exec1(b, dst, "test -s "+dir+"/f64"); r.ExitCode != 0 {
+					b.Fatal(r)
+				}
+				dst.Close()
+			}
+		})
 	}
 }

@@ -32,7 +32,11 @@
 // with one more layer (Verifier): python3, python3-pytest and every
 // package test.sh's apt-get or apt install names, installed from the
 // mirror, for the stand-ins of harbor/verifier to find; the solution's
-// and agent's sandboxes never have it.
+// and agent's sandboxes never have it. What a solution installs outside
+// the writable directories reaches the verifier's sandbox through the
+// attempt's snapshot, as additions that replace or shadow none of this
+// layer's files (sandbox,
+// "Snapshot layer format").
 //
 // Each layer's opaque marks are also written as user.overlay.opaque and
 // its root marked sandbox.MarkedXattr, so that a sandbox run by a user

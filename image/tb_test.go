@@ -41,7 +41,7 @@ func TestTerminalBenchShapesOnImages(t *testing.T) {
 	}
 	opt := trial.Options{Backend: &image.Backend{Inner: be, Options: image.Options{CacheDir: cache, Base: base}}}
 	ctx := context.Background()
-	tests := map[string]int{"apt-build": 3, "build-tool": 3, "datagen": 4, "heredoc-solve": 3, "py-image": 2, "uvx-ctrf": 3}
+	tests := map[string]int{"apt-build": 3, "build-tool": 3, "datagen": 4, "heredoc-solve": 3, "py-image": 2, "usr-local-tool": 3, "uvx-ctrf": 3}
 	seen := 0
 	for _, d := range tbDirs {
 		ents, err := os.ReadDir(d)

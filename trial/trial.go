@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/t1pipe/t1/harbor"
@@ -302,6 +303,13 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 		return nil, false, offline, fmt.Errorf("read verifier logs: %w", err)
 	}
 	rep = verifier.Parse(filepath.Join(logs, "v"), res.ExitCode)
+	// What of the attempt's root changes the verifier's sandbox refused
+	// to apply (sandbox Restore) may explain a failing test.
+	for _, n := range sb.Info().Notes {
+		if strings.HasPrefix(n, sandbox.RestoreNote) {
+			rep.Problems = append(rep.Problems, n)
+		}
+	}
 	if res.TimedOut {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("verifier timed out after %s", cmd.Timeout))
 	}

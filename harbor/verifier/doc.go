@@ -49,8 +49,8 @@
 //	apt-get|apt install P…       ok when dpkg has every P installed, else exit 100 naming the rest;
 //	                             update, upgrade, clean: skipped
 //	pip|pip3 install, python3 -m pip install, uv pip install, uv add, uv tool install
-//	                             ok when every distribution (and -r file's) is installed, else
-//	                             exit 1 naming the rest; a differing ==version is noted
+//	                             ok when every distribution (and -r file's) is installed in a
+//	                             version its specifier accepts, else exit 1 naming the rest
 //	uvx, uv run, uv tool run     the same for --with/--from, then the command; pytest and
 //	                             python stand for the image's
 //	pytest, python3 -m pytest    the image's pytest as isolated Python (-I -B,
@@ -64,9 +64,17 @@
 // mirror with what these installers would fetch and Debian provides
 // (python3, python3-pytest, the packages test.sh's apt-get install names;
 // image.Verifier), so pytest and the stand-ins run inside the image and
-// nothing of the host's is found. A pin the image's version does not
-// match is used with a note, not refused: Debian's pytest is not the 8.x
-// Terminal-Bench test.sh files pin.
+// nothing of the host's is found.
+//
+// Version specifiers (==, ===, !=, ~=, >=, <=, >, <, ==X.*, comma lists;
+// PEP 440 ordering of releases, pre-, post- and dev-releases, local
+// labels such as Debian's +repack ignored) are checked against the
+// installed version. A pin of the test runner — pytest, pytest-*, and the
+// CTRF and JUnit reporters (junit-xml, junitparser, ctrf*) — the image's
+// version does not satisfy is used with a note, not refused: Debian's
+// pytest is not the 8.x Terminal-Bench test.sh files pin. Any other pin
+// it does not satisfy fails: "pip install numpy==2.1.0: present 1.24.2,
+// the sandbox is offline".
 //
 // Each failure is one line "t1 offline verifier: …" on stderr naming what
 // the image lacks. A test file that fails to import is one failed result

@@ -3,6 +3,7 @@ package verifier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,5 +222,54 @@ func TestShimCollectionError(t *testing.T) {
 	r = Parse(filepath.Join(root, "logs"), exit)
 	if r.Source != SourceJUnit || r.Total != 1 || r.Solved || !strings.Contains(r.Assertions[0].Message, "No module named 't1_missing_module'") {
 		t.Fatalf("junit: exit %d, %+v\n%s", exit, r, out)
+	}
+}
+
+// A pin of the test runner or its plugins is noted and used as the image
+// has it; a pin of any other distribution fails unless the image's
+// version satisfies it. pluggy (pytest's own dependency) is the other
+// distribution, at whatever version the image has.
+func TestShimVersionPins(t *testing.T) {
+	needPytest(t)
+	v, err := exec.Command("/usr/bin/python3", "-c", "from importlib import metadata as m; print(m.version('pluggy'))").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := strings.TrimSpace(string(v))
+	rel := strings.Split(strings.SplitN(have, "+", 2)[0], ".")
+	major := rel[0]
+	next := func(s string) string { n := 0; fmt.Sscan(s, &n); return fmt.Sprint(n + 1) }
+	cases := []struct {
+		spec string
+		ok   bool
+	}{
+		{"pluggy==" + strings.Join(rel, "."), true},
+		{"pluggy==" + strings.Join(rel, ".") + ".0", true},
+		{"pluggy>=" + major + ",<" + next(major), true},
+		{"pluggy~=" + major + ".0", true},
+		{"pluggy==" + major + ".*", true},
+		{"pluggy!=" + major + ".*", false},
+		{"pluggy==" + next(major) + ".1.0", false},
+		{"pluggy>" + strings.Join(rel, "."), false},
+		{"pluggy<" + major, false},
+		{"pluggy<=" + next(major) + ".0.dev1", true},
+		{"pluggy>=" + next(major) + ".0a1", false},
+		{"pluggy~=" + major + "." + next(rel[1]), false},
+	}
+	for _, c := range cases {
+		root := t.TempDir()
+		must(t, os.MkdirAll(filepath.Join(root, "tests"), 0o755))
+		exit, out := shimmed(t, root, "pip install '"+c.spec+"'")
+		want := "t1 offline verifier: pip install " + c.spec + ": present " + have + ", the sandbox is offline\n"
+		if c.ok && exit != 0 || !c.ok && (exit != 1 || out != want) {
+			t.Errorf("%s (present %s): exit %d, output %q", c.spec, have, exit, out)
+		}
+	}
+	// The test runner's pins: noted, not enforced.
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "tests"), 0o755))
+	exit, out := shimmed(t, root, "pip install pytest==0.0.1 'pytest-json-ctrf==0.3.5' && uvx --with 'pytest>=99' pytest --version")
+	if exit != 0 || !strings.Contains(out, "pytest==0.0.1: using the image's pytest") || !strings.Contains(out, "pytest>=99: using the image's pytest") {
+		t.Errorf("runner pins: exit %d\n%s", exit, out)
 	}
 }

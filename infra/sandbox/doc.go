@@ -216,8 +216,8 @@
 // binds it as / by descriptor, then /proc, /dev and the writable
 // directories as usual, and leaves / writable: a write outside the
 // writable directories is copied up into the attempt's own upper
-// directory, counts against the disk budget, is not in Snapshot, and goes
-// with Close, which unmounts the overlay first. What the image holds in
+// directory, counts against the disk budget, is in Snapshot (below), and
+// goes with Close, which unmounts the overlay first. What the image holds in
 // the writable directories (/app, /root, …) is copied into them at Start,
 // before the baseline. The image's ENV and WORKDIR apply as a Dockerfile's
 // do. Without root, overlayfs or idmapped mounts (Linux 6.8+, a layer
@@ -266,6 +266,23 @@
 // more disk than the snapshotted one. Files are opened O_NONBLOCK and
 // O_NOFOLLOW and checked with fstat: what a running process has turned
 // into a fifo or a link since the scan is left out, never waited on.
+//
+// On an image root (overlay, not a copy) the layer also holds what the
+// attempt changed outside the writable directories, read from the
+// overlay's upper directory beneath a descriptor, no link followed, and
+// named from the root (usr/local/bin/tool, usr/bin/.wh.tac for a
+// deletion, usr/share/doc/.wh..wh..opq after a directory that replaced
+// the image's), mount points the sandbox makes (proc, dev, run) left
+// out. Restore applies such entries to an image root (a sandbox without
+// one refuses them) as additions only (rootlayer.go): new names under
+// /usr, /opt, /srv, /home, /var and /mnt, written through the merged
+// root with the rules below, none that exists in the image, none that
+// shadows a command the image has in a directory of the verifier's PATH
+// or a Python module it has on sys.path, no .pth, sitecustomize,
+// usercustomize or entry_points.txt declaring a pytest plugin, nothing in
+// /etc or directly in /, and no deletion: the restoring sandbox is the
+// verifier's, whose own tools stay the image's. Info().Notes says what
+// was left out (RestoreNote).
 //
 // A layer is bounded by the disk budget it came from: at most
 // Limits.MaxLayer bytes (twice the disk budget, plus headers for each

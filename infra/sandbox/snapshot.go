@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,18 +146,14 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	type item struct {
-		name     string
-		whiteout bool
-	}
-	var items []item
+	var items []snapItem
 	for p, e := range cur {
 		if !archivable(e.mode) {
 			continue
 		}
 		base, ok := b.base[p]
 		if changed(e, base, ok) {
-			items = append(items, item{name: p})
+			items = append(items, snapItem{name: p, src: p, e: e})
 		}
 	}
 	for p, e := range b.base {
@@ -170,9 +167,14 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 		if !archivable(e.mode) {
 			continue
 		}
-		items = append(items, item{name: p, whiteout: true})
+		items = append(items, snapItem{name: p, whiteout: true})
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].name < items[j].name })
+	root, err := b.rootItems()
+	if err != nil {
+		return err
+	}
+	items = append(items, root...)
+	sort.Slice(items, func(i, j int) bool { return items[i].key() < items[j].key() })
 
 	lw := &layerWriter{w: w, limit: b.limits.MaxLayer()}
 	tw := tar.NewWriter(lw)
@@ -181,19 +183,18 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if it.whiteout {
-			hdr := &tar.Header{
-				Typeflag: tar.TypeReg,
-				Name:     path.Join(path.Dir(it.name), whiteoutPrefix+path.Base(it.name)),
-				Mode:     0o600,
-				Format:   tar.FormatPAX,
+		if it.whiteout || it.opaque {
+			name := path.Join(path.Dir(it.name), whiteoutPrefix+path.Base(it.name))
+			if it.opaque {
+				name = path.Join(it.name, opaqueWhiteout)
 			}
+			hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o600, Format: tar.FormatPAX}
 			if err := tw.WriteHeader(hdr); err != nil {
 				return fmt.Errorf("sandbox: snapshot: %w", err)
 			}
 			continue
 		}
-		n, err := b.writeEntry(tw, lw, it.name, cur[it.name])
+		n, err := b.writeEntry(tw, lw, it.src, it.name, it.e)
 		if err != nil {
 			return err
 		}
@@ -205,6 +206,24 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("sandbox: snapshot: %w", err)
 	}
 	return nil
+}
+
+// snapItem is one entry of a layer: name is what the layer calls it,
+// src where fsRoot has it.
+type snapItem struct {
+	name, src        string
+	e                entry
+	whiteout, opaque bool
+}
+
+// key orders a layer's entries: by name, parents before children, and a
+// directory's opaque mark right after the directory, before anything
+// inside it.
+func (it snapItem) key() string {
+	if it.opaque {
+		return it.name + "/\x00"
+	}
+	return it.name
 }
 
 // maxPath is the longest host path the snapshot reads (PATH_MAX).
@@ -245,7 +264,7 @@ func topDir(p string) (string, bool) {
 
 // writeEntry writes one changed path and returns the logical size of
 // what it stored (a regular file's length, holes included).
-func (b *box) writeEntry(tw *tar.Writer, lw *layerWriter, name string, e entry) (int64, error) {
+func (b *box) writeEntry(tw *tar.Writer, lw *layerWriter, src, name string, e entry) (int64, error) {
 	hdr := &tar.Header{
 		Name:    name,
 		Mode:    unixMode(e.mode),
@@ -266,7 +285,7 @@ func (b *box) writeEntry(tw *tar.Writer, lw *layerWriter, name string, e entry) 
 	// fifo (whose open would wait for a writer forever) or a link where
 	// the scan saw a regular file. What is not a regular file now is left
 	// out, as fifos are.
-	f, err := b.fsRoot.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := b.fsRoot.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, syscall.ELOOP) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENXIO) {
 		return 0, nil
 	}
@@ -316,6 +335,20 @@ func checkName(name string) (string, error) {
 	return "", fmt.Errorf("sandbox: restore: entry %q: outside the writable directories (%s)", name, strings.Join(writableDirs, ", "))
 }
 
+// layerName validates a layer entry's name: clean and relative, inside
+// a writable directory, or (root) anywhere else on an image root.
+func (b *box) layerName(name string) (string, bool, error) {
+	n, err := checkName(name)
+	if err == nil || b.image == nil {
+		return n, false, err
+	}
+	n = strings.TrimSuffix(name, "/")
+	if n == "" || strings.HasPrefix(n, "/") || path.Clean(n) != n || n == ".." || strings.HasPrefix(n, "../") {
+		return "", false, fmt.Errorf("sandbox: restore: entry %q: not a clean relative path", name)
+	}
+	return n, true, nil
+}
+
 // restoreMode drops setuid and setgid when the file would belong to the
 // host's root.
 func (b *box) restoreMode(m fs.FileMode) fs.FileMode {
@@ -339,12 +372,20 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 	}
 	tr := tar.NewReader(r)
 	type dirMeta struct {
+		t     *box
 		name  string
 		mode  fs.FileMode
 		mtime time.Time
 	}
 	var dirs []dirMeta
 	var data, logical int64 // what the layer's files allocate, and their lengths
+	var rb *box             // the image root, for entries outside the writable directories
+	var guard *rootGuard
+	defer func() {
+		if guard != nil {
+			b.noteSkipped(guard.skipped, guard.refused)
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -356,12 +397,25 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: restore: %w", err)
 		}
-		name, err := checkName(hdr.Name)
+		name, root, err := b.layerName(hdr.Name)
 		if err != nil {
 			return err
 		}
 		base := path.Base(name)
 		dir := path.Dir(name)
+		t := b
+		if root {
+			if rb == nil {
+				if rb, guard, err = b.rootTarget(); err != nil {
+					return err
+				}
+				defer rb.fsRoot.Close()
+			}
+			if guard.admit(name, hdr.Typeflag, strings.HasPrefix(base, whiteoutPrefix)) != rootApply {
+				continue
+			}
+			t = rb
+		}
 		if strings.HasPrefix(base, whiteoutPrefix) {
 			if base == opaqueWhiteout {
 				if err := b.clearDir(dir); err != nil {
@@ -381,38 +435,47 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 			}
 			continue
 		}
-		if err := b.ensureParent(name); err != nil {
+		if err := t.ensureParent(name); err != nil {
 			return err
 		}
-		existing, lerr := b.fsRoot.Lstat(name)
+		existing, lerr := t.fsRoot.Lstat(name)
 		mode := b.restoreMode(goMode(hdr.Mode))
+		var src io.Reader = tr
+		if root && base == "entry_points.txt" && hdr.Typeflag == tar.TypeReg {
+			data, ok := readEntryPoints(tr, hdr.Size)
+			if !ok || pytestPlugin(data) {
+				guard.skip(name)
+				continue
+			}
+			src = bytes.NewReader(data)
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if lerr == nil && !existing.IsDir() {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
+				if err := t.fsRoot.RemoveAll(name); err != nil {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 				lerr = fs.ErrNotExist
 			}
 			if lerr != nil {
-				if err := b.fsRoot.Mkdir(name, 0o700); err != nil {
+				if err := t.fsRoot.Mkdir(name, 0o700); err != nil {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 			}
-			if err := b.chown(name); err != nil {
+			if err := t.chown(name); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
-			dirs = append(dirs, dirMeta{name, mode, hdr.ModTime})
+			dirs = append(dirs, dirMeta{t, name, mode, hdr.ModTime})
 		case tar.TypeReg:
 			if lerr == nil && !existing.Mode().IsRegular() {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
+				if err := t.fsRoot.RemoveAll(name); err != nil {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 			}
 			if logical += hdr.Size; logical > b.limits.MaxLogical() {
 				return fmt.Errorf("sandbox: restore: %w: its files add up to more than %s with holes filled in", ErrLayerLimit, FormatSize(b.limits.MaxLogical()))
 			}
-			n, err := b.writeData(name, tr, mode, hdr.ModTime)
+			n, err := t.writeData(name, src, mode, hdr.ModTime)
 			if err != nil {
 				return err
 			}
@@ -421,14 +484,14 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 			}
 		case tar.TypeSymlink:
 			if lerr == nil {
-				if err := b.fsRoot.RemoveAll(name); err != nil {
+				if err := t.fsRoot.RemoveAll(name); err != nil {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 			}
-			if err := b.fsRoot.Symlink(hdr.Linkname, name); err != nil {
+			if err := t.fsRoot.Symlink(hdr.Linkname, name); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
-			if err := b.chown(name); err != nil {
+			if err := t.chown(name); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
 		default:
@@ -439,10 +502,10 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 	// a read-only directory would refuse its children.
 	for i := len(dirs) - 1; i >= 0; i-- {
 		d := dirs[i]
-		if err := b.fsRoot.Chmod(d.name, d.mode); err != nil {
+		if err := d.t.fsRoot.Chmod(d.name, d.mode); err != nil {
 			return fmt.Errorf("sandbox: restore: %s: %w", d.name, err)
 		}
-		if err := b.fsRoot.Chtimes(d.name, d.mtime, d.mtime); err != nil {
+		if err := d.t.fsRoot.Chtimes(d.name, d.mtime, d.mtime); err != nil {
 			return fmt.Errorf("sandbox: restore: %s: %w", d.name, err)
 		}
 	}

@@ -1,0 +1,379 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Root changes: in image mode a write outside the writable directories
+// (a solution's dpkg -i, make install, cp tool /usr/local/bin) lands in
+// the attempt's overlay upper directory. Snapshot carries it in the layer
+// as entries named from / (usr/local/bin/tool), whiteouts and opaque
+// directories included; Restore applies them as additions only, because
+// the sandbox restoring a layer is the verifier's, which must not run
+// inside what the agent planted beyond the tools it installed (see
+// rootGuard.admit).
+
+// rootSkip are the root entries Snapshot leaves out: mount points the
+// sandbox puts there itself (bwrap creates them in the upper directory;
+// /run holds only the shell's control files, run/t1).
+var rootSkip = []string{"proc", "dev", "run"}
+
+// rootItems lists the attempt's overlay upper directory (fs/.image/upper)
+// as layer items: every name is resolved beneath fsRoot without following
+// a link, so a link the sandbox planted there is stored as a link, never
+// read through.
+func (b *box) rootItems() ([]snapItem, error) {
+	if b.image == nil || b.image.copied {
+		return nil, nil
+	}
+	upper := imageDir + "/upper"
+	var items []snapItem
+	err := b.fsRoot.walk(upper, func(name string, info fs.FileInfo) error {
+		if name == upper {
+			return nil
+		}
+		if len(name) >= maxPath {
+			return fmt.Errorf("%w: a path is longer than %d bytes (PATH_MAX)", ErrLayerLimit, maxPath)
+		}
+		rel := strings.TrimPrefix(name, upper+"/")
+		if _, ok := writableOrBelow(rel); ok || isRootSkip(rel) {
+			if info.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		m := info.Mode()
+		if m&fs.ModeCharDevice != 0 {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 {
+				items = append(items, snapItem{name: rel, whiteout: true})
+			}
+			return nil
+		}
+		if !archivable(m) {
+			return nil
+		}
+		e := entry{mode: m, size: info.Size(), mtime: info.ModTime()}
+		if m&fs.ModeSymlink != 0 {
+			t, err := b.fsRoot.Readlink(name)
+			if err != nil {
+				return err
+			}
+			e.target = t
+		}
+		items = append(items, snapItem{name: rel, src: name, e: e})
+		if m.IsDir() {
+			opq, err := b.opaque(name)
+			if err != nil {
+				return err
+			}
+			if opq {
+				items = append(items, snapItem{name: rel, opaque: true})
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, syscall.ENAMETOOLONG) {
+		return nil, fmt.Errorf("%w: a path is longer than %d bytes (PATH_MAX)", ErrLayerLimit, maxPath)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("sandbox: snapshot of the root's changes: %w", err)
+	}
+	return items, nil
+}
+
+// opaque says whether the upper directory's dir name is opaque (it
+// replaced a directory of the image, whose contents it hides).
+func (b *box) opaque(name string) (bool, error) {
+	f, err := b.fsRoot.openat("xattr", name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var v [8]byte
+	n, err := unix.Fgetxattr(int(f.Fd()), "trusted.overlay.opaque", v[:])
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		return false, nil
+	}
+	if err != nil {
+		return false, pathErr("xattr", name, err)
+	}
+	return n == 1 && v[0] == 'y', nil
+}
+
+func isRootSkip(rel string) bool {
+	for _, s := range rootSkip {
+		if rel == s || strings.HasPrefix(rel, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// writableOrBelow says whether rel (relative to /) is a writable
+// directory or inside one.
+func writableOrBelow(rel string) (string, bool) {
+	for _, d := range writableDirs {
+		if "/"+rel == d || strings.HasPrefix("/"+rel, d+"/") {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// pathDirs are the directories of the verifier's PATH (verifier.Path)
+// relative to /: a command the image has in any of them cannot be
+// replaced or shadowed by a root change.
+var pathDirs = []string{"usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin"}
+
+// rootTops are the top-level directories whose additions Restore
+// applies: where software installs. /etc is not among them (an
+// /etc/ld.so.preload would run the agent's code in every process of the
+// verifier), nor files directly in / (a /conftest.py, /pytest.ini or
+// /pyproject.toml configures the verifier's pytest run from /tests).
+var rootTops = []string{"usr", "opt", "srv", "home", "var", "mnt"}
+
+// rootGuard decides which root entries of a layer Restore applies. It
+// is taken before the first entry is applied, from the image as the
+// restoring sandbox sees it: the commands on PATH and the Python modules
+// on sys.path the image (verifier's layer included) provides.
+type rootGuard struct {
+	root     *safeRoot
+	commands map[string]bool
+	modules  map[string]bool
+	skipped  []string // the first maxSkipped refused names
+	refused  int
+}
+
+// pyDirGlobs are the directories on a Debian python3's sys.path.
+var pyDirGlobs = []string{"usr/lib/python3.*", "usr/lib/python3.*/lib-dynload", "usr/lib/python3.*/site-packages",
+	"usr/lib/python3/dist-packages", "usr/local/lib/python3.*/dist-packages", "usr/local/lib/python3.*/site-packages"}
+
+func newRootGuard(root *safeRoot) (*rootGuard, error) {
+	g := &rootGuard{root: root, commands: map[string]bool{}, modules: map[string]bool{}}
+	for _, d := range pathDirs {
+		names, err := g.list(d)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			g.commands[n] = true
+		}
+	}
+	for _, pat := range pyDirGlobs {
+		dirs, err := root.glob(pat)
+		if err != nil && !isLinkErr(err) {
+			return nil, err
+		}
+		for _, d := range dirs {
+			names, err := g.list(d)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range names {
+				g.modules[moduleName(n)] = true
+			}
+		}
+	}
+	return g, nil
+}
+
+// matchAny says whether name matches one of the patterns.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sensitive says whether name is a directory of the verifier's PATH or
+// of Python's sys.path, or a parent of one, whether the image has it or
+// not.
+func sensitive(name string) bool {
+	for _, p := range append(slices.Clone(pathDirs), pyDirGlobs...) {
+		for ; p != "."; p = path.Dir(p) {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// list reads directory d's names; a d that is absent, not a directory or
+// a link (merged-/usr's /bin) lists nothing.
+func (g *rootGuard) list(d string) ([]string, error) {
+	f, err := g.root.openat("list", d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) || isLinkErr(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func isLinkErr(err error) bool {
+	var l errLink
+	return errors.As(err, &l)
+}
+
+// moduleName is the importable name a module directory's entry stands
+// for: pytest for pytest/, pytest.py, pytest-8.4.1.dist-info, _pytest
+// for _pytest.cpython-311-x86_64-linux-gnu.so.
+func moduleName(n string) string {
+	for _, suf := range []string{".dist-info", ".egg-info"} {
+		if s, ok := strings.CutSuffix(n, suf); ok {
+			n, _, _ = strings.Cut(s, "-")
+		}
+	}
+	n, _, _ = strings.Cut(n, ".")
+	return strings.ToLower(strings.ReplaceAll(n, "-", "_"))
+}
+
+// rootVerdict is what Restore does with a root entry.
+type rootVerdict int
+
+const (
+	rootApply   rootVerdict = iota
+	rootPresent             // a directory the image has: nothing to do
+	rootRefused
+)
+
+// admit says what Restore does with the root entry name (a layer entry
+// below /, of tar type typ), recording what it refuses. Applied are
+// additions under rootTops that change nothing the image holds and
+// shadow none of the verifier's tools: no name that exists (a replaced
+// /usr/bin/python3 or a file of the verifier's pytest), no command on
+// PATH the image already has (a /usr/local/bin/pytest ahead of
+// /usr/bin's), no Python module the image already has (a pytest/ in
+// /usr/local/lib/python3.11/dist-packages ahead of Debian's), no .pth
+// file or sitecustomize (code Python runs at start-up). Deletions
+// (whiteouts, opaque directories) are not applied.
+func (g *rootGuard) admit(name string, typ byte, deletion bool) rootVerdict {
+	v := g.check(name, typ, deletion)
+	if v == rootRefused {
+		g.skip(name)
+	}
+	return v
+}
+
+func (g *rootGuard) skip(name string) {
+	if len(g.skipped) < maxSkipped {
+		g.skipped = append(g.skipped, name)
+	}
+	g.refused++
+}
+
+// maxSkipped bounds the refused names a restore remembers.
+const maxSkipped = 1000
+
+func (g *rootGuard) check(name string, typ byte, deletion bool) rootVerdict {
+	top, _, nested := strings.Cut(name, "/")
+	if deletion || !nested && typ != tar.TypeDir || !slices.Contains(rootTops, top) {
+		return rootRefused
+	}
+	dir, base := path.Dir(name), path.Base(name)
+	if slices.Contains(pathDirs, dir) && g.commands[base] {
+		return rootRefused
+	}
+	if typ != tar.TypeDir && sensitive(name) {
+		// A link there would put a directory of the sandbox's own on
+		// PATH or sys.path, where nothing below is checked.
+		return rootRefused
+	}
+	for d := dir; d != "."; d = path.Dir(d) {
+		if !matchAny(pyDirGlobs, d) {
+			continue
+		}
+		// The entry's first component below the innermost module
+		// directory is the module it belongs to.
+		first, _, _ := strings.Cut(strings.TrimPrefix(name, d+"/"), "/")
+		if m := moduleName(first); strings.HasSuffix(first, ".pth") || m == "sitecustomize" || m == "usercustomize" || g.modules[m] {
+			return rootRefused
+		}
+		break
+	}
+	fi, err := g.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return rootApply
+	case err == nil && fi.IsDir() && typ == tar.TypeDir:
+		return rootPresent
+	}
+	// What exists stays the image's.
+	return rootRefused
+}
+
+// rootTarget opens the sandbox's root (the merged overlay, or the copy)
+// for Restore, with the guard taken from it before anything is applied.
+func (b *box) rootTarget() (*box, *rootGuard, error) {
+	top, err := openSafeRoot(b.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer top.Close()
+	r, err := top.OpenRoot("rootfs")
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: restore: the image root: %w", err)
+	}
+	g, err := newRootGuard(r)
+	if err != nil {
+		r.Close()
+		return nil, nil, fmt.Errorf("sandbox: restore: the image root: %w", err)
+	}
+	return &box{fsRoot: r, uid: b.uid, gid: b.gid, limits: b.limits, anywhere: true}, g, nil
+}
+
+// RestoreNote begins the note in Info().Notes that says which changes
+// outside the writable directories Restore did not apply.
+const RestoreNote = "restore: "
+
+// noteSkipped says in Info().Notes which root changes Restore refused.
+func (b *box) noteSkipped(names []string, n int) {
+	if n == 0 {
+		return
+	}
+	shown := names
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	more := ""
+	if n > len(shown) {
+		more = fmt.Sprintf(" and %d more", n-len(shown))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.notes = append(b.notes, fmt.Sprintf(RestoreNote+"%d changes outside the writable directories not applied (only additions under /%s are, that replace or shadow nothing of the image: no command on PATH or Python module it has, no .pth or sitecustomize, no deletion): /%s%s",
+		n, strings.Join(rootTops, ", /"), strings.Join(shown, ", /"), more))
+}
+
+// pytestPlugin says whether an entry_points.txt declares a pytest
+// plugin, which pytest would load into the verifier's run unasked.
+func pytestPlugin(data []byte) bool { return bytes.Contains(data, []byte("pytest11")) }
+
+// maxEntryPoints bounds the entry_points.txt Restore reads to check.
+const maxEntryPoints = 1 << 20
+
+// readEntryPoints reads an entry_points.txt entry whole (bounded), so
+// that it can be checked before it is written.
+func readEntryPoints(r io.Reader, size int64) ([]byte, bool) {
+	if size > maxEntryPoints {
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(r, size))
+	return data, err == nil
+}
