@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sort"
@@ -185,6 +186,19 @@ func (s *stage) apply(ev engine.Event) {
 	}
 }
 
+// attemptSeed is the sampling seed of a task's attempt. Each task and
+// attempt draws from a stream of its own: with one stream per attempt
+// index shared by every task, attempt k of every task drew the same
+// random numbers at the same positions, so one unlucky draw failed the
+// same attempt of every task alike and k attempts of n tasks measured
+// like k. The seed does not depend on the policy version, so every policy
+// of a run meets the same draws (a paired comparison).
+func attemptSeed(task string, attempt int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "eval/%s/%d", task, attempt)
+	return h.Sum64()
+}
+
 // request materialises the suite in the run and fans out its attempts.
 func (s *stage) request(ctx context.Context, ev engine.Event, out engine.Emitter) error {
 	var p schemas.EvalRequestedPayload
@@ -202,7 +216,7 @@ func (s *stage) request(ctx context.Context, ev engine.Event, out engine.Emitter
 		for a := range p.Attempts {
 			r := schemas.RolloutRequestedPayload{
 				TaskID: t.ID, Attempt: a, Purpose: "eval", Suite: p.Suite, PolicyVersion: p.PolicyVersion,
-				Seed: uint64(a) + 1, MaxTurns: s.cfg.MaxTurns, Bundle: t.Bundle,
+				Seed: attemptSeed(t.ID, a), MaxTurns: s.cfg.MaxTurns, Bundle: t.Bundle,
 			}
 			if _, err := out.Emit(schemas.RolloutRequested, r, engine.WithKey(attemptID(t.ID, a))); err != nil {
 				return err

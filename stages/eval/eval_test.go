@@ -104,3 +104,43 @@ func TestFoldReadsOnlyTheRun(t *testing.T) {
 		t.Fatalf("read %v after the other run's first event", byRun)
 	}
 }
+
+// Every task's attempt samples from a stream of its own, and each policy
+// version of the run meets the same streams.
+func TestAttemptsDrawIndependentSeeds(t *testing.T) {
+	ctx := context.Background()
+	l := testinfra.Log(t)
+	dir := filepath.Join(testinfra.WorkDir(), "..", "..", "harbor", "testdata", "tasks")
+	s := newStage(StageConfig{Log: l, Store: testinfra.Store(t), TempDir: t.TempDir(),
+		Suites: map[string]Suite{"s": {Dirs: []string{filepath.Join(dir, "word-freq"), filepath.Join(dir, "log-rotate")}}}})
+	seeds := func(version int) map[string]uint64 {
+		ev := publish(t, l, "r", schemas.EvalRequested, fmt.Sprint("v", version), schemas.EvalRequestedPayload{Suite: "s", Attempts: 3, PolicyVersion: int64(version)})
+		var rec recorder
+		if err := s.handle(ctx, ev, &rec); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, e := range rec.evs {
+			var p schemas.RolloutRequestedPayload
+			if e.Type != schemas.RolloutRequested || e.Decode(&p) != nil {
+				t.Fatalf("emitted %s", e.Type)
+			}
+			out[attemptID(p.TaskID, p.Attempt)] = p.Seed
+		}
+		return out
+	}
+	v0, v2 := seeds(0), seeds(2)
+	if len(v0) != 6 {
+		t.Fatalf("%d attempts, want 2 tasks × 3", len(v0))
+	}
+	distinct := map[uint64]bool{}
+	for _, seed := range v0 {
+		distinct[seed] = true
+	}
+	if len(distinct) != len(v0) {
+		t.Fatalf("seeds %v: attempts share sampling streams", v0)
+	}
+	if !reflect.DeepEqual(v0, v2) {
+		t.Fatalf("policy v0's seeds %v differ from v2's %v", v0, v2)
+	}
+}
