@@ -118,3 +118,55 @@ func TestAblateRunsVariantsSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// With --seeds, the seeds' runs run at once in one process, each run's
+// stages consuming its own events alone, and every run is the run it is
+// when its seed runs alone.
+func TestAblateRunsSeedsAtOnce(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	cfg := writeConfig(t, tinyAblation)
+	runs := func(data string, args ...string) []string {
+		out, err := command(t, data, cfg, append([]string{"ablate", "--json", "--log-level", "warn"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("ablate %v: %v\n%s", args, err, out)
+		}
+		var sum struct {
+			Runs []struct{ Run, Status string } `json:"runs"`
+		}
+		if err := json.Unmarshal(out, &sum); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var ids []string
+		for _, r := range sum.Runs {
+			if r.Status != "completed" {
+				t.Fatalf("run %s: %s", r.Run, r.Status)
+			}
+			ids = append(ids, r.Run)
+		}
+		return ids
+	}
+	together, alone := t.TempDir(), t.TempDir()
+	if got := runs(together, "--seeds", "1,2", "--jobs", "2"); strings.Join(got, " ") != "abl-s1 abl-s1-replay-off abl-s2 abl-s2-replay-off" {
+		t.Fatalf("runs %v", got)
+	}
+	out, err := command(t, together, cfg, "status", "--json").Output()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	var st struct {
+		Consumers []struct{ Name string } `json:"consumers"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.Consumers {
+		if !strings.Contains(c.Name, "_abl-s") {
+			t.Errorf("consumer %s is not a run's own", c.Name)
+		}
+	}
+	runs(alone, "--seeds", "2")
+	for _, run := range []string{"abl-s2", "abl-s2-replay-off"} {
+		sameDigest(t, runDigest(t, alone, cfg, run), runDigest(t, together, cfg, run))
+	}
+}

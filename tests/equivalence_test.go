@@ -84,7 +84,13 @@ func completeRun(t *testing.T, data, cfg string, extra ...string) {
 
 func readDigest(t *testing.T, data, cfg string) *digest.Digest {
 	t.Helper()
-	out, err := finish(t, command(t, data, cfg, "digest", "--run", "tiny", "--json"), 2*time.Minute)
+	return runDigest(t, data, cfg, "tiny")
+}
+
+// runDigest is run's digest in data.
+func runDigest(t *testing.T, data, cfg, run string) *digest.Digest {
+	t.Helper()
+	out, err := finish(t, command(t, data, cfg, "digest", "--run", run, "--json"), 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

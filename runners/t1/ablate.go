@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/keys"
@@ -92,12 +94,13 @@ func ablateCmd(g *globals) *cobra.Command {
 	var only []string
 	var baseOnly, fresh bool
 	var seeds []uint
+	var jobs int
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only]] [--fresh]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only] [--jobs N]] [--fresh]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
-default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, one
-after the other in this process on the same infrastructure and seed, and writes a report that
+default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, in
+this process on the same infrastructure and seed, and writes a report that
 shows them side by side: runs/<run.id>/ablation.md and ablation.html, in the store and under
 the data directory. A variant whose settings change only what happens from an iteration on
 (reward, critic, advantages, the actor update; pipeline.VariantBranch) runs as a continued branch
@@ -109,7 +112,9 @@ stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
 mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
-spread over the seeds alone.`,
+spread over the seeds alone. The seeds run at once (--jobs): each seed's base run and then its
+variants, every run with consumers of its own (<stage>_<run>), since most of a run's time is
+spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -161,7 +166,10 @@ spread over the seeds alone.`,
 				return err
 			}
 			defer in.Close()
-			sum, err := ablate(ctx, cmd.ErrOrStderr(), in, plan)
+			if jobs <= 0 {
+				jobs = min(len(bases), 4)
+			}
+			sum, err := ablate(ctx, cmd.ErrOrStderr(), in, plan, jobs)
 			if err != nil {
 				return err
 			}
@@ -186,6 +194,7 @@ spread over the seeds alone.`,
 	cmd.Flags().StringSliceVar(&only, "variants", nil, "variants to run, by name (default: every configured variant)")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
 	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
+	cmd.Flags().IntVar(&jobs, "jobs", 0, "with --seeds, run this many seeds' runs at once (default: every seed, at most 4)")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
@@ -209,31 +218,45 @@ func branchStage(cfg config.Config, n string) (string, bool) {
 	return pipeline.VariantBranch(slices.Sorted(maps.Keys(cfg.Variants[i].Set)))
 }
 
-// ablate runs each planned run to its end, in order (a base run before its
-// branches), and writes the comparison report of all of them under the
-// first one's run.
-func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRun) (*ablationSummary, error) {
+// ablate runs each planned run to its end and writes the comparison
+// report of all of them under the first one's run. Each base run and the
+// branches after it in plan form a chain, run in order (a base before its
+// branches); jobs chains run at once. Every run's stages are its own
+// (stagesOwn), so runs of different configurations in this process never
+// handle each other's events.
+func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRun, jobs int) (*ablationSummary, error) {
 	sum := &ablationSummary{Base: plan[0].Config.Run.ID}
-	for _, r := range plan {
-		c := r.Config
-		// The servers, store and log are shared; only what the stages
-		// are built from changes between variants.
-		vin := *in
-		vin.Config = c
-		var s *pipelineSummary
-		var err error
-		if r.Branch {
-			fmt.Fprintf(w, "== run %s: a branch of %s at %s, iteration 0\n", c.Run.ID, r.Parent, r.Stage)
-			var out replaySummary
-			out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true})
-			s = out.Branch
-		} else {
-			fmt.Fprintf(w, "== run %s\n", c.Run.ID)
-			s, err = executePipeline(ctx, w, &vin, true)
+	var chains [][]int
+	for i, r := range plan {
+		if !r.Branch || len(chains) == 0 {
+			chains = append(chains, nil)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
+		chains[len(chains)-1] = append(chains[len(chains)-1], i)
+	}
+	out := make([]*pipelineSummary, len(plan))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(jobs, 1))
+	for _, chain := range chains {
+		cw := w
+		if jobs > 1 && len(chains) > 1 {
+			cw = &prefixWriter{mu: &mu, w: w, prefix: plan[chain[0]].Config.Run.ID + "  "}
 		}
+		g.Go(func() error {
+			for _, i := range chain {
+				s, err := ablateRun(gctx, cw, in, plan[i])
+				if err != nil || s == nil {
+					return err
+				}
+				out[i] = s
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, s := range out {
 		if s == nil {
 			fmt.Fprintf(w, "stopped; run `t1 ablate` again to resume\n")
 			sum.Stopped = true
@@ -260,6 +283,62 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 		return nil, err
 	}
 	return sum, nil
+}
+
+// ablateRun runs r to its end on in's servers; nil when ctx ends first.
+func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun) (*pipelineSummary, error) {
+	c := r.Config
+	// The servers, store and log are shared; only what the stages are
+	// built from changes between runs.
+	vin := *in
+	vin.Config = c
+	var s *pipelineSummary
+	var err error
+	if r.Branch {
+		fmt.Fprintf(w, "== run %s: a branch of %s at %s, iteration 0\n", c.Run.ID, r.Parent, r.Stage)
+		var out replaySummary
+		out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true}, stagesOwn)
+		s = out.Branch
+	} else {
+		fmt.Fprintf(w, "== run %s\n", c.Run.ID)
+		s, err = executePipeline(ctx, w, &vin, stagesOwn)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
+	}
+	return s, nil
+}
+
+// prefixWriter starts every line written through it with prefix, one
+// Write at a time across the writers sharing mu, so that the progress of
+// runs at once stays readable line by line.
+type prefixWriter struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	mid    bool // the last Write ended inside a line
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	var buf bytes.Buffer
+	for len(b) > 0 {
+		if !p.mid {
+			buf.WriteString(p.prefix)
+		}
+		line, rest, found := bytes.Cut(b, []byte("\n"))
+		buf.Write(line)
+		if found {
+			buf.WriteByte('\n')
+		}
+		p.mid, b = !found, rest
+	}
+	if _, err := p.w.Write(buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // writeRunFile stores data at key, an object of run directly under

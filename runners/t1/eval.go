@@ -199,7 +199,7 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	for _, s := range stages {
-		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run))
+		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run, false))
 		wg.Go(func() {
 			if err := r.Run(stageCtx); err != nil {
 				select {

@@ -92,7 +92,7 @@ audit). Replaying into B again with the same options resumes it.`,
 				printReplay(cmd.OutOrStdout(), out)
 				return nil
 			}
-			out, err := continueBranch(ctx, cmd.ErrOrStderr(), in, o)
+			out, err := continueBranch(ctx, cmd.ErrOrStderr(), in, o, stagesShared)
 			if err != nil || out.Branch == nil {
 				return err
 			}
@@ -126,7 +126,7 @@ audit). Replaying into B again with the same options resumes it.`,
 // and runs the branch to its end in this process, on in's servers, with
 // in's configuration; it reports the branch point's replay on w. A nil
 // Branch in the result means the run was stopped (errStopped's case).
-func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipeline.BranchOptions) (replaySummary, error) {
+func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipeline.BranchOptions, at stagesAt) (replaySummary, error) {
 	out := replaySummary{Stage: o.Stage, Run: o.Parent, Into: o.Into}
 	p, err := pipeline.Build(in.Config, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
 	if err != nil {
@@ -139,7 +139,7 @@ func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipelin
 	// The branch runs on as a run of its own, on the same servers.
 	bin := *in
 	bin.Config.Run.ID = o.Into
-	out.Branch, err = executePipeline(ctx, w, &bin, true)
+	out.Branch, err = executePipeline(ctx, w, &bin, at)
 	return out, err
 }
 

@@ -86,8 +86,29 @@ type evalLine struct {
 	MeanTurns     float64 `json:"mean_turns"`
 }
 
+// stagesAt says where the stages of a run that executePipeline follows
+// run.
+type stagesAt int
+
+const (
+	// stagesElsewhere: t1 worker processes run them.
+	stagesElsewhere stagesAt = iota
+	// stagesShared: this process, on the log's consumers of every run, so
+	// t1 worker processes of a stage may share its load.
+	stagesShared
+	// stagesOwn: this process, for this run alone (every consumer is
+	// <stage>_<run>), so that runs of other configurations can run in the
+	// same process at once without one's stages handling the other's
+	// events.
+	stagesOwn
+)
+
 func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra, stages bool) error {
-	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, stages)
+	at := stagesElsewhere
+	if stages {
+		at = stagesShared
+	}
+	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, at)
 	if err != nil {
 		return err
 	}
@@ -112,11 +133,10 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 	return nil
 }
 
-// executePipeline runs in.Config's run to its end, with every stage in
-// this process when stages is set (otherwise workers elsewhere run them),
-// writing progress to w, and returns its summary once the report is
+// executePipeline runs in.Config's run to its end, its stages where at
+// says, writing progress to w, and returns its summary once the report is
 // written; nil when ctx ends first (a later call resumes the run).
-func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages bool) (*pipelineSummary, error) {
+func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stagesAt) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
 	p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
@@ -129,7 +149,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	defer func() { stopStages(); wg.Wait() }()
 	errs := make(chan error, len(p.Stages()))
 	mine := p.Stages()
-	if !stages {
+	if at == stagesElsewhere {
 		mine = nil
 	}
 	// The stages that must run once per run (control, eval) run for this
@@ -152,7 +172,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, stages b
 	}
 	defer release()
 	for _, s := range mine {
-		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run))
+		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run, at == stagesOwn))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

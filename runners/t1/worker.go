@@ -144,7 +144,7 @@ func runWorker(parent context.Context, cmd *cobra.Command, cfg config.Config, st
 		return err
 	}
 	defer release()
-	r := engine.NewRunner(in.Log, st, runnerConfig(cfg, p, st, run))
+	r := engine.NewRunner(in.Log, st, runnerConfig(cfg, p, st, run, false))
 	defer func() {
 		s := r.Stats()
 		sum.Acked, sum.Failed, sum.Retried, sum.DeadLettered = s.Acked, s.Failed, s.Retried, s.DeadLettered
@@ -218,10 +218,11 @@ func isSerial(s engine.Stage) bool {
 
 // runnerConfig is how this process runs s: a serial stage for run alone
 // when run is set (the process leases it for that run), every other stage,
-// and a serial one without a run, over every run.
-func runnerConfig(cfg config.Config, p *pipeline.Pipeline, s engine.Stage, run string) engine.RunnerConfig {
+// and a serial one without a run, over every run; with own, every stage
+// for run alone.
+func runnerConfig(cfg config.Config, p *pipeline.Pipeline, s engine.Stage, run string, own bool) engine.RunnerConfig {
 	rc := cfg.Engine.Runner(p.Hash())
-	if isSerial(s) {
+	if isSerial(s) || own {
 		rc.Run = run
 	}
 	return rc
