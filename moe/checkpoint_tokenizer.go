@@ -153,20 +153,26 @@ func TokenizerMismatch(checkpoint, configured map[string][]byte) string {
 // tokenizer.json, or the Hugging Face files it was read from.
 func TokenizerFilesOf(tok tokenizer.Tokenizer) (map[string][]byte, error) { return tokenizerFiles(tok) }
 
+// TokenizerDirFiles reads a model directory's tokenizer.json and the
+// Hugging Face files beside it that are there, as bytes.
+func TokenizerDirFiles(dir string) (map[string][]byte, error) {
+	return readTokenizerFiles(dir, TokenizerFile)
+}
+
 // CheckTokenizerDir refuses a model directory whose tokenizer files
 // disagree with those of the checkpoint directory (TokenizerMismatch),
 // naming both and the file.
 func CheckTokenizerDir(checkpointDir, dir string) error {
-	ck, err := readTokenizerFiles(checkpointDir, TokenizerFile)
+	ck, err := TokenizerDirFiles(checkpointDir)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", checkpointDir, err)
 	}
-	own, err := readTokenizerFiles(dir, TokenizerFile)
+	own, err := TokenizerDirFiles(dir)
 	if err != nil {
 		return err
 	}
 	if f := TokenizerMismatch(ck, own); f != "" {
-		return fmt.Errorf("%s and the checkpoint %s disagree on %s: one model's chat template over another's tokenizer would corrupt every prompt; point both at the same model, or leave the tokenizer setting empty to use the checkpoint's own files", dir, checkpointDir, f)
+		return fmt.Errorf("the model directory %s and the checkpoint %s disagree on %s: one model's chat template over another's tokenizer would corrupt every prompt; point both at the same model, or leave stages.rollout.model.tokenizer empty to use the checkpoint's own files", dir, checkpointDir, f)
 	}
 	return nil
 }
