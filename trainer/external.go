@@ -207,6 +207,23 @@ func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []stri
 	return prefix, nil
 }
 
+// CheckInitial checks a run's initial checkpoint directory dir (absolute)
+// before the run starts, storing nothing: one of an external
+// architecture as Adopt will when it becomes policy version 0 — its
+// dimensions, its tokenizer, its weights (every shard its index names),
+// which the exec trainer starts from. The reference model's is left to
+// its loader.
+func CheckInitial(ctx context.Context, dir string) error {
+	c, modelType, external, err := externalShape(ctx, nil, dir)
+	if err != nil || !external {
+		return err
+	}
+	if err := adoptExternal(ctx, nil, dir, dir, c, modelType, nil); err != nil {
+		return fmt.Errorf("inference.checkpoint: %w (t1 run stores it as policy version 0 for the exec trainer to start from; t1 rollout reads none of its weights)", err)
+	}
+	return nil
+}
+
 // LoadTokenizer reads the tokenizer of the checkpoint stored under
 // prefix (tokenizer.json and the files beside it) without its weights:
 // what sampling from a remote engine needs of a policy.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,5 +117,59 @@ stages:
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, `model_type "qwen3_moe"`) || !strings.Contains(msg, "inference.backend: sglang") || !strings.Contains(msg, ext) {
 		t.Fatalf("want one line naming the checkpoint, its model_type and the backend to set: %q", msg)
+	}
+}
+
+// `t1 run` from an external architecture's checkpoint stores it as
+// policy version 0 for the exec trainer to start from, so a directory
+// without weights, or whose shard index names a shard that is not there,
+// is refused before anything starts, in one line saying what is missing;
+// a complete sharded one passes on to the engine check (here a closed
+// port, named).
+func TestRunChecksAnExternalCheckpointsWeights(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads Qwen3's tokenizer three times: seconds")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	run := func(ck string) error {
+		cfg := writeConfig(t, fmt.Sprintf(`run:
+  id: ext
+inference:
+  backend: sglang
+  url: %s
+  checkpoint: %s
+training:
+  trainer:
+    backend: exec
+    command: [train, --job, "{job}", --out, "{out}"]
+`, url, ck))
+		_, err := t1(t, "run", "--data", t.TempDir(), "--config", cfg, "--log-level", "warn")
+		return err
+	}
+	bare := externalDir(t, 48, 128, 8, 40960)
+	sharded := externalDir(t, 48, 128, 8, 40960)
+	files := map[string]string{moe.WeightsIndexFile: `{"weight_map": {"embed": "model-00001-of-00002.safetensors", "lm_head": "model-00002-of-00002.safetensors"}}`,
+		"model-00001-of-00002.safetensors": "first shard", "model-00002-of-00002.safetensors": "second shard"}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(sharded, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run(sharded); err == nil || !strings.Contains(err.Error(), url) {
+		t.Fatalf("a complete sharded checkpoint: %v, want the engine check naming %s", err, url)
+	}
+	if err := os.Remove(filepath.Join(sharded, "model-00002-of-00002.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for ck, want := range map[string]string{bare: "has no weights", sharded: "names the shard model-00002-of-00002.safetensors, which is not there"} {
+		err := run(ck)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ck) {
+			t.Errorf("%s: %v, want one line naming it and %q", ck, err, want)
+		}
 	}
 }
