@@ -303,7 +303,9 @@ func (t *Template) escapedOffset(esc string, n int) int {
 
 // Chat is the rendering c.Model chooses for a policy whose checkpoint
 // holds tok. Model.Tokenizer, when set, names a model directory whose
-// template and tokenizer are loaded once per process; else a Hugging Face
+// template and tokenizer are loaded once per process, and whose tokenizer
+// files must be the checkpoint's (it may add those the checkpoint lacks,
+// its template above all); else a Hugging Face
 // tokenizer renders with the template its checkpoint carries
 // (tokenizer_config.json), and t1's own tokenizer with t1's template.
 func (c Config) Chat(tok tokenizer.Tokenizer) (Chat, error) {
@@ -318,7 +320,14 @@ func (c Config) Chat(tok tokenizer.Tokenizer) (Chat, error) {
 		o.EnableThinking = &on
 	}
 	if m.Tokenizer != "" {
-		return loadTemplate(m.Tokenizer, f.Name(), m.Thinking, o)
+		l, err := loadTemplate(m.Tokenizer, f.Name(), m.Thinking, o)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.agrees(m.Tokenizer, tok); err != nil {
+			return nil, err
+		}
+		return l.t, nil
 	}
 	switch t := tok.(type) {
 	case *moe.HFTokenizer:
@@ -348,23 +357,53 @@ func (c Config) Chat(tok tokenizer.Tokenizer) (Chat, error) {
 }
 
 // loadTemplate is the template of a model directory, loaded once per
-// process.
-func loadTemplate(dir, format, thinking string, o TemplateOptions) (*Template, error) {
+// process, with the directory's tokenizer files.
+func loadTemplate(dir, format, thinking string, o TemplateOptions) (*dirTemplate, error) {
 	key := fmt.Sprintf("%s\x00%s\x00%s", dir, format, thinking)
 	templates.mu.Lock()
 	defer templates.mu.Unlock()
-	if t, ok := templates.m[key]; ok {
-		return t, nil
+	if l, ok := templates.m[key]; ok {
+		return l, nil
 	}
 	t, err := LoadTemplate(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("stages.rollout.model.tokenizer: %w", err)
 	}
-	templates.m[key] = t
-	return t, nil
+	files, err := moe.TokenizerDirFiles(dir)
+	if err != nil {
+		return nil, fmt.Errorf("stages.rollout.model.tokenizer: %w", err)
+	}
+	l := &dirTemplate{t: t, files: files}
+	templates.m[key] = l
+	return l, nil
+}
+
+// dirTemplate is a model directory's template and its tokenizer files.
+type dirTemplate struct {
+	t     *Template
+	files map[string][]byte
+}
+
+// agrees refuses a policy whose checkpoint's tokenizer (tok) is not the
+// directory's (moe.TokenizerMismatch): its ids would be rendered with
+// another model's template and tokenizer, which no TITO repair can see.
+func (l *dirTemplate) agrees(dir string, tok tokenizer.Tokenizer) error {
+	files, err := moe.TokenizerFilesOf(tok)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	f := moe.TokenizerMismatch(files, l.files)
+	if f == "" {
+		return nil
+	}
+	hint := ""
+	if _, own := tok.(*moe.Tokenizer); own {
+		hint = " (the policy holds t1's own tokenizer: set inference.checkpoint to the model's directory)"
+	}
+	return fmt.Errorf("agent: stages.rollout.model.tokenizer %s and the policy's checkpoint disagree on %s%s: point both at the same model, or leave stages.rollout.model.tokenizer empty to use the checkpoint's own files", dir, f, hint)
 }
 
 var templates = struct {
 	mu sync.Mutex
-	m  map[string]*Template
-}{m: map[string]*Template{}}
+	m  map[string]*dirTemplate
+}{m: map[string]*dirTemplate{}}

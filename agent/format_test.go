@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/tokenizer"
 )
 
 func TestTerminusParse(t *testing.T) {
@@ -262,8 +264,12 @@ func TestConfigChat(t *testing.T) {
 			t.Fatalf("%+v on t1's template accepted", m)
 		}
 	}
+	hf, err := moe.LoadTokenizer(qwen3Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{Model: ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls, Thinking: "off"}}
-	c, err = cfg.Chat(own)
+	c, err = cfg.Chat(hf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,15 +277,11 @@ func TestConfigChat(t *testing.T) {
 	if !ok || len(tp.Tools()) != 1 || tp.ObservationRole() != "tool" || *tp.opts.EnableThinking {
 		t.Fatalf("chat %T %+v", c, c)
 	}
-	if again, _ := cfg.Chat(own); again != c {
+	if again, _ := cfg.Chat(hf); again != c {
 		t.Fatal("the model directory was loaded twice")
 	}
 
 	// The checkpoint's own files: the same rendering as the model directory's.
-	hf, err := moe.LoadTokenizer(qwen3Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Model.Tokenizer = ""
 	c, err = cfg.Chat(hf)
 	if err != nil {
@@ -300,6 +302,44 @@ func TestConfigChat(t *testing.T) {
 	}
 	if _, err := cfg.Chat(bare); err == nil || !strings.Contains(err.Error(), moe.TokenizerConfigFile) {
 		t.Fatalf("a Hugging Face tokenizer without its template: %v", err)
+	}
+}
+
+// A model directory configured beside a policy must be the policy's own
+// model: a checkpoint whose tokenizer files differ from the directory's
+// (t1's own tokenizer, or Qwen3's tokenizer with another template) is
+// refused when the episode's chat is built, naming the directory and the
+// file; a checkpoint holding only tokenizer.json takes the directory's
+// template, the purpose of the setting.
+func TestConfigChatRefusesAnotherModelsTokenizer(t *testing.T) {
+	cfg := Config{Model: ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls}}
+	tokJSON, tokCfg := mustRead(t, qwen3Dir+"/tokenizer.json"), mustRead(t, qwen3Dir+"/tokenizer_config.json")
+	other := bytes.Replace(tokCfg, []byte("<|im_start|>assistant"), []byte("<|im_start|>model"), 1)
+	if bytes.Equal(other, tokCfg) {
+		t.Fatal("the fixture's template has no assistant header")
+	}
+	bare, err := moe.ReadTokenizer(map[string][]byte{moe.TokenizerFile: tokJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Chat(bare); err != nil {
+		t.Fatalf("a checkpoint with a bare tokenizer.json and the directory's template: %v", err)
+	}
+	mixed, err := moe.ReadTokenizer(map[string][]byte{moe.TokenizerFile: tokJSON, moe.TokenizerConfigFile: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		tok  tokenizer.Tokenizer
+		want string
+	}{
+		"t1's own tokenizer":    {template(t).Tokenizer(), "disagree on tokenizer.json (the policy holds t1's own tokenizer"},
+		"another chat template": {mixed, "disagree on tokenizer_config.json:"},
+	} {
+		_, err := cfg.Chat(tc.tok)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), qwen3Dir) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line naming %s and %q", name, err, qwen3Dir, tc.want)
+		}
 	}
 }
 

@@ -40,7 +40,9 @@ type Settings struct {
 type ModelSettings struct {
 	// Tokenizer is a model directory holding tokenizer.json and
 	// tokenizer_config.json: the episode renders with the model's own
-	// chat_template and tokenises with its tokenizer. Empty (the default):
+	// chat_template and tokenises with its tokenizer, which must be the
+	// policy checkpoint's own files (moe.TokenizerMismatch; the directory
+	// may add the template a checkpoint lacks). Empty (the default):
 	// the policy checkpoint's tokenizer, with the chat template a Hugging
 	// Face checkpoint carries, else t1's own template.
 	Tokenizer string `yaml:"tokenizer"`

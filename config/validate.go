@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/config/check"
 	"github.com/t1pipe/t1/infra/telemetry"
 	objkeys "github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/moe"
 )
 
 var (
@@ -102,8 +105,30 @@ func (c Config) problems() []problem {
 	c.Training.check(bad)
 
 	c.Stages.check(bad)
+	c.checkTokenizerDir(bad)
 	c.checkVariants(bad)
 	return ps
+}
+
+// checkTokenizerDir refuses a stages.rollout.model.tokenizer directory
+// whose tokenizer files disagree with the local inference.checkpoint's
+// own (moe.CheckTokenizerDir): every prompt would render one model's
+// template over another's ids. A directory without tokenizer.json is
+// reported by the rollout settings' own check; a checkpoint in the object
+// store is compared when an episode starts (agent.Config.Chat).
+func (c Config) checkTokenizerDir(bad func(path, format string, args ...any)) {
+	dir, ck := c.Stages.Rollout.Model.Tokenizer, c.Inference.Checkpoint
+	if dir == "" || ck == "" {
+		return
+	}
+	for _, f := range []string{filepath.Join(dir, moe.TokenizerFile), filepath.Join(ck, moe.ConfigFile)} {
+		if _, err := os.Stat(f); err != nil {
+			return
+		}
+	}
+	if err := moe.CheckTokenizerDir(ck, dir); err != nil {
+		bad("stages.rollout.model.tokenizer", "%v", err)
+	}
 }
 
 func (l Listen) check(path string, bad func(path, format string, args ...any)) {

@@ -20,8 +20,10 @@
 //   - an event type is the sorted list of its event ids (ids derive from
 //     causes, never from times or payload bytes);
 //   - an object kind (bundles, policy, critic, snapshots) is the sorted list
-//     of its keys with a content hash: the object's SHA-256, or for a
-//     snapshot the hash of its tar entries without their times.
+//     of its keys with a content hash: the object's SHA-256, for a
+//     checkpoint its weights' (model.safetensors', or a sharded one's
+//     index and every shard the index names), for a snapshot the hash of
+//     its tar entries without their times.
 //
 // Batch manifests are not digested as objects: a manifest lists claim
 // checks whose SHA-256 covers the wall-clock columns of the files it
@@ -431,23 +433,78 @@ func (c *collector) objectKinds(ctx context.Context, st store.ObjectStore, d *Di
 }
 
 // objectHash verifies ref against the stored bytes and returns the
-// object's content hash for the digest. A checkpoint's claim check names
-// its prefix and the SHA-256 of its weights file.
+// object's content hash for the digest.
 func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref schemas.ObjectRef) (string, error) {
-	key := ref.Key
 	if kind == keys.KindPolicy || kind == keys.KindCritic {
-		key = path.Join(ref.Key, moe.WeightsFile)
+		return checkpointHash(ctx, st, ref)
 	}
+	if kind != keys.KindSnapshots {
+		return claimed(ctx, st, ref.Key, ref, nil)
+	}
+	var data bytes.Buffer
+	if _, err := claimed(ctx, st, ref.Key, ref, &data); err != nil {
+		return "", err
+	}
+	return tarHash(ref.Key, &data)
+}
+
+// checkpointHash is a checkpoint's content hash. Its claim check names
+// its prefix and the SHA-256 of its weights: model.safetensors, or for
+// sharded weights the index (trainer.CheckpointRef), whose every shard is
+// then hashed too, so that the digest covers all the weights however
+// they are stored. A shard the index names that is not there fails the
+// digest.
+func checkpointHash(ctx context.Context, st store.ObjectStore, ref schemas.ObjectRef) (string, error) {
+	key := path.Join(ref.Key, moe.WeightsFile)
+	sum, err := claimed(ctx, st, key, ref, nil)
+	if !errors.Is(err, store.ErrNotFound) {
+		return sum, err
+	}
+	key = path.Join(ref.Key, moe.WeightsIndexFile)
+	var index bytes.Buffer
+	sum, err = claimed(ctx, st, key, ref, &index)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("checkpoint %s: neither %s nor %s is there", ref.Key, moe.WeightsFile, moe.WeightsIndexFile)
+	}
+	if err != nil {
+		return "", err
+	}
+	shards, err := moe.WeightShards(index.Bytes())
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", moe.WeightsIndexFile, sum)
+	for _, name := range shards {
+		skey := path.Join(ref.Key, name)
+		rc, _, err := st.Get(ctx, skey)
+		if err != nil {
+			return "", fmt.Errorf("checkpoint %s: shard %s of its index: %w", ref.Key, name, err)
+		}
+		sh := sha256.New()
+		_, err = io.Copy(sh, rc)
+		rc.Close()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", skey, err)
+		}
+		fmt.Fprintf(h, "%s %x\n", name, sh.Sum(nil))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// claimed reads key, checks its size and SHA-256 against ref's and
+// returns the SHA-256, copying the bytes into data unless it is nil. An
+// absent object is store.ErrNotFound.
+func claimed(ctx context.Context, st store.ObjectStore, key string, ref schemas.ObjectRef, data *bytes.Buffer) (string, error) {
 	rc, _, err := st.Get(ctx, key)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", key, err)
 	}
 	defer rc.Close()
 	h := sha256.New()
-	var data bytes.Buffer
 	var w io.Writer = h
-	if kind == keys.KindSnapshots {
-		w = io.MultiWriter(h, &data)
+	if data != nil {
+		w = io.MultiWriter(h, data)
 	}
 	n, err := io.Copy(w, rc)
 	if err != nil {
@@ -457,10 +514,7 @@ func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref sche
 	if n != ref.Bytes || sum != ref.SHA256 {
 		return "", fmt.Errorf("%s: %d bytes with SHA-256 %s, the reference says %d bytes with %s", key, n, sum, ref.Bytes, ref.SHA256)
 	}
-	if kind != keys.KindSnapshots {
-		return sum, nil
-	}
-	return tarHash(key, &data)
+	return sum, nil
 }
 
 // tarHash hashes a snapshot's entries — name, type, mode, link target and

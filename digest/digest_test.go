@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -187,5 +190,52 @@ func TestGitIndex(t *testing.T) {
 	}
 	if junk := []byte("DIRC not an index"); !bytes.Equal(gitIndex(junk), junk) {
 		t.Error("an unparsable index was changed")
+	}
+}
+
+// A checkpoint with sharded weights (an external model's, stored as its
+// trainer wrote it): the digest covers every shard its index names, not
+// the index alone, and a shard that is gone fails the digest by name.
+func TestDigestShardedCheckpoint(t *testing.T) {
+	st := testinfra.Store(t)
+	l := testinfra.Log(t)
+	ctx := context.Background()
+	prefix := keys.Policy("s", 1)
+	put := func(name, body string) {
+		t.Helper()
+		if _, err := st.Put(ctx, path.Join(prefix, name), strings.NewReader(body), int64(len(body)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("config.json", `{"model_type": "qwen3_moe"}`)
+	put("model-00001-of-00002.safetensors", "first shard")
+	put("model-00002-of-00002.safetensors", "second shard")
+	put(moe.WeightsIndexFile, `{"metadata": {"total_size": 23}, "weight_map": {"embed": "model-00001-of-00002.safetensors", "lm_head": "model-00002-of-00002.safetensors", "norm": "model-00002-of-00002.safetensors"}}`)
+	ref, err := trainer.CheckpointRef(ctx, st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := engine.NewRootEvent("s", schemas.PolicyUpdated, "u1", schemas.PolicyUpdatedPayload{PolicyVersion: 1, Checkpoint: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	d := compute(t, l, st, "s")
+	if len(d.Objects) != 1 || d.Objects[0].Kind != keys.KindPolicy || d.Objects[0].Count != 1 {
+		t.Fatalf("objects %+v", d.Objects)
+	}
+
+	// Other bytes in a shard, the index unchanged: another digest.
+	put("model-00002-of-00002.safetensors", "other shard!")
+	if again := compute(t, l, st, "s"); again.SHA256 == d.SHA256 {
+		t.Fatal("a changed shard left the digest unchanged: only the index was hashed")
+	}
+	if err := st.Delete(ctx, path.Join(prefix, "model-00001-of-00002.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compute(ctx, l, st, "s"); err == nil || !strings.Contains(err.Error(), "model-00001-of-00002.safetensors") {
+		t.Fatalf("a missing shard: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package moe
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,20 @@ func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		dir, name = filepath.Dir(path), filepath.Base(path)
 	}
+	files, err := readTokenizerFiles(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := ReadTokenizer(files)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
+	return tok, nil
+}
+
+// readTokenizerFiles reads dir's tokenizer file (name) as tokenizer.json
+// and the Hugging Face files beside it that are there.
+func readTokenizerFiles(dir, name string) (map[string][]byte, error) {
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w (want a model directory holding %s, or the file)", err, TokenizerFile)
@@ -106,11 +121,84 @@ func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 	}
-	tok, err := ReadTokenizer(files)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	return files, nil
+}
+
+// TokenizerMismatch compares the tokenizer files a policy's checkpoint
+// holds with those of a model directory configured beside it, and names
+// the first that differs ("" when they agree): tokenizer.json, then each
+// file beside it. A file the checkpoint holds must be in the directory
+// with the same bytes; the directory may add one the checkpoint lacks (a
+// checkpoint that carries a bare tokenizer.json takes its template from
+// the directory). Anything else would render one model's template over
+// another's ids, which no repair of TITO can see.
+func TokenizerMismatch(checkpoint, configured map[string][]byte) string {
+	for _, name := range append([]string{TokenizerFile}, hfTokenizerFiles...) {
+		ck, inCk := checkpoint[name]
+		dir, inDir := configured[name]
+		switch {
+		case !inCk && name == TokenizerFile:
+			return name + " (the checkpoint has none)"
+		case !inCk:
+		case !inDir:
+			return name + " (the directory has none)"
+		case !bytes.Equal(ck, dir):
+			return name
+		}
 	}
-	return tok, nil
+	return ""
+}
+
+// TokenizerFilesOf returns the files tok is saved as: t1's own
+// tokenizer.json, or the Hugging Face files it was read from.
+func TokenizerFilesOf(tok tokenizer.Tokenizer) (map[string][]byte, error) { return tokenizerFiles(tok) }
+
+// TokenizerDirFiles reads a model directory's tokenizer.json and the
+// Hugging Face files beside it that are there, as bytes.
+func TokenizerDirFiles(dir string) (map[string][]byte, error) {
+	return readTokenizerFiles(dir, TokenizerFile)
+}
+
+// CheckTokenizerDir refuses a model directory whose tokenizer files
+// disagree with those of the checkpoint directory (TokenizerMismatch),
+// naming both and the file.
+func CheckTokenizerDir(checkpointDir, dir string) error {
+	ck, err := TokenizerDirFiles(checkpointDir)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", checkpointDir, err)
+	}
+	own, err := TokenizerDirFiles(dir)
+	if err != nil {
+		return err
+	}
+	if f := TokenizerMismatch(ck, own); f != "" {
+		return fmt.Errorf("the model directory %s and the checkpoint %s disagree on %s: one model's chat template over another's tokenizer would corrupt every prompt; point both at the same model, or leave stages.rollout.model.tokenizer empty to use the checkpoint's own files", dir, checkpointDir, f)
+	}
+	return nil
+}
+
+// LoadServed reads what t1 needs of a model it does not run itself, from
+// a checkpoint directory an engine serves: the shape and model_type of
+// its config.json (ParseShape) and its tokenizer, never its weights (a
+// remote engine holds them; the directory need not). The tokenizer's ids
+// must lie in the config's vocabulary.
+func LoadServed(dir string) (Config, string, tokenizer.Tokenizer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return Config{}, "", nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	c, modelType, err := ParseShape(b)
+	if err != nil {
+		return Config{}, "", nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFile), err)
+	}
+	tok, err := LoadTokenizer(dir)
+	if err != nil {
+		return Config{}, "", nil, err
+	}
+	if tok.VocabSize() > c.Vocab {
+		return Config{}, "", nil, fmt.Errorf("%s: %d ids exceed the vocab_size %d of its %s", filepath.Join(dir, TokenizerFile), tok.VocabSize(), c.Vocab, ConfigFile)
+	}
+	return c, modelType, tok, nil
 }
 
 // tokenizerFiles are the files that save tok.

@@ -34,7 +34,8 @@
 //	sample.go      the KV-cached sampler (prefix_cache.go: reuse of a shared prompt prefix)
 //	gap.go         serving-vs-training mismatch measurement
 //	checkpoint.go  checkpoints in a directory or an object store (safetensors.go: the file format;
-//	               checkpoint_config.go: config.json; checkpoint_tokenizer.go: t1's or a Hugging Face tokenizer)
+//	               checkpoint_config.go: config.json; checkpoint_tokenizer.go: t1's or a Hugging Face tokenizer;
+//	               checkpoint_weights.go: a sharded model's index)
 //
 // # Model
 //
@@ -127,7 +128,9 @@
 //	                                       Face tokenizer.json (package tokenizer) with, when the model has them,
 //	                                       /tokenizer_config.json, /special_tokens_map.json, /chat_template.jinja
 //	                                       beside it, carried byte for byte (checkpoint_tokenizer.go)
-//	                   /model.safetensors  every tensor, F32, names as below
+//	                   /model.safetensors  every tensor, F32, names as below (an external model's weights may
+//	                                       instead be model.safetensors.index.json and the shards its weight_map
+//	                                       names: checkpoint_weights.go)
 //	                   /optimizer.safetensors  optional: Adam moments m.<name>, v.<name>;
 //	                                           __metadata__ step, lr, beta1, beta2, eps
 //

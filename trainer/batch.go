@@ -272,7 +272,7 @@ func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (sc
 	rc, _, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		// An external model's sharded weights: the index names every shard.
-		rc, _, err = st.Get(ctx, path.Join(prefix, WeightsIndexFile))
+		rc, _, err = st.Get(ctx, path.Join(prefix, moe.WeightsIndexFile))
 	}
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("checkpoint %s: %w", prefix, err)
@@ -291,10 +291,13 @@ func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (sc
 // reached is returned as is.
 func LoadCheckpoint(ctx context.Context, st store.ObjectStore, prefix string) (*moe.Checkpoint, error) {
 	if _, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile)); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
 		}
-		return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
+		if _, ierr := st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile)); ierr == nil {
+			return nil, Bad(fmt.Errorf("checkpoint %s holds sharded weights (%s), which t1's reference trainer and engine do not load: a model of another architecture takes training.trainer.backend: exec and inference.backend: sglang or vllm", prefix, moe.WeightsIndexFile))
+		}
+		return nil, Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
 	}
 	ck, err := moe.Load(ctx, st, prefix)
 	if err != nil {
@@ -353,7 +356,7 @@ func EnsurePolicy(ctx context.Context, st store.ObjectStore, runs []string, v in
 		_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
 		if errors.Is(err, store.ErrNotFound) {
 			// An external model's sharded weights, stored after their shards.
-			_, err = st.Stat(ctx, path.Join(prefix, WeightsIndexFile))
+			_, err = st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile))
 		}
 		if err == nil {
 			return prefix, nil

@@ -157,7 +157,8 @@
 // must be an MoE layer, tokenizer.json must be there and read (with
 // tokenizer_config.json and the files beside it) with no more ids than
 // vocab_size, and the weights must be there: model.safetensors, or
-// model.safetensors.index.json with its shards. The directory must be
+// model.safetensors.index.json with every shard its weight_map names
+// (moe.WeightShards). The directory must be
 // flat (hidden subdirectories, a download tool's cache, are skipped).
 // Its files are stored byte for byte, the weights last, and its claim
 // check is model.safetensors, else the shard index. A critic result holds every

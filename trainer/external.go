@@ -17,10 +17,6 @@ import (
 	"github.com/t1pipe/t1/tokenizer"
 )
 
-// WeightsIndexFile lists the shards of a Hugging Face model's weights
-// (model-00001-of-00016.safetensors, …), as large models are saved.
-const WeightsIndexFile = "model.safetensors.index.json"
-
 // An external trainer may train a model of another architecture than the
 // reference MoE (Qwen3-MoE, …) and report a Hugging Face checkpoint of it.
 // t1 never runs such a model, so it checks what it relies on and stores
@@ -80,8 +76,13 @@ func adoptExternal(ctx context.Context, st store.ObjectStore, where, prefix stri
 	for _, f := range files {
 		have[f.name] = true
 	}
-	if !have[moe.WeightsFile] && !have[WeightsIndexFile] {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no weights: want %s or %s with its shards", where, modelType, moe.WeightsFile, WeightsIndexFile))
+	if !have[moe.WeightsFile] && !have[moe.WeightsIndexFile] {
+		return Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no weights: want %s or %s with its shards", where, modelType, moe.WeightsFile, moe.WeightsIndexFile))
+	}
+	if !have[moe.WeightsFile] {
+		if err := checkShards(files, have, where); err != nil {
+			return err
+		}
 	}
 	tokFiles := map[string][]byte{}
 	for _, f := range files {
@@ -117,7 +118,7 @@ func adoptExternal(ctx context.Context, st store.ObjectStore, where, prefix stri
 	if where == prefix {
 		return nil
 	}
-	last := func(name string) bool { return name == moe.WeightsFile || name == WeightsIndexFile }
+	last := func(name string) bool { return name == moe.WeightsFile || name == moe.WeightsIndexFile }
 	slices.SortStableFunc(files, func(a, b checkpointFile) int {
 		if last(a.name) != last(b.name) {
 			if last(a.name) {
@@ -206,6 +207,23 @@ func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []stri
 	return prefix, nil
 }
 
+// CheckInitial checks a run's initial checkpoint directory dir (absolute)
+// before the run starts, storing nothing: one of an external
+// architecture as Adopt will when it becomes policy version 0 — its
+// dimensions, its tokenizer, its weights (every shard its index names),
+// which the exec trainer starts from. The reference model's is left to
+// its loader.
+func CheckInitial(ctx context.Context, dir string) error {
+	c, modelType, external, err := externalShape(ctx, nil, dir)
+	if err != nil || !external {
+		return err
+	}
+	if err := adoptExternal(ctx, nil, dir, dir, c, modelType, nil); err != nil {
+		return fmt.Errorf("inference.checkpoint: %w (t1 run stores it as policy version 0 for the exec trainer to start from; t1 rollout reads none of its weights)", err)
+	}
+	return nil
+}
+
 // LoadTokenizer reads the tokenizer of the checkpoint stored under
 // prefix (tokenizer.json and the files beside it) without its weights:
 // what sampling from a remote engine needs of a policy.
@@ -260,7 +278,7 @@ func ExportCheckpoint(ctx context.Context, st store.ObjectStore, prefix, dir str
 // index) mark it complete.
 func ExportDir(dir string, write func(tmp string) error) (string, error) {
 	complete := func() bool {
-		for _, w := range []string{moe.WeightsFile, WeightsIndexFile} {
+		for _, w := range []string{moe.WeightsFile, moe.WeightsIndexFile} {
 			if _, err := os.Stat(filepath.Join(dir, w)); err == nil {
 				return true
 			}
@@ -305,4 +323,31 @@ func copyOut(f checkpointFile, to string) error {
 		return err
 	}
 	return w.Close()
+}
+
+// checkShards refuses a sharded checkpoint whose index does not read or
+// names a shard the checkpoint lacks: its claim check is the index, so a
+// missing shard would otherwise be stored, exported and digested as if
+// the weights were whole.
+func checkShards(files []checkpointFile, have map[string]bool, where string) error {
+	i := slices.IndexFunc(files, func(f checkpointFile) bool { return f.name == moe.WeightsIndexFile })
+	rc, err := files[i].open()
+	if err != nil {
+		return fmt.Errorf("the trainer's checkpoint %s: %w", where, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("the trainer's checkpoint %s: %w", where, err)
+	}
+	shards, err := moe.WeightShards(b)
+	if err != nil {
+		return Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+	}
+	for _, s := range shards {
+		if !have[s] {
+			return Bad(fmt.Errorf("the trainer's checkpoint %s: %s names the shard %s, which is not there", where, moe.WeightsIndexFile, s))
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
@@ -38,6 +39,21 @@ func externalCheckpoint(t *testing.T, configJSON []byte) (string, map[string][]b
 		}
 	}
 	return dir, files
+}
+
+// shardIndex is a model.safetensors.index.json over two shards.
+const shardIndex = `{"metadata": {"total_size": 22}, "weight_map": {"embed": "model-00001-of-00002.safetensors", "lm_head": "model-00002-of-00002.safetensors"}}`
+
+// shard turns dir's weights into an index and the two shards it names.
+func shard(t *testing.T, dir string) {
+	t.Helper()
+	os.Remove(filepath.Join(dir, moe.WeightsFile))
+	for name, b := range map[string]string{moe.WeightsIndexFile: shardIndex,
+		"model-00001-of-00002.safetensors": "first shard", "model-00002-of-00002.safetensors": "second shard"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // An exec trainer's result may be a checkpoint of an external
@@ -91,16 +107,30 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Sharded weights: the index is the claim check.
+	// Sharded weights: the index is the claim check, and every shard it
+	// names is stored before it.
 	sharded, _ := externalCheckpoint(t, qcfg)
-	os.Remove(filepath.Join(sharded, moe.WeightsFile))
-	os.WriteFile(filepath.Join(sharded, WeightsIndexFile), []byte(`{"weight_map":{}}`), 0o644)
-	os.WriteFile(filepath.Join(sharded, "model-00001-of-00001.safetensors"), []byte("shard"), 0o644)
+	shard(t, sharded)
 	if err := Adopt(ctx, st, sharded, "runs/x/policy/v000003", fits(dims)); err != nil {
 		t.Fatal(err)
 	}
-	if ref, err := CheckpointRef(ctx, st, "runs/x/policy/v000003"); err != nil || ref.Bytes != int64(len(`{"weight_map":{}}`)) {
+	if ref, err := CheckpointRef(ctx, st, "runs/x/policy/v000003"); err != nil || ref.Bytes != int64(len(shardIndex)) {
 		t.Fatalf("sharded claim check %+v: %v", ref, err)
+	}
+	for _, name := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
+		if _, err := st.Stat(ctx, "runs/x/policy/v000003/"+name); err != nil {
+			t.Errorf("shard %s: %v", name, err)
+		}
+	}
+	// A critic stored so is the newest critic, as one in a single file is.
+	if err := Adopt(ctx, st, sharded, keys.Critic("x", 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Adopt(ctx, st, dir, keys.Critic("x", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, prefix, err := LatestCritic(ctx, st, []string{"x"}, 5); err != nil || v != 2 || prefix != keys.Critic("x", 2) {
+		t.Fatalf("newest critic: v%d %q %v, want the sharded v2", v, prefix, err)
 	}
 
 	for name, tc := range map[string]struct {
@@ -113,6 +143,18 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 		"no tokenizer":   {func(d string) { os.Remove(filepath.Join(d, moe.TokenizerFile)) }, dims, "has no tokenizer.json"},
 		"no weights":     {func(d string) { os.Remove(filepath.Join(d, moe.WeightsFile)) }, dims, "has no weights"},
 		"a subdirectory": {func(d string) { os.Mkdir(filepath.Join(d, "shards"), 0o755) }, dims, "holds a directory shards"},
+		"a shard missing": {func(d string) {
+			shard(t, d)
+			os.Remove(filepath.Join(d, "model-00002-of-00002.safetensors"))
+		}, dims, "names the shard model-00002-of-00002.safetensors, which is not there"},
+		"an empty index": {func(d string) {
+			shard(t, d)
+			os.WriteFile(filepath.Join(d, moe.WeightsIndexFile), []byte(`{"weight_map": {}}`), 0o644)
+		}, dims, "names no shard"},
+		"a shard outside": {func(d string) {
+			shard(t, d)
+			os.WriteFile(filepath.Join(d, moe.WeightsIndexFile), []byte(`{"weight_map": {"embed": "../model.safetensors"}}`), 0o644)
+		}, dims, `shard "../model.safetensors"`},
 		"vocab below the tokenizer's": {func(d string) {
 			os.WriteFile(filepath.Join(d, moe.ConfigFile), bytes.Replace(qcfg, []byte(`"vocab_size": 151936`), []byte(`"vocab_size": 1000`), 1), 0o644)
 		}, schemas.ModelDims{Vocab: 1000, Layers: 48, TopK: 8, Experts: 128}, "vocab_size only 1000"},

@@ -83,7 +83,8 @@ func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits
 // run whose lineage is runs (the run, then its ancestors), and its prefix:
 // of equal versions the nearest run's, so a branch's own critic comes
 // before its parent's. prefix is "" (and version 0) when there is none,
-// so the critic starts fresh.
+// so the critic starts fresh. A critic is found by its weights as stored
+// last: model.safetensors, or an external model's shard index.
 func LatestCritic(ctx context.Context, st store.ObjectStore, runs []string, maxVersion int64) (int64, string, error) {
 	best, prefix := int64(-1), ""
 	for _, run := range runs {
@@ -93,7 +94,7 @@ func LatestCritic(ctx context.Context, st store.ObjectStore, runs []string, maxV
 				return 0, "", fmt.Errorf("list critics: %w", err)
 			}
 			dir, file, ok := strings.Cut(strings.TrimPrefix(info.Key, base), "/")
-			if !ok || file != moe.WeightsFile || !strings.HasPrefix(dir, "v") {
+			if !ok || (file != moe.WeightsFile && file != moe.WeightsIndexFile) || !strings.HasPrefix(dir, "v") {
 				continue
 			}
 			v, err := strconv.ParseInt(dir[1:], 10, 64)

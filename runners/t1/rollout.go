@@ -35,10 +35,14 @@ every reply and observation, then runs the task's verifier on the final state.
 
 --policy config uses the inference section of the configuration (the reference MoE
 by default, or an SGLang/vLLM server); --policy oracle replays the task's reference
-solution one top-level shell statement per turn through the same harness. The episode
+solution one top-level shell statement per turn through the same harness. A served
+model's inference.checkpoint is a local Hugging Face directory of any architecture
+(qwen3_moe, …): its config.json gives the routing's shape and the context, its
+tokenizer files the tokenizer and chat template; its weights are not read and need
+not be there. The reference engine runs only t1's own architecture (t1_moe). The episode
 is bounded as the pipeline's rollouts are, by stages.rollout, except for its context:
---context, by default the model's own (from the reference model's checkpoint; the
-configuration's for a served model; for the oracle, stages.rollout.context plus what
+--context, by default the model's own (its checkpoint's; the configuration's for a
+served model without one; for the oracle, stages.rollout.context plus what
 the task's first turn needs, when that takes more than three quarters of it). An instruction that does not fit is an error
 before the sandbox starts, never an episode that ends before its first turn.`,
 		Args: cobra.NoArgs,
@@ -78,23 +82,36 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 				}
 			case "config":
 				opts := pipeline.InferenceOptions(cfg.Inference)
+				var served *servedModel
+				if opts.Backend != inference.BackendReference && opts.Checkpoint != "" {
+					if served, err = loadServed(opts.Checkpoint); err != nil {
+						return err
+					}
+					opts.Model = served.shape
+				} else if err := referenceOnly(opts.Checkpoint); err != nil {
+					return err
+				}
 				if err := inference.Probe(ctx, opts); err != nil {
 					return err
 				}
 				if pol, err = inference.Open(ctx, opts, nil); err != nil {
 					return err
 				}
-				if r, ok := pol.(*inference.Reference); ok {
+				switch r, ok := pol.(*inference.Reference); {
+				case ok:
 					tok, modelContext, experts = r.Tokenizer(), r.Config().Context, r.Config().Experts
-				} else {
-					// A remote engine serves the model of inference.checkpoint:
-					// its own tokenizer, not t1's default (which an empty
-					// checkpoint means).
-					ck, err := inference.LoadCheckpoint(ctx, cfg.Inference.Checkpoint, opts.Model, nil)
-					if err != nil {
+				case served != nil:
+					tok, modelContext, experts = served.tok, served.shape.Context, served.shape.Experts
+				default:
+					// A remote engine without a checkpoint: a model of the
+					// configured shape with t1's default tokenizer.
+					if tok, err = moe.DefaultTokenizer(); err != nil {
 						return err
 					}
-					tok, experts = ck.Tokenizer, ck.Model.Cfg.Experts
+					if tok.VocabSize() > opts.Model.Vocab {
+						return fmt.Errorf("inference.model.vocab %d is below the default tokenizer's %d ids: set inference.checkpoint to the served model's directory", opts.Model.Vocab, tok.VocabSize())
+					}
+					experts = opts.Model.Experts
 				}
 			default:
 				return fmt.Errorf("--policy %q: want config or oracle", policy)
@@ -168,6 +185,48 @@ before the sandbox starts, never an episode that ends before its first turn.`,
 	cmd.Flags().BoolVar(&verify, "verify", true, "run the verifier on the final state")
 	cmd.Flags().StringVar(&rowsOut, "rows", "", "write the attempt's table rows (tokens, routing, turns, trajectory), as a rollout stores them, to this JSON file")
 	return cmd
+}
+
+// servedModel is what a rollout needs of a model a remote engine serves.
+type servedModel struct {
+	shape moe.Config
+	tok   tokenizer.Tokenizer
+}
+
+// loadServed reads the checkpoint directory of a model a remote engine
+// serves: its config.json's dimensions (the routing's layers, top-k and
+// experts, the vocabulary, the context) and its tokenizer with the chat
+// template beside it, of any architecture, and never its weights, which
+// the engine holds (the directory need not have them).
+func loadServed(dir string) (*servedModel, error) {
+	if !inference.IsLocalCheckpoint(dir) {
+		return nil, fmt.Errorf("inference.checkpoint %q: not a local directory holding %s: t1 rollout reads the served model's %s and tokenizer files from its directory", dir, moe.ConfigFile, moe.ConfigFile)
+	}
+	shape, _, tok, err := moe.LoadServed(dir)
+	if err != nil {
+		return nil, fmt.Errorf("inference.checkpoint: %w", err)
+	}
+	return &servedModel{shape: shape, tok: tok}, nil
+}
+
+// referenceOnly refuses, before anything starts, a local checkpoint of an
+// architecture the in-process reference engine does not run.
+func referenceOnly(dir string) error {
+	if dir == "" || !inference.IsLocalCheckpoint(dir) {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, moe.ConfigFile))
+	if err != nil {
+		return fmt.Errorf("inference.checkpoint: %w", err)
+	}
+	_, modelType, err := moe.ParseShape(b)
+	if err != nil {
+		return fmt.Errorf("inference.checkpoint %s: %w", dir, err)
+	}
+	if modelType != moe.ModelType {
+		return fmt.Errorf("inference.checkpoint %s: model_type %q: the reference engine (inference.backend: reference) runs only %s; serve this model with SGLang or vLLM and set inference.backend: sglang (or vllm) and inference.url", dir, modelType, moe.ModelType)
+	}
+	return nil
 }
 
 // episodeContext is the context an episode runs with: flag when set, else

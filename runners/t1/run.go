@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trainer"
 )
 
 func runCmd(g *globals) *cobra.Command {
@@ -42,6 +44,18 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 				return err
 			}
 			ctx := cmd.Context()
+			if ck := cfg.Inference.Checkpoint; ck != "" && inference.IsLocalCheckpoint(ck) {
+				// An initial checkpoint the exec trainer could not start
+				// from (no weights, a shard missing) fails the run now, not
+				// when its first rollout stores it as version 0.
+				dir, err := filepath.Abs(ck)
+				if err != nil {
+					return err
+				}
+				if err := trainer.CheckInitial(ctx, dir); err != nil {
+					return err
+				}
+			}
 			if !noStages {
 				// An engine that is not there fails the run now, not at
 				// its first rollout after synthesis and audit.
