@@ -34,11 +34,12 @@ var rootSkip = []string{"proc", "dev", "run"}
 // a link, so a link the sandbox planted there is stored as a link, never
 // read through.
 func (b *box) rootItems() ([]snapItem, error) {
-	if b.image == nil || b.image.copied {
+	if b.image == nil || b.image.copied() {
 		return nil, nil
 	}
 	upper := imageDir + "/upper"
 	var items []snapItem
+	marked := map[string]bool{} // directories already marked opaque
 	err := b.fsRoot.walk(upper, func(name string, info fs.FileInfo) error {
 		if name == upper {
 			return nil
@@ -54,6 +55,23 @@ func (b *box) rootItems() ([]snapItem, error) {
 			return nil
 		}
 		m := info.Mode()
+		if b.image.kind == rootFUSE {
+			// fuse-overlayfs marks an opaque directory with these entries
+			// too, and whites out with .wh.<name> files where it cannot
+			// make a 0:0 device.
+			dir, base := path.Dir(rel), path.Base(rel)
+			switch {
+			case base == opaqueWhiteout || base == fuseOpaque:
+				if !marked[dir] {
+					marked[dir] = true
+					items = append(items, snapItem{name: dir, opaque: true})
+				}
+				return nil
+			case strings.HasPrefix(base, whiteoutPrefix) && m.IsRegular():
+				items = append(items, snapItem{name: path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix)), whiteout: true})
+				return nil
+			}
+		}
 		if m&fs.ModeCharDevice != 0 {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 {
 				items = append(items, snapItem{name: rel, whiteout: true})
@@ -77,7 +95,8 @@ func (b *box) rootItems() ([]snapItem, error) {
 			if err != nil {
 				return err
 			}
-			if opq {
+			if opq && !marked[rel] {
+				marked[rel] = true
 				items = append(items, snapItem{name: rel, opaque: true})
 			}
 		}
@@ -100,16 +119,32 @@ func (b *box) opaque(name string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	var v [8]byte
-	n, err := unix.Fgetxattr(int(f.Fd()), "trusted.overlay.opaque", v[:])
-	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
+	attrs := []string{trustedOpaque}
+	if b.image.kind == rootFUSE {
+		attrs = []string{fuseOpaqueXattr, UserOpaqueXattr}
 	}
-	if err != nil {
-		return false, pathErr("xattr", name, err)
+	for _, a := range attrs {
+		var v [8]byte
+		n, err := unix.Fgetxattr(int(f.Fd()), a, v[:])
+		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+			continue
+		}
+		if err != nil {
+			return false, pathErr("xattr", name, err)
+		}
+		if n == 1 && v[0] == 'y' {
+			return true, nil
+		}
 	}
-	return n == 1 && v[0] == 'y', nil
+	return false, nil
 }
+
+// fuse-overlayfs's own opaque marks: an attribute, and a 0:0 device
+// beside its .wh..wh..opq file.
+const (
+	fuseOpaqueXattr = "user.fuseoverlayfs.opaque"
+	fuseOpaque      = ".wh..opq"
+)
 
 func isRootSkip(rel string) bool {
 	for _, s := range rootSkip {
