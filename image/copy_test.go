@@ -62,6 +62,8 @@ type copyResult struct {
 	// Layer holds the snapshot's entries outside the writable
 	// directories, with their contents.
 	Layer map[string]string
+	// RootMount is the root's mount options as the host sees them.
+	RootMount string
 }
 
 func copyHelper() int {
@@ -88,6 +90,14 @@ func startOn(layers []string, img sandbox.Image, script string) copyResult {
 		return copyResult{Err: err.Error()}
 	}
 	defer sb.Close()
+	var mount string
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[4] == filepath.Join(sb.Info().Root, "rootfs") {
+				mount = f[5]
+			}
+		}
+	}
 	res, err := sb.Exec(ctx, sandbox.Cmd{Script: script})
 	if err != nil {
 		return copyResult{Err: err.Error()}
@@ -108,7 +118,7 @@ func startOn(layers []string, img sandbox.Image, script string) copyResult {
 			entries[h.Name] = string(data)
 		}
 	}
-	return copyResult{Stdout: res.Stdout, Stderr: res.Stderr, Notes: sb.Info().Notes, Reason: sb.Info().Reason, Layer: entries}
+	return copyResult{Stdout: res.Stdout, Stderr: res.Stderr, Notes: sb.Info().Notes, Reason: sb.Info().Reason, Layer: entries, RootMount: mount}
 }
 
 // copyImageTask builds an image with a whiteout (rm /etc/issue) and an
@@ -149,6 +159,9 @@ func checkFUSE(t *testing.T, who string, r copyResult) {
 	}
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "writable layer served by fuse-overlayfs") || !strings.Contains(r.Reason, "per-attempt fuse-overlayfs") {
 		t.Errorf("%s: notes %q, reason %q", who, r.Notes, r.Reason)
+	}
+	if opts := "," + r.RootMount + ","; !strings.Contains(opts, ",nosuid,") || !strings.Contains(opts, ",nodev,") {
+		t.Errorf("%s: the fuse-overlayfs root is mounted %q, want nosuid and nodev", who, r.RootMount)
 	}
 	for name, data := range map[string]string{"usr/local/bin/x": "#!/bin/sh\necho tool\n", "etc/foo": "conf\n", "usr/share/doc/.wh.t1": ""} {
 		if got, ok := r.Layer[name]; !ok || got != data {
