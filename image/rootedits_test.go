@@ -100,8 +100,8 @@ echo added > /etc/t1-added.conf`)
 // and deletes programs (a command in /usr/bin, a program below a bin/
 // in /opt, a tree holding one), writes the loader's preload list and
 // NSS's configuration, and turns a configuration file into an
-// executable; a crafted layer adds a hard link, a device and an entry
-// below a link it planted itself.
+// executable; a crafted layer adds a hard link, a device, an entry below
+// a link it planted itself, or deletes the mount point of /var/tmp.
 func TestRestoreRefusesRootTakeovers(t *testing.T) {
 	res := editsTask(t)
 	dst := carry(t, res.Image, `set -e
@@ -137,8 +137,9 @@ ls /usr/local/lib/python3.11/dist-packages/t1evil.pth /opt/venv/lib/python3.11/s
 
 	ctx := context.Background()
 	for name, entries := range map[string][]tar.Header{
-		"hard link": {{Name: "etc/t1link", Typeflag: tar.TypeLink, Linkname: "etc/shadow"}},
-		"device":    {{Name: "etc/t1dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3, Mode: 0o666}},
+		"hard link":   {{Name: "etc/t1link", Typeflag: tar.TypeLink, Linkname: "etc/shadow"}},
+		"device":      {{Name: "etc/t1dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3, Mode: 0o666}},
+		"mount point": {{Name: "var/.wh.tmp", Typeflag: tar.TypeReg, Mode: 0o600}},
 		"link then below it": {{Name: "etc/t1esc", Typeflag: tar.TypeSymlink, Linkname: "/"},
 			{Name: "etc/t1esc/tmp/t1-planted-by-layer", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}},
 	} {

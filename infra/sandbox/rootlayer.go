@@ -463,6 +463,13 @@ func (g *rootGuard) checkRemoval(target string, opaque bool) rootVerdict {
 	if !placeable(target, tar.TypeDir) {
 		return rootRefused
 	}
+	for _, d := range writableDirs {
+		// The image's mount point of a writable directory (var/tmp)
+		// stays, as the directory itself does.
+		if d = strings.TrimPrefix(d, "/"); d == target || strings.HasPrefix(d, target+"/") {
+			return rootRefused
+		}
+	}
 	fi, err := g.root.Lstat(target)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
