@@ -11,8 +11,9 @@ import (
 
 // BenchmarkSandboxStart starts a sandbox, runs one command in it and
 // closes it, on the host's system directories and on an image (the bare
-// Debian base): the image's cost is its overlay mount and idmapping; the
-// copy's (the fallback without them) a copy of every layer.
+// Debian base): the image's cost is its overlay mount and idmapping;
+// fuse-overlayfs's (where those cannot be had) starting its daemon; the
+// copy's (the fallback without either) a copy of every layer.
 func BenchmarkSandboxStart(b *testing.B) {
 	cache, base := testBase(b)
 	res, err := Build(context.Background(), writeTask(b, "FROM debian:bookworm\n", map[string]string{}), Options{CacheDir: cache, Base: base})
@@ -20,12 +21,12 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	be := bwrap(b)
-	copied := *res.Image
-	copied.Copy = true
+	copied, fuse := *res.Image, *res.Image
+	copied.Copy, fuse.FUSE = true, true
 	for _, mode := range []struct {
 		name string
 		spec sandbox.Spec
-	}{{"host", sandbox.Spec{}}, {"image", sandbox.Spec{Image: res.Image}}, {"copy", sandbox.Spec{Image: &copied}}} {
+	}{{"host", sandbox.Spec{}}, {"image", sandbox.Spec{Image: res.Image}}, {"fuse", sandbox.Spec{Image: &fuse}}, {"copy", sandbox.Spec{Image: &copied}}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for b.Loop() {
 				sb, err := be.Start(context.Background(), mode.spec)

@@ -97,13 +97,13 @@ printf '[pytest]\naddopts = -p t1evil\n' > /pytest.ini
 
 // TestRootChangesCannotForgeAVerdict: a solution that plants fakes of the
 // verifier's python3, pytest, start-up hooks and plugins outside the
-// writable directories does not change the verdict: the verifier's
-// sandbox applies root changes only as additions that shadow none of its
-// tools, and says what it refused.
+// writable directories, or edits them in place, does not change the
+// verdict: the verifier's sandbox applies no root change that replaces,
+// shadows or configures its tools, and says what it refused.
 func TestRootChangesCannotForgeAVerdict(t *testing.T) {
 	opt, dir, task := rootTask(t)
-	for _, name := range []string{"planted", "linked"} {
-		attack := map[string]string{"planted": rootAttack, "linked": linkAttack}[name]
+	for _, name := range []string{"planted", "linked", "edited"} {
+		attack := map[string]string{"planted": rootAttack, "linked": linkAttack, "edited": editAttack}[name]
 		out, err := trial.Run(context.Background(), dir, task, &trial.Solution{Script: []byte(attack)}, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +135,28 @@ printf '%s\n' "import atexit; atexit.register(lambda: open('/logs/verifier/junit
 cp /app/site/t1evil.pth /app/site/pytest/__init__.py
 rm -rf /usr/local/lib/python3.11/dist-packages
 ln -s /app/site /usr/local/lib/python3.11/dist-packages
+`
+
+// editAttack changes files the verifier's image has outside /app, which
+// Restore applies where they are configuration or data: Debian's
+// /etc/python3.11/sitecustomize.py (which /usr/lib/python3.11's links to
+// and every python3 runs at start-up, -I included), replaced to rewrite
+// the report when Python exits, and the verifier layer's own pytest
+// package, rewritten in place. The solution's image has neither, so in
+// its snapshot they are additions; in the verifier's sandbox they are
+// edits of the image's files.
+var editAttack = `#!/bin/bash
+set -eu
+mkdir -p /etc/python3.11 /usr/lib/python3/dist-packages/pytest
+cat > /etc/python3.11/sitecustomize.py <<'PY'
+import atexit
+atexit.register(lambda: open('/logs/verifier/junit.xml', 'w').write('''` + forgedJUnit + `'''))
+PY
+cat > /usr/lib/python3/dist-packages/pytest/__init__.py <<'PY'
+def main(*a, **k):
+    open('/logs/verifier/junit.xml', 'w').write('''` + forgedJUnit + `''')
+    return 0
+PY
 `
 
 // TestSnapshotCarriesRootChanges: an image sandbox's layer holds its

@@ -141,10 +141,13 @@ func (b *box) removeAll() {
 
 func (b *box) Info() Info {
 	iso, why := b.l.isolated()
-	if b.image != nil && b.image.copied {
-		why = strings.Replace(why, "host system directories read-only", "a read-only copy of an image's layers, not the host's system directories", 1)
-	} else if b.image != nil {
-		why = strings.Replace(why, "host system directories read-only", "an image's root filesystem (read-only layers under a per-attempt overlay), not the host's system directories", 1)
+	if b.image != nil {
+		root := map[string]string{
+			rootCopy:    "a read-only copy of an image's layers",
+			rootFUSE:    "an image's root filesystem (read-only layers under a per-attempt fuse-overlayfs)",
+			rootOverlay: "an image's root filesystem (read-only layers under a per-attempt overlay)",
+		}[b.image.kind]
+		why = strings.Replace(why, "host system directories read-only", root+", not the host's system directories", 1)
 	}
 	paths := map[string]string{}
 	for _, d := range writableDirs {

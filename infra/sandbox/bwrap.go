@@ -240,10 +240,10 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
 	args = append(args, "--perms", "1777", "--size", strconv.Itoa(shmSize), "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
-	if b.image == nil || b.image.copied {
+	if b.image == nil || b.image.copied() {
 		// An image's overlay root is writable: its upper directory is
-		// the attempt's own, on the disk budget's tmpfs. A copy is not
-		// under the budget, so it stays read-only.
+		// the attempt's own, under the disk budget. A copy is not, so it
+		// stays read-only.
 		args = append(args, "--remount-ro", "/")
 	}
 	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")

@@ -176,7 +176,11 @@ func fstatat(dirfd int, name string, st *unix.Stat_t) error {
 // openDeleted adds the files that the sandbox's processes hold open after
 // deleting them: they still take space on the fs directory's filesystem.
 func (b *box) openDeleted(u *usage, seen map[uint64]bool) {
-	for _, pid := range b.findProcesses() {
+	pids := b.findProcesses()
+	if b.image != nil && b.image.fuse != nil {
+		pids = append(pids, b.image.fuse.pid())
+	}
+	for _, pid := range pids {
 		fds := fmt.Sprintf("/proc/%d/fd", pid)
 		ents, err := os.ReadDir(fds)
 		if err != nil {

@@ -221,16 +221,29 @@
 // the writable directories (/app, /root, …) is copied into them at Start,
 // before the baseline. The image's ENV and WORKDIR apply as a Dockerfile's
 // do. Without root, overlayfs or idmapped mounts (Linux 6.8+, a layer
-// filesystem that supports them), or with Image.Copy, the root is a
-// per-attempt copy of the layers in <root>/rootfs instead (imagecopy.go:
+// filesystem that supports them), or with Image.FUSE, a fuse-overlayfs
+// daemon of the caller's serves the layers instead (fuseroot.go), every
+// file the sandbox's host uid's (squash_to_uid; the caller's when it is
+// not root: root inside either way), opaque marks read from
+// user.overlay.opaque, its upper directory in fs/.image under the disk
+// budget (the daemon's open files counted too), / writable and in
+// Snapshot as with the kernel overlay; Close unmounts it (fusermount3
+// -u -z without root) and ends the daemon. An overlay mounted in a user
+// namespace is no substitute: it shows the layers' root-owned files as
+// nobody's and refuses every write to them, and bwrap 0.8 has no
+// overlay options. Where FUSE is unusable too (no /dev/fuse the caller
+// may open, fuse-overlayfs not installed), or with Image.Copy, the root
+// is a per-attempt copy of the layers in <root>/rootfs (imagecopy.go:
 // whiteouts and opaque directories applied, set-id bits dropped, every
-// file the sandbox's host uid's, or the caller's when it is not root:
-// root inside either way), bound read-only, since it lies outside the
-// disk budget; Info().Notes and Reason say so and why. A caller that is
-// not root cannot read trusted.overlay.opaque and takes the layer's
+// file the sandbox's host uid's, or the caller's when it is not root),
+// bound read-only, since it lies outside the disk budget. Info().Notes
+// and Reason say which root it is and why. A caller that is not root
+// cannot read trusted.overlay.opaque and takes the layer's
 // user.overlay.opaque copies instead, refusing a layer whose root lacks
 // MarkedXattr. Nothing falls back to the host's system directories; the
-// plain backend refuses an image. BuildRoot is the build side: an overlay of the layers below
+// plain backend refuses an image.
+//
+// BuildRoot is the build side: an overlay of the layers below
 // with a new upper directory, RUN through bwrap as host root with the
 // network (see SECURITY.md), COPY and WORKDIR through the same no-link
 // resolution as everything else here.
@@ -267,22 +280,42 @@
 // O_NOFOLLOW and checked with fstat: what a running process has turned
 // into a fifo or a link since the scan is left out, never waited on.
 //
-// On an image root (overlay, not a copy) the layer also holds what the
+// On an image root (an overlay, not a copy) the layer also holds what the
 // attempt changed outside the writable directories, read from the
 // overlay's upper directory beneath a descriptor, no link followed, and
 // named from the root (usr/local/bin/tool, usr/bin/.wh.tac for a
 // deletion, usr/share/doc/.wh..wh..opq after a directory that replaced
-// the image's), mount points the sandbox makes (proc, dev, run) left
-// out. Restore applies such entries to an image root (a sandbox without
-// one refuses them) as additions only (rootlayer.go): new names under
-// /usr, /opt, /srv, /home, /var and /mnt, written through the merged
-// root with the rules below, none that exists in the image, none that
-// shadows a command the image has in a directory of the verifier's PATH
-// or a Python module it has on sys.path, no .pth, sitecustomize,
-// usercustomize or entry_points.txt declaring a pytest plugin, nothing in
-// /etc or directly in /, and no deletion: the restoring sandbox is the
-// verifier's, whose own tools stay the image's. Info().Notes says what
-// was left out (RestoreNote).
+// the image's; fuse-overlayfs's own opaque marks are read as such), mount
+// points the sandbox makes (proc, dev, run) left out. Restore applies
+// such entries to an image root (a sandbox without one refuses them)
+// through the merged root with the rules below, as far as the verifier
+// can be trusted with them (rootlayer.go, rootGuard.admit): the
+// restoring sandbox is the verifier's, whose own tools must stay the
+// image's.
+//
+//   - Additions (names the image lacks) under /usr, /opt, /srv, /home,
+//     /var, /mnt and /etc, none that shadows a command the image has in
+//     a directory of the verifier's PATH or a Python module it has on
+//     sys.path, no .pth, sitecustomize or usercustomize in any
+//     site-packages or dist-packages directory, no entry_points.txt
+//     declaring a pytest plugin, no link where PATH or sys.path look.
+//   - Edits, replacements and deletions of the image's files under /etc,
+//     /opt, /srv, /home, /var and /mnt (not /usr, whose files are the
+//     verifier's software), of files and links that are not programs:
+//     no execute bit, no shared library, nothing below a bin, sbin,
+//     libexec, site-packages, dist-packages or node_modules directory,
+//     no hard link, and no edit that adds an execute bit. A deletion or
+//     an opaque directory applies only when everything it removes passes
+//     that (at most 10 000 entries).
+//   - Never anything directly in / but directories (a /conftest.py or
+//     /pytest.ini above /tests), nor in what the loader, Python, OpenSSL,
+//     NSS, git or a shell read at start-up (/etc/ld.so.*, /etc/python3*,
+//     /etc/ssl, /etc/nsswitch.conf, /etc/alternatives, /etc/profile, …:
+//     protectedPaths).
+//
+// Hard links and devices in a layer fail Restore, and an entry below a
+// link fails or is refused, as everywhere. Info().Notes says how many
+// root changes were left out and names them (RestoreNote).
 //
 // A layer is bounded by the disk budget it came from: at most
 // Limits.MaxLayer bytes (twice the disk budget, plus headers for each

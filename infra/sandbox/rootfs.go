@@ -33,9 +33,20 @@ type Image struct {
 	// Info().Notes carries them.
 	Notes []string
 	// Copy makes the root a per-attempt copy of the layers, read-only,
-	// as Start does where it cannot mount an overlay of idmapped layers.
+	// as Start does where it can mount neither an overlay of idmapped
+	// layers nor fuse-overlayfs.
 	Copy bool
+	// FUSE makes the root a fuse-overlayfs of the layers, as Start does
+	// where it cannot mount a kernel overlay of idmapped layers.
+	FUSE bool
 }
+
+// How an image root is mounted (imageMount.kind).
+const (
+	rootOverlay = "overlay"        // kernel overlayfs of idmapped layers
+	rootFUSE    = "fuse-overlayfs" // fuse-overlayfs daemon, upper directory in fs/.image
+	rootCopy    = "copy"           // a read-only per-attempt copy (copyImage)
+)
 
 // imageMount is a sandbox's root: the image's layers, idmapped so that
 // the files root owns on disk belong to the sandbox's uid, under an
@@ -45,11 +56,16 @@ type imageMount struct {
 	dir    string   // <root>/rootfs, where the overlay is mounted on the host
 	f      *os.File // O_PATH descriptor of the mounted overlay, bound as /
 	layers int
-	// copied says the root is a copy of the layers (copyImage), bound
-	// read-only, not an overlay; why says why.
-	copied bool
-	why    string
+	// kind says how the root is mounted (rootOverlay, rootFUSE,
+	// rootCopy); why says why it is not the kernel overlay.
+	kind string
+	why  string
+	fuse *fuseRoot // the daemon serving a rootFUSE root
 }
+
+// copied says the root is a copy of the layers, bound read-only: it lies
+// outside the disk budget and the snapshot.
+func (m *imageMount) copied() bool { return m.kind == rootCopy }
 
 // imageDir is fs/'s entry holding the overlay's upper and work
 // directories: under the disk budget, outside the snapshot, and closed to
@@ -58,10 +74,12 @@ const imageDir = ".image"
 
 // mountImage mounts img as the sandbox's root and copies what the image
 // holds in the writable directories into them, so that /app of the image
-// is what commands find in /app. Where no overlay of idmapped layers can
-// be mounted (t1 not root, a kernel or filesystem without them) the root
-// is a copy of the layers instead, read-only (copyImage). Either way it
-// fails closed: never the host's system directories instead.
+// is what commands find in /app. The root is, in order of preference, a
+// kernel overlay of idmapped layers (t1 root, Linux 6.8+), a
+// fuse-overlayfs of the layers (fuseroot.go: where /dev/fuse is usable
+// and fuse-overlayfs installed), or a read-only copy of the layers
+// (copyImage). Either way it fails closed: never the host's system
+// directories instead.
 func (b *box) mountImage(ctx context.Context, img *Image) error {
 	if len(img.Layers) == 0 {
 		return errors.New("sandbox: image without layers")
@@ -74,19 +92,27 @@ func (b *box) mountImage(ctx context.Context, img *Image) error {
 	if err := top.Mkdir("rootfs", 0o700); err != nil {
 		return err
 	}
-	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers)}
+	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers), kind: rootOverlay}
+	var why []string
 	switch {
 	case img.Copy:
-		b.image.why = "a copy was asked for"
+		b.image.kind, why = rootCopy, []string{"a copy was asked for"}
+	case img.FUSE:
+		b.image.kind, why = rootFUSE, []string{"fuse-overlayfs was asked for"}
 	case b.uid < 0 || !b.disk.mounted:
-		b.image.why = "t1 does not run as root, which the overlay of idmapped layers needs"
+		b.image.kind, why = rootFUSE, []string{"t1 does not run as root, which the overlay of idmapped layers needs"}
 	default:
 		if err := b.mountOverlayRoot(img, top); err != nil {
-			b.image.why = err.Error()
+			b.image.kind, why = rootFUSE, []string{err.Error()}
 		}
 	}
-	if b.image.why != "" {
-		b.image.copied = true
+	if b.image.kind == rootFUSE {
+		if err := b.mountFUSERoot(img); err != nil {
+			b.image.kind, why = rootCopy, append(why, err.Error())
+		}
+	}
+	b.image.why = strings.Join(why, "; ")
+	if b.image.kind == rootCopy {
 		dst, err := top.OpenRoot("rootfs")
 		if err != nil {
 			return err
@@ -126,10 +152,13 @@ func (b *box) mountImage(ctx context.Context, img *Image) error {
 		b.workDir = img.WorkDir
 	}
 	b.notes = append(b.notes, img.Notes...)
-	if b.image.copied {
+	switch b.image.kind {
+	case rootCopy:
 		b.notes = append(b.notes, fmt.Sprintf("root filesystem: a copy of the image's %d layers, read-only (writes outside the writable directories fail), instead of the host's /usr: %s", len(img.Layers), b.image.why))
-	} else {
-		b.notes = append(b.notes, fmt.Sprintf("root filesystem: an image of %d layers, read-only under a per-attempt writable layer, instead of the host's /usr", len(img.Layers)))
+	case rootFUSE:
+		b.notes = append(b.notes, fmt.Sprintf("root filesystem: an image of %d layers, read-only under a per-attempt writable layer served by fuse-overlayfs, instead of the host's /usr: %s", len(img.Layers), b.image.why))
+	default:
+		b.notes = append(b.notes, fmt.Sprintf("root filesystem: an image of %d layers, read-only under a per-attempt writable layer (kernel overlayfs), instead of the host's /usr", len(img.Layers)))
 	}
 	return nil
 }
@@ -181,8 +210,15 @@ func (b *box) unmountImage() {
 	if b.image.f != nil {
 		b.image.f.Close()
 	}
-	if b.image.copied {
+	switch b.image.kind {
+	case rootCopy:
 		// removeAll takes the copy with the attempt's directory.
+		b.image = nil
+		return
+	case rootFUSE:
+		if b.image.fuse != nil {
+			b.image.fuse.stop(b.image.dir)
+		}
 		b.image = nil
 		return
 	}

@@ -16,13 +16,14 @@ import (
 )
 
 // Root changes: in image mode a write outside the writable directories
-// (a solution's dpkg -i, make install, cp tool /usr/local/bin) lands in
-// the attempt's overlay upper directory. Snapshot carries it in the layer
-// as entries named from / (usr/local/bin/tool), whiteouts and opaque
-// directories included; Restore applies them as additions only, because
+// (a solution's dpkg -i, make install, cp tool /usr/local/bin, an edited
+// /etc/nginx/nginx.conf, a removed /etc/cron.d/job) lands in the
+// attempt's overlay upper directory. Snapshot carries it in the layer as
+// entries named from / (usr/local/bin/tool), whiteouts and opaque
+// directories included; Restore applies what rootGuard admits, because
 // the sandbox restoring a layer is the verifier's, which must not run
-// inside what the agent planted beyond the tools it installed (see
-// rootGuard.admit).
+// inside what the agent planted beyond the tools it installed and the
+// configuration and data it changed.
 
 // rootSkip are the root entries Snapshot leaves out: mount points the
 // sandbox puts there itself (bwrap creates them in the upper directory;
@@ -34,11 +35,12 @@ var rootSkip = []string{"proc", "dev", "run"}
 // a link, so a link the sandbox planted there is stored as a link, never
 // read through.
 func (b *box) rootItems() ([]snapItem, error) {
-	if b.image == nil || b.image.copied {
+	if b.image == nil || b.image.copied() {
 		return nil, nil
 	}
 	upper := imageDir + "/upper"
 	var items []snapItem
+	marked := map[string]bool{} // directories already marked opaque
 	err := b.fsRoot.walk(upper, func(name string, info fs.FileInfo) error {
 		if name == upper {
 			return nil
@@ -54,6 +56,23 @@ func (b *box) rootItems() ([]snapItem, error) {
 			return nil
 		}
 		m := info.Mode()
+		if b.image.kind == rootFUSE {
+			// fuse-overlayfs marks an opaque directory with these entries
+			// too, and whites out with .wh.<name> files where it cannot
+			// make a 0:0 device.
+			dir, base := path.Dir(rel), path.Base(rel)
+			switch {
+			case base == opaqueWhiteout || base == fuseOpaque:
+				if !marked[dir] {
+					marked[dir] = true
+					items = append(items, snapItem{name: dir, opaque: true})
+				}
+				return nil
+			case strings.HasPrefix(base, whiteoutPrefix) && m.IsRegular():
+				items = append(items, snapItem{name: path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix)), whiteout: true})
+				return nil
+			}
+		}
 		if m&fs.ModeCharDevice != 0 {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 {
 				items = append(items, snapItem{name: rel, whiteout: true})
@@ -77,7 +96,8 @@ func (b *box) rootItems() ([]snapItem, error) {
 			if err != nil {
 				return err
 			}
-			if opq {
+			if opq && !marked[rel] {
+				marked[rel] = true
 				items = append(items, snapItem{name: rel, opaque: true})
 			}
 		}
@@ -100,16 +120,32 @@ func (b *box) opaque(name string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	var v [8]byte
-	n, err := unix.Fgetxattr(int(f.Fd()), "trusted.overlay.opaque", v[:])
-	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
+	attrs := []string{trustedOpaque}
+	if b.image.kind == rootFUSE {
+		attrs = []string{fuseOpaqueXattr, UserOpaqueXattr}
 	}
-	if err != nil {
-		return false, pathErr("xattr", name, err)
+	for _, a := range attrs {
+		var v [8]byte
+		n, err := unix.Fgetxattr(int(f.Fd()), a, v[:])
+		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+			continue
+		}
+		if err != nil {
+			return false, pathErr("xattr", name, err)
+		}
+		if n == 1 && v[0] == 'y' {
+			return true, nil
+		}
 	}
-	return n == 1 && v[0] == 'y', nil
+	return false, nil
 }
+
+// fuse-overlayfs's own opaque marks: an attribute, and a 0:0 device
+// beside its .wh..wh..opq file.
+const (
+	fuseOpaqueXattr = "user.fuseoverlayfs.opaque"
+	fuseOpaque      = ".wh..opq"
+)
 
 func isRootSkip(rel string) bool {
 	for _, s := range rootSkip {
@@ -136,12 +172,35 @@ func writableOrBelow(rel string) (string, bool) {
 // replaced or shadowed by a root change.
 var pathDirs = []string{"usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin"}
 
-// rootTops are the top-level directories whose additions Restore
-// applies: where software installs. /etc is not among them (an
-// /etc/ld.so.preload would run the agent's code in every process of the
-// verifier), nor files directly in / (a /conftest.py, /pytest.ini or
+// rootTops are the top-level directories where Restore applies root
+// changes: where software installs and configuration and data live.
+// Files directly in / are not (a /conftest.py, /pytest.ini or
 // /pyproject.toml configures the verifier's pytest run from /tests).
-var rootTops = []string{"usr", "opt", "srv", "home", "var", "mnt"}
+var rootTops = []string{"usr", "opt", "srv", "home", "var", "mnt", "etc"}
+
+// editTops are those where Restore also applies changes to what the
+// image holds (edits, replacements, deletions): not /usr, whose
+// existing files are the verifier's software.
+var editTops = []string{"etc", "opt", "srv", "home", "var", "mnt"}
+
+// protectedPaths are read by the dynamic loader, Python, OpenSSL, NSS,
+// git or a shell at the start of the verifier's processes (an
+// /etc/ld.so.preload, an openssl.cnf that loads a provider, an
+// nsswitch.conf naming a new NSS module, Debian's sitecustomize in
+// /etc/python3.11, the targets of /usr/bin's alternatives links): no
+// root change touches them or anything below them.
+var protectedPaths = []string{"etc/ld.so.preload", "etc/ld.so.conf", "etc/ld.so.conf.d", "etc/ld.so.cache",
+	"etc/alternatives", "etc/python*", "etc/ssl", "etc/nsswitch.conf", "etc/gitconfig", "etc/pip.conf",
+	"etc/profile", "etc/profile.d", "etc/bash.bashrc", "etc/environment", "etc/bindresvport.blacklist"}
+
+// codeDirs are directory names whose existing contents are programs or
+// modules wherever they are (a venv's bin/ and site-packages/ in /opt):
+// Restore changes and deletes nothing below them that the image has.
+var codeDirs = []string{"bin", "sbin", "libexec", "site-packages", "dist-packages", "node_modules"}
+
+// maxRemoval bounds the image entries one deletion may remove: a larger
+// tree is refused rather than walked.
+const maxRemoval = 10000
 
 // rootGuard decides which root entries of a layer Restore applies. It
 // is taken before the first entry is applied, from the image as the
@@ -254,19 +313,40 @@ const (
 )
 
 // admit says what Restore does with the root entry name (a layer entry
-// below /, of tar type typ), recording what it refuses. Applied are
-// additions under rootTops that change nothing the image holds and
-// shadow none of the verifier's tools: no name that exists (a replaced
-// /usr/bin/python3 or a file of the verifier's pytest), no command on
-// PATH the image already has (a /usr/local/bin/pytest ahead of
-// /usr/bin's), no Python module the image already has (a pytest/ in
-// /usr/local/lib/python3.11/dist-packages ahead of Debian's), no .pth
-// file or sitecustomize (code Python runs at start-up). Deletions
-// (whiteouts, opaque directories) are not applied.
-func (g *rootGuard) admit(name string, typ byte, deletion bool) rootVerdict {
-	v := g.check(name, typ, deletion)
+// below /, of tar type typ, mode mode), recording what it refuses.
+// Applied are:
+//
+//   - additions (a name the image lacks) under rootTops that shadow none
+//     of the verifier's tools: no command on PATH the image already has
+//     (a /usr/local/bin/pytest ahead of /usr/bin's), no Python module the
+//     image already has (a pytest/ in /usr/local/lib/python3.11/dist-packages
+//     ahead of Debian's), no .pth file or sitecustomize in any
+//     site-packages or dist-packages directory (code Python runs at
+//     start-up), no link where PATH or sys.path look;
+//   - edits and replacements of what the image holds under editTops: a
+//     file or link that is not a program (no execute bit, no shared
+//     library, not below a codeDirs directory, not hard-linked) replaced
+//     by a file without an execute bit, a link or a directory;
+//   - nothing in protectedPaths, and nothing directly in /.
+//
+// Deletions go through admitRemoval.
+func (g *rootGuard) admit(name string, typ byte, mode fs.FileMode) rootVerdict {
+	v := g.check(name, typ, mode)
 	if v == rootRefused {
 		g.skip(name)
+	}
+	return v
+}
+
+// admitRemoval says whether Restore removes target (a whiteout entry)
+// or, with opaque, target's contents, from the image; entry is the
+// layer entry, recorded when refused. A removal applies under editTops
+// when everything it removes could be edited (admit), and is a no-op
+// where the image has nothing.
+func (g *rootGuard) admitRemoval(entry, target string, opaque bool) rootVerdict {
+	v := g.checkRemoval(target, opaque)
+	if v == rootRefused {
+		g.skip(entry)
 	}
 	return v
 }
@@ -281,9 +361,57 @@ func (g *rootGuard) skip(name string) {
 // maxSkipped bounds the refused names a restore remembers.
 const maxSkipped = 1000
 
-func (g *rootGuard) check(name string, typ byte, deletion bool) rootVerdict {
+// placeable says whether a root change may touch name at all: under
+// rootTops, nothing directly in / but directories, nothing protected.
+func placeable(name string, typ byte) bool {
 	top, _, nested := strings.Cut(name, "/")
-	if deletion || !nested && typ != tar.TypeDir || !slices.Contains(rootTops, top) {
+	if !nested && typ != tar.TypeDir || !slices.Contains(rootTops, top) {
+		return false
+	}
+	for _, p := range protectedPaths {
+		for d := name; d != "."; d = path.Dir(d) {
+			if ok, _ := path.Match(p, d); ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// editable says whether the image's entry at name (fi) may be changed
+// or removed: under editTops, placeable, not below a codeDirs directory, and not a
+// program (execute bit, shared library) or a hard link (whose other
+// names a change would reach).
+func editable(name string, fi fs.FileInfo) bool {
+	top, _, _ := strings.Cut(name, "/")
+	if !slices.Contains(editTops, top) || !placeable(name, tar.TypeDir) || sensitive(name) {
+		return false
+	}
+	for _, c := range strings.Split(path.Dir(name), "/") {
+		if slices.Contains(codeDirs, c) {
+			return false
+		}
+	}
+	if fi.IsDir() {
+		return !slices.Contains(codeDirs, path.Base(name))
+	}
+	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 || isSharedLib(path.Base(name)) {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 && !fi.IsDir() {
+		return false
+	}
+	return fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0
+}
+
+// isSharedLib says whether base names a shared library (libx.so,
+// libx.so.1.2).
+func isSharedLib(base string) bool {
+	return strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
+}
+
+func (g *rootGuard) check(name string, typ byte, mode fs.FileMode) rootVerdict {
+	if !placeable(name, typ) {
 		return rootRefused
 	}
 	dir, base := path.Dir(name), path.Base(name)
@@ -296,13 +424,14 @@ func (g *rootGuard) check(name string, typ byte, deletion bool) rootVerdict {
 		return rootRefused
 	}
 	for d := dir; d != "."; d = path.Dir(d) {
-		if !matchAny(pyDirGlobs, d) {
+		if b := path.Base(d); b != "site-packages" && b != "dist-packages" && !matchAny(pyDirGlobs, d) {
 			continue
 		}
 		// The entry's first component below the innermost module
 		// directory is the module it belongs to.
 		first, _, _ := strings.Cut(strings.TrimPrefix(name, d+"/"), "/")
-		if m := moduleName(first); strings.HasSuffix(first, ".pth") || m == "sitecustomize" || m == "usercustomize" || g.modules[m] {
+		m := moduleName(first)
+		if strings.HasSuffix(first, ".pth") || m == "sitecustomize" || m == "usercustomize" || matchAny(pyDirGlobs, d) && g.modules[m] {
 			return rootRefused
 		}
 		break
@@ -311,11 +440,73 @@ func (g *rootGuard) check(name string, typ byte, deletion bool) rootVerdict {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return rootApply
-	case err == nil && fi.IsDir() && typ == tar.TypeDir:
+	case err != nil:
+		return rootRefused
+	case fi.IsDir() && typ == tar.TypeDir:
 		return rootPresent
 	}
-	// What exists stays the image's.
-	return rootRefused
+	// A change to what the image holds.
+	if typ == tar.TypeReg && mode.Perm()&0o111 != 0 {
+		return rootRefused
+	}
+	if fi.IsDir() {
+		// Replaced by a file or link: the directory's tree goes.
+		return g.checkRemoval(name, false)
+	}
+	if !editable(name, fi) {
+		return rootRefused
+	}
+	return rootApply
+}
+
+func (g *rootGuard) checkRemoval(target string, opaque bool) rootVerdict {
+	if !placeable(target, tar.TypeDir) {
+		return rootRefused
+	}
+	for _, d := range writableDirs {
+		// The image's mount point of a writable directory (var/tmp)
+		// stays, as the directory itself does.
+		if d = strings.TrimPrefix(d, "/"); d == target || strings.HasPrefix(d, target+"/") {
+			return rootRefused
+		}
+	}
+	fi, err := g.root.Lstat(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return rootPresent
+	case err != nil:
+		return rootRefused
+	}
+	if !opaque && !editable(target, fi) {
+		return rootRefused
+	}
+	if !fi.IsDir() {
+		if opaque {
+			return rootPresent
+		}
+		return rootApply
+	}
+	n := 0
+	ok := true
+	err = g.root.walk(target, func(name string, info fs.FileInfo) error {
+		if name == target {
+			return nil
+		}
+		if n++; n > maxRemoval || !editable(name, info) {
+			ok = false
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil || !ok {
+		return rootRefused
+	}
+	if opaque && n == 0 {
+		// Nothing to hide: a directory the layer has just made
+		// (fuse-overlayfs marks the directories it creates opaque).
+		return rootPresent
+	}
+	return rootApply
 }
 
 // rootTarget opens the sandbox's root (the merged overlay, or the copy)
@@ -348,8 +539,8 @@ func (b *box) noteSkipped(names []string, n int) {
 		return
 	}
 	shown := names
-	if len(shown) > 8 {
-		shown = shown[:8]
+	if len(shown) > 10 {
+		shown = shown[:10]
 	}
 	more := ""
 	if n > len(shown) {
@@ -357,8 +548,8 @@ func (b *box) noteSkipped(names []string, n int) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.notes = append(b.notes, fmt.Sprintf(RestoreNote+"%d changes outside the writable directories not applied (only additions under /%s are, that replace or shadow nothing of the image: no command on PATH or Python module it has, no .pth or sitecustomize, no deletion): /%s%s",
-		n, strings.Join(rootTops, ", /"), strings.Join(shown, ", /"), more))
+	b.notes = append(b.notes, fmt.Sprintf(RestoreNote+"%d changes outside the writable directories not applied (applied are additions under /%s that shadow no command on PATH or Python module the image has, no .pth or sitecustomize, and edits and deletions under /%s of files that are not programs, libraries or modules; never the loader's, Python's, OpenSSL's, NSS's or a shell's start-up configuration): /%s%s",
+		n, strings.Join(rootTops, ", /"), strings.Join(editTops, ", /"), strings.Join(shown, ", /"), more))
 }
 
 // pytestPlugin says whether an entry_points.txt declares a pytest

@@ -411,26 +411,40 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 				}
 				defer rb.fsRoot.Close()
 			}
-			if guard.admit(name, hdr.Typeflag, strings.HasPrefix(base, whiteoutPrefix)) != rootApply {
+			t = rb
+			var v rootVerdict
+			switch {
+			case base == opaqueWhiteout:
+				v = guard.admitRemoval(name, dir, true)
+			case strings.HasPrefix(base, whiteoutPrefix):
+				if w := strings.TrimPrefix(base, whiteoutPrefix); w == "" || w == "." || w == ".." {
+					return fmt.Errorf("sandbox: restore: entry %q: a whiteout that names no file", hdr.Name)
+				}
+				v = guard.admitRemoval(name, path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix)), false)
+			default:
+				v = guard.admit(name, hdr.Typeflag, goMode(hdr.Mode))
+			}
+			if v != rootApply {
 				continue
 			}
-			t = rb
 		}
 		if strings.HasPrefix(base, whiteoutPrefix) {
 			if base == opaqueWhiteout {
-				if err := b.clearDir(dir); err != nil {
+				if err := t.clearDir(dir); err != nil {
 					return err
 				}
 				continue
 			}
 			target := path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
-			if _, err := checkName(target); err != nil {
-				return err
+			if !root {
+				if _, err := checkName(target); err != nil {
+					return err
+				}
+				if _, top := topDir(target); top {
+					return fmt.Errorf("sandbox: restore: entry %q deletes a writable directory itself", hdr.Name)
+				}
 			}
-			if _, top := topDir(target); top {
-				return fmt.Errorf("sandbox: restore: entry %q deletes a writable directory itself", hdr.Name)
-			}
-			if err := b.fsRoot.RemoveAll(target); err != nil {
+			if err := t.fsRoot.RemoveAll(target); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", hdr.Name, err)
 			}
 			continue
