@@ -16,6 +16,7 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
@@ -210,7 +211,13 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 	}
 
 	begin := time.Now()
-	prog := newPipelineProgress(w, cfg.Stages)
+	// The run's own iterations: a branch may have changed its parent's
+	// (t1 replay --set iterations=N), which the configuration does not say.
+	sc := cfg.Stages
+	if st, ok, err := lineage.Started(ctx, in.Log, run); err == nil && ok && st.Iterations > 0 {
+		sc.Control.Iterations = st.Iterations
+	}
+	prog := newPipelineProgress(w, sc)
 	sum := pipelineSummary{Run: run}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -269,10 +276,11 @@ func failedTotal(counts map[string]uint64) uint64 {
 }
 
 type pipelineProgress struct {
-	w    io.Writer
-	sc   config.Stages
-	tty  bool
-	last time.Time
+	w     io.Writer
+	sc    config.Stages
+	tty   bool
+	last  time.Time
+	stage string // of the last line
 }
 
 func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
@@ -286,10 +294,6 @@ func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
 }
 
 func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
-	if !p.tty && time.Since(p.last) < 5*time.Second {
-		return // logs and CI get a line every few seconds, terminals a live line
-	}
-	p.last = time.Now()
 	stage := "synth"
 	switch {
 	case c[schemas.RunCompleted]+c[schemas.RunFailed] > 0:
@@ -305,6 +309,12 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 	case c[schemas.TaskAudited] > 0:
 		stage = "synth + audit"
 	}
+	// Logs and CI get a line every few seconds and one at each change of
+	// stage, terminals a live line.
+	if !p.tty && time.Since(p.last) < 5*time.Second && stage == p.stage {
+		return
+	}
+	p.last, p.stage = time.Now(), stage
 	rate := float64(c[schemas.RewardScored]) / elapsed.Minutes()
 	line := fmt.Sprintf("[%s] %s · tasks %d synthesised, %d discarded, %d audited · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
 		elapsed.Round(time.Second), stage, c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited],

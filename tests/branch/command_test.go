@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -103,5 +104,14 @@ func TestReplayContinueCommand(t *testing.T) {
 		b.Branch == nil || !b.Branch.Continue || b.Branch.Stage != "reward" || len(b.Branch.Overrides) != 1 ||
 		b.Branch.Overrides[0].Value != "2" || b.Branch.Overrides[0].Parent != "3" || b.Iterations != 1 || len(b.PolicyVersions) != 1 {
 		t.Errorf("runs: %s", out)
+	}
+	// A branch that runs more iterations than its parent shows its own
+	// count in its progress.
+	more := exec.Command(bin, "replay", "--stage", "reward", "--run", "tiny", "--into", "tiny-more", "--continue", "--set", "iterations=2",
+		"--data", data, "--config", cfg, "--log-level", "warn")
+	more.Dir = t.TempDir()
+	progress, err := more.CombinedOutput()
+	if err != nil || !strings.Contains(string(progress), "iteration 2/2") || strings.Contains(string(progress), "/1)") {
+		t.Errorf("replay --set iterations=2: %v\n%s", err, progress)
 	}
 }
