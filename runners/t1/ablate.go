@@ -16,6 +16,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -306,7 +307,36 @@ func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
 	}
+	if s != nil {
+		// An ended run's own consumers have nothing left to deliver, and a
+		// stream holds at most 1000: an ablation's nine per run would fill
+		// it after a hundred runs. A later command that runs a stage of the
+		// run makes its consumer again.
+		if err := dropRunConsumers(ctx, in, c.Run.ID); err != nil {
+			return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
+		}
+	}
 	return s, nil
+}
+
+// dropRunConsumers deletes the consumers of run alone (<stage>_<run>).
+func dropRunConsumers(ctx context.Context, in *local.Infra, run string) error {
+	names := in.Log.Stream().ConsumerNames(ctx)
+	var mine []string
+	for n := range names.Name() {
+		if strings.HasSuffix(n, "_"+run) {
+			mine = append(mine, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("consumers: %w", err)
+	}
+	for _, n := range mine {
+		if err := in.Log.Stream().DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete consumer %s: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // prefixWriter starts every line written through it with prefix, one
