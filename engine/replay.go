@@ -86,14 +86,17 @@ func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn 
 	return l.read(ctx, cons, false, fn)
 }
 
-// drop deletes a reader's ordered consumer once it is done. The server
-// would keep it for five minutes of idleness, and a stream holds at most
-// 1000 consumers: readers that came and went faster than that (handlers
-// of old inputs looking for their outputs, retried under load) reached
-// the limit, and then no stage could create one. A failed delete is left
-// to the server's idleness timeout. (A shorter timeout asked of the
-// server, InactiveThreshold, broke reads across a cluster's leader
-// change, tests/TestNATSClusterLosesANode.)
+// orderedIdle is how long the server keeps a reader's ordered consumer
+// without activity, for one its process could not delete (it died, or
+// lost the server). The server's default is five minutes, and every
+// stream holds at most 1000 consumers: readers that come and go faster
+// than that (handlers of old inputs looking for their outputs, retried
+// under load) reached the limit, and then no stage could create one.
+const orderedIdle = 30 * time.Second
+
+// drop deletes a reader's ordered consumer once it is done, so that it
+// does not count against the stream's consumer limit until orderedIdle
+// expires. A failure is left to orderedIdle.
 func (l *Log) drop(cons jetstream.Consumer) {
 	info := cons.CachedInfo()
 	if info == nil || info.Name == "" {
@@ -105,7 +108,7 @@ func (l *Log) drop(cons jetstream.Consumer) {
 }
 
 func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom) (jetstream.Consumer, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: orderedIdle}
 	switch {
 	case from.Seq > 0:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
