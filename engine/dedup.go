@@ -54,12 +54,11 @@ func (l *Log) unpublished(ctx context.Context, stored time.Time, out []Event) ([
 // outputs of any stage.
 func (l *Log) storedIDs(ctx context.Context, subjects []string) (map[string]bool, error) {
 	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true, InactiveThreshold: orderedIdle,
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer l.drop(cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, err

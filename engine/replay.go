@@ -21,9 +21,8 @@ type ReplayFrom struct {
 
 // Replay reads, in order, every event whose subject matches one of filters
 // from the start point up to the end of the log as it was when Replay was
-// called, and calls fn for each. It uses an ordered ephemeral consumer,
-// deleted when Replay returns, so it leaves no state on the server and
-// never disturbs stage consumers.
+// called, and calls fn for each. It uses an ordered ephemeral consumer, so
+// it leaves no state on the server and never disturbs stage consumers.
 // A malformed message stops the replay with an error naming it; so does an
 // error from fn.
 func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
@@ -31,7 +30,6 @@ func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn 
 	if err != nil {
 		return fmt.Errorf("engine: replay: %w", err)
 	}
-	defer l.drop(cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: replay: %w", err)
@@ -82,33 +80,11 @@ func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn 
 	if err != nil {
 		return fmt.Errorf("engine: follow: %w", err)
 	}
-	defer l.drop(cons)
 	return l.read(ctx, cons, false, fn)
 }
 
-// orderedIdle is how long the server keeps a reader's ordered consumer
-// without activity, for one its process could not delete (it died, or
-// lost the server). The server's default is five minutes, and every
-// stream holds at most 1000 consumers: readers that come and go faster
-// than that (handlers of old inputs looking for their outputs, retried
-// under load) reached the limit, and then no stage could create one.
-const orderedIdle = 30 * time.Second
-
-// drop deletes a reader's ordered consumer once it is done, so that it
-// does not count against the stream's consumer limit until orderedIdle
-// expires. A failure is left to orderedIdle.
-func (l *Log) drop(cons jetstream.Consumer) {
-	info := cons.CachedInfo()
-	if info == nil || info.Name == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = l.js.DeleteConsumer(ctx, l.cfg.Stream, info.Name)
-}
-
 func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom) (jetstream.Consumer, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: orderedIdle}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case from.Seq > 0:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

@@ -105,38 +105,3 @@ func TestReplayRunReadsOnlyItsRun(t *testing.T) {
 		t.Fatalf("the original handle's replay reached the hook")
 	}
 }
-
-// Readers of the log leave no consumer behind: a stream holds at most
-// 1000, and readers that came and went faster than the server's five
-// minutes of idleness filled it, after which no stage could create one.
-func TestReadersLeaveNoConsumer(t *testing.T) {
-	ctx := context.Background()
-	ts := startServer(t)
-	l := ts.openLog(ts.connect())
-	for i := range 3 {
-		publishRoot(t, l, "r1", "demo.in", fmt.Sprint(i), item{i})
-	}
-	consumers := func() int {
-		n := 0
-		for range l.stream.ListConsumers(ctx).Info() {
-			n++
-		}
-		return n
-	}
-	before := consumers()
-	for range 20 {
-		if err := l.Replay(ctx, []string{"t1.r1.>"}, ReplayFrom{}, func(Event) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.storedIDs(ctx, []string{Subject("r1", "demo.in")}); err != nil {
-			t.Fatal(err)
-		}
-		fctx, cancel := context.WithCancel(ctx)
-		if err := l.Follow(fctx, []string{"t1.r1.>"}, ReplayFrom{}, func(Event) error { cancel(); return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if after := consumers(); after != before {
-		t.Fatalf("%d consumers after 60 reads, %d before", after, before)
-	}
-}
