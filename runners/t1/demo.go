@@ -100,12 +100,12 @@ func runDemo(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infr
 	var counts map[string]uint64
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	poller := newCountPoller(in.Log, run)
 	for {
-		all, err := in.Log.EventCounts(ctx, run)
-		if err != nil && ctx.Err() == nil {
+		var err error
+		if counts, err = poller.poll(ctx); err != nil {
 			return err
 		}
-		counts = all[run]
 		sum = runSummary{
 			Run: run, Requested: dc.Count,
 			Produced: counts[demo.Item], Verified: counts[demo.Verified],

@@ -221,12 +221,12 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 	sum := pipelineSummary{Run: run}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	poller := newCountPoller(in.Log, run)
 	for {
-		all, err := in.Log.EventCounts(ctx, run)
-		if err != nil && ctx.Err() == nil {
+		counts, err := poller.poll(ctx)
+		if err != nil {
 			return nil, err
 		}
-		counts := all[run]
 		sum.Events = counts
 		prog.update(counts, time.Since(begin))
 		if counts[schemas.RunCompleted] > 0 {
