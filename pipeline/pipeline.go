@@ -263,7 +263,7 @@ func ModelConfig(m config.InferenceModel) moe.Config {
 // key is read from its environment variable here, once, and goes nowhere
 // but the request header.
 func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (synth.Config, error) {
-	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator, Library: taskgen.Library(c.Library)}
+	cfg := synth.Config{Store: st, Trial: opt, Generator: c.Generator, Library: taskgen.Library(c.Library), Candidates: c.Candidates}
 	if c.Generator != synth.LLM {
 		return cfg, nil
 	}

@@ -20,6 +20,12 @@ type Settings struct {
 	// Library is the step library round 0's tasks (and the builtin
 	// generator's extensions) come from: taskgen's basic or full.
 	Library string `yaml:"library"`
+	// Candidates is how many tasks the builtin generator draws for each
+	// one it keeps: the one whose reference solution writes the values
+	// (words, file names) the round has written least, so fine-tuning on
+	// the pool's demonstrations sees every value of the library several
+	// times. 1 keeps every draw.
+	Candidates int `yaml:"candidates"`
 	// LLM is the llm generator's endpoint and sampling.
 	LLM LLMSettings `yaml:"llm"`
 }
@@ -46,7 +52,7 @@ type LLMSettings struct {
 
 // DefaultSettings grow tasks with the built-in steps.
 func DefaultSettings() Settings {
-	return Settings{Generator: Builtin, Library: string(taskgen.Basic), LLM: LLMSettings{Temperature: 0.7, MaxTokens: 8192, Timeout: 5 * time.Minute}}
+	return Settings{Generator: Builtin, Library: string(taskgen.Basic), Candidates: 8, LLM: LLMSettings{Temperature: 0.7, MaxTokens: 8192, Timeout: 5 * time.Minute}}
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -56,6 +62,9 @@ func (s Settings) Check(r check.Report) {
 	l := s.LLM
 	if _, err := taskgen.ParseLibrary(s.Library); err != nil {
 		r("library", "%v", err)
+	}
+	if s.Candidates < 1 || s.Candidates > 64 {
+		r("candidates", "want 1 to 64, got %d", s.Candidates)
 	}
 	switch s.Generator {
 	case Builtin:

@@ -36,6 +36,10 @@ type Config struct {
 	LLM       *LLMConfig
 	// Library is the step library of round 0's tasks (default Basic).
 	Library taskgen.Library
+	// Candidates is how many tasks the builtin generator draws for each
+	// one it emits, keeping the one whose values the round covers least
+	// (taskgen.Coverage); 1 emits every draw as it is.
+	Candidates int
 }
 
 // New returns the synth stage.
@@ -45,6 +49,9 @@ func New(cfg Config) engine.Stage {
 	}
 	if cfg.Library == "" {
 		cfg.Library = taskgen.Basic
+	}
+	if cfg.Candidates <= 0 {
+		cfg.Candidates = 1
 	}
 	s := &stage{cfg: cfg}
 	return engine.NewStage("synth", []string{schemas.SynthRequested, schemas.SynthCandidate}, s.handle)
@@ -78,20 +85,36 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if p.Round < 0 || p.Seeds < 0 || p.PerSeed < 0 || p.Seeds > 100000 || p.PerSeed > 1000 {
 		return engine.Permanent(fmt.Errorf("synth.requested: round %d, seeds %d, per_seed %d out of range", p.Round, p.Seeds, p.PerSeed))
 	}
+	// One coverage per fan-out, so a replay of the event chooses the same.
+	cov := taskgen.NewCoverage()
 	if len(p.SeedIDs) == 0 {
 		for i := range p.Seeds {
-			refs := taskgen.Seed(s.cfg.Library, rngFor(p.Seed, fmt.Sprintf("round-%d/seed-%d", p.Round, i)))
+			name := fmt.Sprintf("round-%d/seed-%d", p.Round, i)
+			refs, err := s.choose(cov, name, 0, func(rng *rand.Rand) ([]taskgen.StepRef, error) { return taskgen.Seed(s.cfg.Library, rng), nil }, p.Seed)
+			if err != nil {
+				return engine.Permanent(err)
+			}
 			if _, err := out.Emit(schemas.SynthCandidate, schemas.SynthCandidatePayload{Round: p.Round, Steps: refs}, engine.WithKey(fmt.Sprint(i))); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	for _, id := range p.SeedIDs {
+	lins := make([]*Lineage, len(p.SeedIDs))
+	for i, id := range p.SeedIDs {
 		lin, err := s.lineage(ctx, ev.Run, id)
 		if err != nil {
 			return err
 		}
+		lins[i] = lin
+		if s.cfg.Generator != LLM && lin.Generator != LLM {
+			if sp, err := taskgen.Build(lin.Steps); err == nil {
+				cov.Add(sp)
+			}
+		}
+	}
+	for i, id := range p.SeedIDs {
+		lin := lins[i]
 		if s.cfg.Generator == LLM {
 			root := lin.RootID
 			if root == "" {
@@ -109,7 +132,10 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 			return engine.Permanent(fmt.Errorf("seed %s was grown by the llm generator: it has no steps for the built-in one to extend", id))
 		}
 		for k := range p.PerSeed {
-			refs, err := taskgen.Extend(lin.Steps, s.cfg.StepsPerRound, rngFor(p.Seed, fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)))
+			name := fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)
+			refs, err := s.choose(cov, name, len(lin.Steps), func(rng *rand.Rand) ([]taskgen.StepRef, error) {
+				return taskgen.Extend(lin.Steps, s.cfg.StepsPerRound, rng)
+			}, p.Seed)
 			if err != nil {
 				return engine.Permanent(fmt.Errorf("seed %s: %w", id, err))
 			}
@@ -120,6 +146,28 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 		}
 	}
 	return nil
+}
+
+// choose draws a task from the stream name (as a single candidate always
+// did) and Candidates-1 others with the same steps and the values of
+// the steps from index from on drawn again (from name/k), and keeps the
+// one that adds most to cov.
+func (s *stage) choose(cov *taskgen.Coverage, name string, from int, draw func(*rand.Rand) ([]taskgen.StepRef, error), seed uint64) ([]taskgen.StepRef, error) {
+	first, err := draw(rngFor(seed, name))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := taskgen.Build(first); err != nil || s.cfg.Candidates == 1 {
+		return first, nil // the candidate's own handler judges it, as it always did
+	}
+	cands := [][]taskgen.StepRef{first}
+	for k := 1; k < s.cfg.Candidates; k++ {
+		refs := taskgen.Revalue(first, from, rngFor(seed, fmt.Sprintf("%s/%d", name, k)))
+		if _, err := taskgen.Build(refs); err == nil {
+			cands = append(cands, refs)
+		}
+	}
+	return cov.Choose(cands)
 }
 
 func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
