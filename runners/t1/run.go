@@ -281,6 +281,9 @@ type pipelineProgress struct {
 	tty   bool
 	last  time.Time
 	stage string // of the last line
+	// scored0 is the rewards already scored when this command began
+	// watching: a resumed run's rate counts only what it scored since.
+	scored0 *uint64
 }
 
 func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
@@ -315,7 +318,14 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 		return
 	}
 	p.last, p.stage = time.Now(), stage
-	rate := float64(c[schemas.RewardScored]) / elapsed.Minutes()
+	if p.scored0 == nil {
+		n := c[schemas.RewardScored]
+		p.scored0 = &n
+	}
+	rate := 0.0
+	if elapsed >= time.Second {
+		rate = float64(c[schemas.RewardScored]-*p.scored0) / elapsed.Minutes()
+	}
 	line := fmt.Sprintf("[%s] %s · tasks %d synthesised, %d discarded, %d audited · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
 		elapsed.Round(time.Second), stage, c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited],
 		c[schemas.RewardScored], c[schemas.RolloutRequested], rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
