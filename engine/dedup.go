@@ -59,6 +59,7 @@ func (l *Log) storedIDs(ctx context.Context, subjects []string) (map[string]bool
 	if err != nil {
 		return nil, err
 	}
+	defer l.dropOrdered(cons)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, err
@@ -96,4 +97,20 @@ func (l *Log) storedIDs(ctx context.Context, subjects []string) (map[string]bool
 			return ids, nil
 		}
 	}
+}
+
+// dropOrdered deletes a lookup's ordered consumer once it is done. The
+// server keeps one for five minutes of idleness and a stream holds at
+// most 1000 consumers: handlers of old inputs, each looking for its
+// outputs, came and went faster than that in an ablation's twelve
+// branches, and then no stage could create a consumer ("maximum consumers
+// limit reached"). A failed delete is left to the idleness timeout.
+func (l *Log) dropOrdered(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil || info.Name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = l.js.DeleteConsumer(ctx, l.cfg.Stream, info.Name)
 }

@@ -112,3 +112,28 @@ func BenchmarkStoredIDs(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "ids/s")
 }
+
+// Lookups of outputs stored before leave no consumer on the server: a
+// stream holds at most 1000, and handlers of old inputs each make one.
+func TestStoredIDsLeaveNoConsumer(t *testing.T) {
+	ts := startServer(t)
+	l, err := OpenLog(context.Background(), ts.connect(), LogConfig{DedupWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishRoot(t, l, "r1", "demo.in", "a", item{1})
+	ctx := context.Background()
+	for range 20 {
+		ids, err := l.storedIDs(ctx, []string{Subject("r1", "demo.in")})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("lookup: %v, %v", ids, err)
+		}
+	}
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n != 0 {
+		t.Fatalf("%d consumers left after 20 lookups", n)
+	}
+}
