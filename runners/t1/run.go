@@ -164,7 +164,14 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 	defer func() { stopStages(); wg.Wait() }()
 	errs := make(chan error, len(p.Stages()))
 	mine := p.Stages()
-	if at == stagesElsewhere {
+	ended, err := runEnded(ctx, in.Log, run)
+	if err != nil {
+		return nil, infraError(err)
+	}
+	// A run that ended needs no stage: consumers of its own (t1 ablate's
+	// <stage>_<run>) would deliver its whole history again, every handler
+	// redoing its work only to find its outputs stored.
+	if at == stagesElsewhere || ended {
 		mine = nil
 	}
 	// The stages that must run once per run (control, eval) run for this
@@ -262,6 +269,17 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 		return nil, err
 	}
 	return &sum, nil
+}
+
+// runEnded reports whether run has completed or failed.
+func runEnded(ctx context.Context, log *engine.Log, run string) (bool, error) {
+	for _, typ := range []string{schemas.RunCompleted, schemas.RunFailed} {
+		ok, err := log.HasEvent(ctx, run, typ)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // failedTotal counts the run's failed events of every type.
