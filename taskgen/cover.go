@@ -47,20 +47,22 @@ func (c *Coverage) gain(sp *Spec) (rarest int, sum float64) {
 
 // Choose returns the candidate whose task adds most (the first of
 // equals, so a single candidate is taken as it is) and counts it.
+// Candidates that do not build are passed over; none building is an
+// error.
 func (c *Coverage) Choose(cands [][]StepRef) ([]StepRef, error) {
-	if len(cands) == 0 {
-		return nil, fmt.Errorf("synth: no candidate to choose from")
-	}
 	best, bestSpec, bestRarest, bestSum := -1, (*Spec)(nil), 0, 0.0
 	for i, refs := range cands {
 		sp, err := Build(refs)
 		if err != nil {
-			return nil, fmt.Errorf("synth: candidate %d: %w", i, err)
+			continue
 		}
 		r, g := c.gain(sp)
 		if best < 0 || r < bestRarest || (r == bestRarest && g > bestSum) {
 			best, bestSpec, bestRarest, bestSum = i, sp, r, g
 		}
+	}
+	if best < 0 {
+		return nil, fmt.Errorf("synth: no candidate of %d builds", len(cands))
 	}
 	c.Add(bestSpec)
 	return cands[best], nil
