@@ -167,7 +167,14 @@ func runSection(r *Run) *section {
 	}
 	row("latest policy", fmt.Sprintf("v%d", r.PolicyVersion))
 	for _, f := range r.SFT {
-		row("supervised fine-tuning", fmt.Sprintf("v%d, loss %s", f.PolicyVersion, num(f.Loss)))
+		on := ""
+		if f.Demonstrations > 0 {
+			on = fmt.Sprintf(" on demonstrations of %d tasks", f.Demonstrations)
+			if n := lastPoolTasks(r); n > 0 {
+				on += fmt.Sprintf(" of the pool's %d", n)
+			}
+		}
+		row("supervised fine-tuning", fmt.Sprintf("v%d%s, loss %s", f.PolicyVersion, on, num(f.Loss)))
 	}
 	row("failed events", strconv.FormatUint(r.Failed, 10))
 	row("dead letters", strconv.FormatUint(r.DeadLetters, 10))
@@ -246,6 +253,14 @@ func eventsSection(r *Run) *section {
 	s.add(t)
 	s.para("Failed events: %d; dead letters: %d.", r.Failed, r.DeadLetters)
 	return s
+}
+
+// lastPoolTasks is the size of the run's latest sealed pool (0: none).
+func lastPoolTasks(r *Run) int {
+	if len(r.Pools) == 0 {
+		return 0
+	}
+	return r.Pools[len(r.Pools)-1].Tasks
 }
 
 func poolSection(r *Run) (*section, error) {

@@ -116,6 +116,10 @@ type Pool struct {
 type SFT struct {
 	PolicyVersion int64   `json:"policy_version"`
 	Loss          float64 `json:"loss"`
+	// Demonstrations is how many pool tasks' demonstrations it trained on
+	// (fewer than the pool's tasks when stages.control.rl_tasks keeps
+	// some for the iterations).
+	Demonstrations int `json:"demonstrations,omitempty"`
 }
 
 // Metrics is the run's metrics table. Columns are read by name, so files
@@ -281,12 +285,13 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 // report folds as its own facts: the pool it trains on, the fine-tuning,
 // updates and evaluations of the policies it took over. They are not
 // counted among the branch's events, which are what the branch did.
-var inheritedFacts = map[string]bool{schemas.PoolSealed: true, schemas.SFTCompleted: true,
+var inheritedFacts = map[string]bool{schemas.PoolSealed: true, schemas.SFTRequested: true, schemas.SFTCompleted: true,
 	schemas.CriticUpdated: true, schemas.PolicyUpdated: true, schemas.EvalCompleted: true}
 
 func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 	// A continued branch's history is what it took over from its parent
 	// (lineage.Cut), then its own; for any other run it is its own events.
+	demos := 0 // of the sft.requested before an sft.completed
 	err := lineage.History(ctx, log, r.ID, nil, func(ev engine.Event) error {
 		if ev.Run != r.ID && !inheritedFacts[ev.Type] {
 			return nil
@@ -322,12 +327,18 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 				return err
 			}
 			r.Pools = append(r.Pools, Pool{Version: p.PoolVersion, Tasks: p.Tasks, Excluded: p.Excluded, Categories: p.Categories})
+		case schemas.SFTRequested:
+			var p schemas.SFTRequestedPayload
+			if err := decode(ev, &p); err != nil {
+				return err
+			}
+			demos = len(p.Data)
 		case schemas.SFTCompleted:
 			var p schemas.SFTCompletedPayload
 			if err := decode(ev, &p); err != nil {
 				return err
 			}
-			r.SFT = append(r.SFT, SFT{PolicyVersion: p.PolicyVersion, Loss: p.Loss})
+			r.SFT = append(r.SFT, SFT{PolicyVersion: p.PolicyVersion, Loss: p.Loss, Demonstrations: demos})
 			r.PolicyVersion = max(r.PolicyVersion, p.PolicyVersion)
 		case schemas.CriticUpdated:
 			var p schemas.CriticUpdatedPayload

@@ -215,3 +215,75 @@ func TestBranchFoldDecides(t *testing.T) {
 		t.Fatalf("%+v %v", p, err)
 	}
 }
+
+// With rl_tasks, the iterations train only on tasks fine-tuning never
+// demonstrated, the same ones after a restart; without it, both see the
+// whole pool.
+func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
+	pool := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	purposeTasks := func(evs []engine.Event, purpose string) map[string]bool {
+		tasks := map[string]bool{}
+		for _, ev := range evs {
+			var p schemas.RolloutRequestedPayload
+			if ev.Type == schemas.RolloutRequested && ev.Decode(&p) == nil && p.Purpose == purpose {
+				tasks[p.TaskID] = true
+			}
+		}
+		return tasks
+	}
+	// play runs a sealed pool through fine-tuning to iteration 0's
+	// requests and returns the demonstrated and the trained tasks.
+	play := func(rlTasks int) (sft, train map[string]bool) {
+		c := testConfig()
+		c.SFTSteps, c.RLTasks, c.EvalSuite, c.EvalBaseline = 10, rlTasks, "", false
+		s := &stage{cfg: StageConfig{Config: c}}
+		st := newRunState()
+		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
+		demos := decide(t, s, st)
+		sft = purposeTasks(demos, "sft")
+		for _, ev := range demos {
+			st.apply(ev)
+		}
+		for task := range sft {
+			st.apply(event(t, "demo-"+task, schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: task, Purpose: "sft"}))
+		}
+		asked := decide(t, s, st)
+		if len(asked) != 1 || asked[0].Type != schemas.SFTRequested {
+			t.Fatalf("rl_tasks %d: after every demonstration: %v", rlTasks, asked)
+		}
+		var req schemas.SFTRequestedPayload
+		if err := asked[0].Decode(&req); err != nil || len(req.Data) != len(sft) {
+			t.Fatalf("rl_tasks %d: fine-tuning on %d demonstrations, want %d (%v)", rlTasks, len(req.Data), len(sft), err)
+		}
+		st.apply(asked[0])
+		st.apply(event(t, "sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}))
+		// A restarted control folds the same events and must divide the
+		// pool the same way.
+		fresh := newRunState()
+		fresh.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+		fresh.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
+		if again := purposeTasks(decide(t, &stage{cfg: s.cfg}, fresh), "sft"); len(again) != len(sft) {
+			t.Fatalf("rl_tasks %d: a restarted control demonstrates %v, before %v", rlTasks, again, sft)
+		}
+		return sft, purposeTasks(decide(t, s, st), "train")
+	}
+
+	sft, train := play(3)
+	if len(sft) != 5 || len(train) != 3 {
+		t.Fatalf("rl_tasks 3 of 8: %d demonstrated, %d trained", len(sft), len(train))
+	}
+	for task := range train {
+		if sft[task] {
+			t.Fatalf("task %s is demonstrated and trained on", task)
+		}
+	}
+	sft, train = play(0)
+	if len(sft) != len(pool) || len(train) != len(pool) {
+		t.Fatalf("rl_tasks 0: %d demonstrated, %d trained, want the pool's %d each", len(sft), len(train), len(pool))
+	}
+	// More than the pool keeps one task to fine-tune on.
+	if sft, train = play(100); len(sft) != 1 || len(train) != len(pool)-1 {
+		t.Fatalf("rl_tasks 100 of 8: %d demonstrated, %d trained", len(sft), len(train))
+	}
+}

@@ -61,6 +61,7 @@ type runState struct {
 	sftDone      bool
 	sftVersion   int64
 	pool         []string
+	split        *poolSplit // the pool's division, once sealed (stage.split)
 	iters        map[int]*iteration
 	requests     map[string]int   // rollout.requested event id → iteration (train)
 	evals        map[int64]string // policy version → "requested" | "completed" | "failed"

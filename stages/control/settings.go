@@ -32,6 +32,12 @@ type Settings struct {
 	// demonstrations of the pool's reference solutions before the first
 	// iteration (base → SFT → RL).
 	SFTSteps int `yaml:"sft_steps"`
+	// RLTasks, with fine-tuning on, keeps this many pool tasks (a seeded
+	// draw) out of the demonstrations; the iterations sample only them, so
+	// RL trains on tasks the fine-tuned policy has to generalise to rather
+	// than ones it saw solved (0: fine-tune on every task and iterate over
+	// them all). At most all but one of the pool's tasks are kept out.
+	RLTasks int `yaml:"rl_tasks"`
 }
 
 // DefaultSettings is a small run for a laptop.
@@ -52,6 +58,7 @@ func (s Settings) Check(r check.Report) {
 	r.AtLeast("max_turns", s.MaxTurns, 1)
 	r.AtLeast("eval_every", s.EvalEvery, 0)
 	r.AtLeast("sft_steps", s.SFTSteps, 0)
+	r.AtLeast("rl_tasks", s.RLTasks, 0)
 	if s.MinSuccess <= 0 || s.MinSuccess > 1 {
 		r("min_success", "must be in (0, 1], got %v", s.MinSuccess)
 	}

@@ -338,7 +338,7 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 	case st.sftAsked:
 		return false, nil
 	case st.sftRequested == 0:
-		for _, task := range st.pool {
+		for _, task := range s.split(st).sft {
 			p := schemas.RolloutRequestedPayload{TaskID: task, Purpose: "sft", Seed: seedFor(st.seed, "sft", task),
 				MaxTurns: 200, Bundle: st.taskBundle[task]}
 			if err := emit(out, schemas.RolloutRequested, "sft/"+task, p); err != nil {
@@ -346,7 +346,7 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 			}
 		}
 		return false, nil
-	case len(st.sftData)+st.sftFailed < len(st.pool):
+	case len(st.sftData)+st.sftFailed < len(s.split(st).sft):
 		return false, nil
 	}
 	tasks := make([]string, 0, len(st.sftData))
@@ -365,20 +365,61 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps})
 }
 
-// tasksFor is iteration i's sample of the pool.
-func (s *stage) tasksFor(st *runState, i int) []string {
-	n := s.cfg.Config.TasksPerIteration
-	if n <= 0 || n >= len(st.pool) {
-		return st.pool
+// poolSplit is which pool tasks are demonstrated for fine-tuning and
+// which the iterations sample, each in pool order.
+type poolSplit struct{ sft, rl []string }
+
+// split divides the sealed pool: with fine-tuning on and RLTasks above 0,
+// a seeded draw of RLTasks tasks goes to the iterations alone and the
+// rest to the demonstrations; otherwise both get the whole pool. It is a
+// function of the run seed and the pool, so a restarted control or a
+// branch divides the same way.
+func (s *stage) split(st *runState) poolSplit {
+	if st.split != nil {
+		return *st.split
 	}
-	rng := rand.New(rand.NewPCG(st.seed, seedFor(st.seed, "iteration", i)))
-	idx := rng.Perm(len(st.pool))[:n]
-	sort.Ints(idx)
+	c := s.cfg.Config
+	sp := poolSplit{sft: st.pool, rl: st.pool}
+	if n := min(c.RLTasks, len(st.pool)-1); c.SFTSteps > 0 && n > 0 {
+		held := map[string]bool{}
+		for _, k := range seededSample(st.seed, seedFor(st.seed, "rl-tasks"), len(st.pool), n) {
+			held[st.pool[k]] = true
+		}
+		sp = poolSplit{}
+		for _, task := range st.pool {
+			if held[task] {
+				sp.rl = append(sp.rl, task)
+			} else {
+				sp.sft = append(sp.sft, task)
+			}
+		}
+	}
+	if st.sealed {
+		st.split = &sp
+	}
+	return sp
+}
+
+// tasksFor is iteration i's sample of the tasks the iterations train on.
+func (s *stage) tasksFor(st *runState, i int) []string {
+	tasks := s.split(st).rl
+	n := s.cfg.Config.TasksPerIteration
+	if n <= 0 || n >= len(tasks) {
+		return tasks
+	}
 	out := make([]string, n)
-	for j, k := range idx {
-		out[j] = st.pool[k]
+	for j, k := range seededSample(st.seed, seedFor(st.seed, "iteration", i), len(tasks), n) {
+		out[j] = tasks[k]
 	}
 	return out
+}
+
+// seededSample is n of the indices [0, size), drawn by the stream (a, b),
+// in increasing order.
+func seededSample(a, b uint64, size, n int) []int {
+	idx := rand.New(rand.NewPCG(a, b)).Perm(size)[:n]
+	sort.Ints(idx)
+	return idx
 }
 
 func (s *stage) startIteration(st *runState, i int, version int64, out engine.Emitter) error {
