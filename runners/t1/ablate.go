@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -38,6 +39,26 @@ type ablationSummary struct {
 	// Spread is, with several seeds, each variant's recipe table over the
 	// seeds: mean, lowest and highest resolve rate per stage.
 	Spread []spreadRow `json:"spread,omitempty"`
+	// Gains is, with several seeds, each variant's step from one stage of
+	// the recipe to the next, taken within each seed and then over the
+	// seeds: the seeds' policies differ more from each other than one
+	// stage's step, so the step is judged seed by seed.
+	Gains []gainRow `json:"gains,omitempty"`
+}
+
+// gainRow is one variant's step between two stages of the recipe over the
+// seeds that evaluated both: mean, lowest and highest of the per-seed
+// differences in resolve rate, next to the spread between the seeds at
+// the earlier stage (highest − lowest resolve rate there).
+type gainRow struct {
+	Variant string  `json:"variant"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Seeds   int     `json:"seeds"`
+	Mean    float64 `json:"gain_mean"`
+	Min     float64 `json:"gain_min"`
+	Max     float64 `json:"gain_max"`
+	Spread  float64 `json:"from_spread"`
 }
 
 // spreadRow is one variant's stage of the recipe over the seeds.
@@ -89,6 +110,48 @@ func spread(names []string, runs map[string][]*pipelineSummary) []spreadRow {
 		}
 	}
 	return out
+}
+
+// gains returns, for each variant of names, the steps base → SFT and
+// SFT → RL of its runs' recipes, each seed's step taken within the seed.
+func gains(names []string, runs map[string][]*pipelineSummary) []gainRow {
+	var out []gainRow
+	steps := [][2]string{{report.StageBase, report.StageSFT}, {report.StageSFT, report.StageRL}}
+	for _, n := range names {
+		for _, st := range steps {
+			row := gainRow{Variant: n, From: st[0], To: st[1], Min: math.Inf(1), Max: math.Inf(-1)}
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, s := range runs[n] {
+				from, okF := recipeRate(s.Recipe, st[0])
+				to, okT := recipeRate(s.Recipe, st[1])
+				if !okF || !okT {
+					continue
+				}
+				d := to - from
+				row.Seeds++
+				row.Mean += d
+				row.Min, row.Max = min(row.Min, d), max(row.Max, d)
+				lo, hi = min(lo, from), max(hi, from)
+			}
+			if row.Seeds > 0 {
+				row.Mean /= float64(row.Seeds)
+				row.Spread = hi - lo
+				out = append(out, row)
+			}
+		}
+	}
+	return out
+}
+
+// recipeRate is stage's resolve rate in rows; with several suites, the
+// first suite's.
+func recipeRate(rows []report.RecipeRow, stage string) (float64, bool) {
+	for _, r := range rows {
+		if r.Stage == stage {
+			return r.ResolveRate, true
+		}
+	}
+	return 0, false
 }
 
 func ablateCmd(g *globals) *cobra.Command {
@@ -184,6 +247,7 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 					byVariant[variantOf[r.Run]] = append(byVariant[variantOf[r.Run]], r)
 				}
 				sum.Spread = spread(append([]string{""}, names...), byVariant)
+				sum.Gains = gains(append([]string{""}, names...), byVariant)
 			}
 			if g.json {
 				return printJSON(cmd, sum)
@@ -404,6 +468,14 @@ func printAblation(w io.Writer, s *ablationSummary) {
 		fmt.Fprintln(tw, "variant\tpolicy\tseeds\tresolve rate: mean [lowest, highest]\tpartial credit: mean")
 		for _, r := range s.Spread {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f [%.3f, %.3f]\t%.2f\n", cmp.Or(r.Variant, "base"), r.Stage, r.Seeds, r.ResolveMean, r.ResolveMin, r.ResolveMax, r.PartialCredit)
+		}
+		tw.Flush()
+	}
+	if len(s.Gains) > 0 {
+		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "variant\tstep\tseeds\tgain within each seed: mean [lowest, highest]\tspread between seeds before it")
+		for _, r := range s.Gains {
+			fmt.Fprintf(tw, "%s\t%s → %s\t%d\t%+.3f [%+.3f, %+.3f]\t%.3f\n", cmp.Or(r.Variant, "base"), r.From, r.To, r.Seeds, r.Mean, r.Min, r.Max, r.Spread)
 		}
 		tw.Flush()
 	}

@@ -42,4 +42,37 @@ func TestAblationSpread(t *testing.T) {
 	}
 }
 
+// A step's gain is taken within each seed: the seeds' fine-tuned policies
+// may differ by more than RL moves any one of them, and the row shows both.
+func TestAblationGains(t *testing.T) {
+	run := func(base, sft, rl float64) *pipelineSummary {
+		return &pipelineSummary{Recipe: []report.RecipeRow{
+			{Stage: report.StageBase, Eval: report.Eval{ResolveRate: base}},
+			{Stage: report.StageSFT, Eval: report.Eval{ResolveRate: sft}},
+			{Stage: report.StageRL, Eval: report.Eval{ResolveRate: rl}},
+		}}
+	}
+	noSFT := &pipelineSummary{Recipe: []report.RecipeRow{
+		{Stage: report.StageBase, Eval: report.Eval{ResolveRate: 0.5}},
+		{Stage: report.StageRL, Eval: report.Eval{ResolveRate: 0.9}},
+	}}
+	rows := gains([]string{""}, map[string][]*pipelineSummary{
+		"": {run(0, 0.6, 0.7), run(0, 0.8, 0.85), run(0.1, 0.7, 0.65), noSFT},
+	})
+	want := []gainRow{
+		{From: report.StageBase, To: report.StageSFT, Seeds: 3, Mean: (0.6 + 0.8 + 0.6) / 3, Min: 0.6, Max: 0.8, Spread: 0.1},
+		{From: report.StageSFT, To: report.StageRL, Seeds: 3, Mean: (0.1 + 0.05 - 0.05) / 3, Min: -0.05, Max: 0.1, Spread: 0.2},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows: %+v", len(rows), rows)
+	}
+	for i, w := range want {
+		g := rows[i]
+		if g.From != w.From || g.To != w.To || g.Seeds != w.Seeds || !near(g.Mean, w.Mean) || !near(g.Min, w.Min) ||
+			!near(g.Max, w.Max) || !near(g.Spread, w.Spread) {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
