@@ -3,6 +3,8 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -285,5 +287,65 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 	// More than the pool keeps one task to fine-tune on.
 	if sft, train = play(100); len(sft) != 1 || len(train) != len(pool)-1 {
 		t.Fatalf("rl_tasks 100 of 8: %d demonstrated, %d trained", len(sft), len(train))
+	}
+}
+
+// With skip_uniform, an iteration after the first draws its tasks from
+// those whose last group did not earn one reward throughout, and tops
+// the draw up from the uniform ones only when too few others are left;
+// a restarted control folding the same rewards draws the same tasks.
+func TestSkipUniformDrawsInformativeTasks(t *testing.T) {
+	pool := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	fold := func(rewards map[string][]float64) *runState {
+		st := newRunState()
+		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
+		for task, rs := range rewards {
+			for a, r := range rs {
+				st.apply(event(t, fmt.Sprintf("score-%s-%d", task, a), schemas.RewardScored, schemas.RewardScoredPayload{
+					TaskID: task, Attempt: a, Purpose: schemas.PurposeTrain, Iteration: 0, Reward: r}))
+			}
+		}
+		return st
+	}
+	c := testConfig()
+	c.TasksPerIteration, c.SkipUniform = 3, true
+	s := &stage{cfg: StageConfig{Config: c}}
+	// Five tasks earned one reward on every attempt (solved or failed
+	// alike); c earned two, h one scored attempt (not judged), and f, g
+	// were not drawn.
+	rewards := map[string][]float64{"a": {2, 2}, "b": {0, 0, 0}, "c": {1, 3}, "d": {4, 4}, "e": {1, 1}, "h": {2}}
+	st := fold(rewards)
+	got := s.tasksFor(st, 1)
+	if len(got) != 3 {
+		t.Fatalf("drew %v", got)
+	}
+	for _, task := range got {
+		if !slices.Contains([]string{"c", "f", "g", "h"}, task) {
+			t.Fatalf("drew %v: %s's last group earned one reward", got, task)
+		}
+	}
+	if again := s.tasksFor(fold(rewards), 1); !slices.Equal(again, got) {
+		t.Fatalf("a restarted control draws %v, before %v", again, got)
+	}
+	// The first iteration has nothing to go on, and without the setting
+	// every later one draws as it does.
+	plain := &stage{cfg: StageConfig{Config: testConfig()}}
+	plain.cfg.Config.TasksPerIteration = 3
+	if first, want := s.tasksFor(st, 0), plain.tasksFor(st, 0); !slices.Equal(first, want) {
+		t.Fatalf("iteration 0 draws %v, without skip_uniform %v", first, want)
+	}
+	// Only c and f–h are open: four tasks wanted, one is topped up from
+	// the uniform ones.
+	s.cfg.Config.TasksPerIteration = 5
+	got = s.tasksFor(st, 1)
+	uniform := 0
+	for _, task := range got {
+		if slices.Contains([]string{"a", "b", "d", "e"}, task) {
+			uniform++
+		}
+	}
+	if len(got) != 5 || uniform != 1 || !slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(a, b) }) {
+		t.Fatalf("drew %v: want c, f, g, h and one uniform task, in pool order", got)
 	}
 }

@@ -38,6 +38,11 @@ type Settings struct {
 	// than ones it saw solved (0: fine-tune on every task and iterate over
 	// them all). At most all but one of the pool's tasks are kept out.
 	RLTasks int `yaml:"rl_tasks"`
+	// SkipUniform draws each iteration's tasks (after the first) from
+	// those whose last group of attempts did not all earn the same reward
+	// — a group the group baseline gives no advantage — while there are
+	// enough of them; tasks not drawn yet count as informative.
+	SkipUniform bool `yaml:"skip_uniform"`
 }
 
 // DefaultSettings is a small run for a laptop.

@@ -401,17 +401,64 @@ func (s *stage) split(st *runState) poolSplit {
 }
 
 // tasksFor is iteration i's sample of the tasks the iterations train on.
+// With SkipUniform, the sample is drawn from the tasks not known to be
+// uniform (uniformTasks) as long as there are enough of them, and topped
+// up with a draw of the uniform ones when there are not.
 func (s *stage) tasksFor(st *runState, i int) []string {
 	tasks := s.split(st).rl
 	n := s.cfg.Config.TasksPerIteration
 	if n <= 0 || n >= len(tasks) {
 		return tasks
 	}
-	out := make([]string, n)
-	for j, k := range seededSample(st.seed, seedFor(st.seed, "iteration", i), len(tasks), n) {
-		out[j] = tasks[k]
+	pick := func(from []string, n int, stream ...any) []string {
+		out := make([]string, n)
+		for j, k := range seededSample(st.seed, seedFor(st.seed, stream...), len(from), n) {
+			out[j] = from[k]
+		}
+		return out
 	}
+	if !s.cfg.Config.SkipUniform || i == 0 {
+		return pick(tasks, n, "iteration", i)
+	}
+	uniform := uniformTasks(st, i)
+	var open, settled []string
+	for _, t := range tasks {
+		if uniform[t] {
+			settled = append(settled, t)
+		} else {
+			open = append(open, t)
+		}
+	}
+	if len(open) >= n {
+		return pick(open, n, "iteration", i)
+	}
+	out := append(open, pick(settled, n-len(open), "iteration-uniform", i)...)
+	slices.SortFunc(out, func(a, b string) int { return slices.Index(tasks, a) - slices.Index(tasks, b) })
 	return out
+}
+
+// uniformTasks is the set of tasks whose attempts in the latest of the
+// iterations before i that drew them all earned the same reward. Under
+// the group baseline such a group has no advantage, so training on it
+// again teaches nothing unless the policy has since moved; a task drawn
+// with fewer than two scored attempts is not judged. The iterations
+// before i are complete when i is sampled, so a restarted control folds
+// the same rewards and draws the same tasks.
+func uniformTasks(st *runState, i int) map[string]bool {
+	uniform := map[string]bool{}
+	for j := 0; j < i; j++ {
+		rewards := map[string][]float64{}
+		for _, sc := range st.iter(j).scored {
+			rewards[sc.TaskID] = append(rewards[sc.TaskID], sc.Reward)
+		}
+		for task, r := range rewards {
+			if len(r) < 2 {
+				continue
+			}
+			uniform[task] = slices.Min(r) == slices.Max(r)
+		}
+	}
+	return uniform
 }
 
 // seededSample is n of the indices [0, size), drawn by the stream (a, b),
