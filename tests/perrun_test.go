@@ -89,14 +89,26 @@ func TestSerialStagesArePerRun(t *testing.T) {
 	}
 
 	// rc's process runs every stage; its shared ones carry rb on too.
+	// It exits once rc completes, and rb's last events may come after
+	// that: workers of the shared stages then carry rb to its end.
 	completeRun(t, data, rc)
 	select {
 	case err := <-followed:
 		if err != nil {
 			t.Fatalf("following rb: %v\n%s", err, followErr.String())
 		}
-	case <-time.After(5 * time.Minute):
-		t.Fatalf("rb did not complete beside rc: %s", followErr.String())
+	case <-time.After(10 * time.Second):
+		for _, stage := range []string{"synth", "audit", "sft", "rollout", "reward", "critic", "ppo"} {
+			serve(t, command(t, data, rb, "worker", "--stage", stage, "--log-level", "warn"))
+		}
+		select {
+		case err := <-followed:
+			if err != nil {
+				t.Fatalf("following rb: %v\n%s", err, followErr.String())
+			}
+		case <-time.After(5 * time.Minute):
+			t.Fatalf("rb did not complete beside rc and the shared stages' workers: %s", followErr.String())
+		}
 	}
 	var sum struct{ Status string }
 	if err := json.Unmarshal(followOut.Bytes(), &sum); err != nil || sum.Status != "completed" {
