@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -53,50 +52,17 @@ func (l *Log) unpublished(ctx context.Context, stored time.Time, out []Event) ([
 // only. Messages without a valid envelope are skipped: they are not
 // outputs of any stage.
 func (l *Log) storedIDs(ctx context.Context, subjects []string) (map[string]bool, error) {
-	cons, err := l.js.OrderedConsumer(ctx, l.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
+	ids := map[string]bool{}
+	err := l.scan(ctx, subjects, ReplayFrom{}, true, func(msg jetstream.Msg, _ *jetstream.MsgMetadata) error {
+		if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+			ids[id] = true
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer l.dropOrdered(cons)
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ids := map[string]bool{}
-	if info.NumPending == 0 {
-		return ids, nil
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, err
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil, errors.New("consumer closed before the end of the log")
-			}
-			return nil, err
-		}
-		if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
-			ids[id] = true
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		if meta.NumPending == 0 {
-			return ids, nil
-		}
-	}
+	return ids, nil
 }
 
 // dropOrdered deletes a lookup's ordered consumer once it is done. The

@@ -26,18 +26,116 @@ type ReplayFrom struct {
 // A malformed message stops the replay with an error naming it; so does an
 // error from fn.
 func (l *Log) Replay(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
-	cons, err := l.ordered(ctx, filters, from)
+	var fnErr error
+	err := l.scan(ctx, filters, from, false, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) error {
+		ev, err := l.event(msg, meta)
+		if err != nil {
+			return err
+		}
+		fnErr = fn(ev)
+		return fnErr
+	})
+	if err == nil || err == fnErr || err == ctx.Err() {
+		return err
+	}
+	return fmt.Errorf("engine: replay: %w", err)
+}
+
+// scan hands fn, in order, every message on filters from the start point
+// up to the last one the stream's leader held when scan was called.
+//
+// The end comes from the leader, not from the consumer: the server may
+// place an ordered consumer on any replica of the stream, and a replica
+// that is catching up (a node restarted mid-run) counts nothing pending
+// behind what it holds so far. Reading until the consumer says nothing is
+// pending would then end early, silently, on a log that is complete; the
+// leader's last sequence makes the consumer wait for the replica instead.
+func (l *Log) scan(ctx context.Context, filters []string, from ReplayFrom, headersOnly bool, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	end, err := l.end(ctx, filters, from)
+	if err != nil || end == 0 {
+		return err
+	}
+	err = l.consume(ctx, filters, from, headersOnly, end, fn)
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// consume hands fn the messages on filters from the start point, through
+// stream sequence end, or (end 0) until ctx ends, when it returns nil.
+func (l *Log) consume(ctx context.Context, filters []string, from ReplayFrom, headersOnly bool, end uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	cons, err := l.ordered(ctx, filters, from, headersOnly)
 	if err != nil {
-		return fmt.Errorf("engine: replay: %w", err)
+		return err
 	}
-	info, err := cons.Info(ctx)
+	defer l.dropOrdered(cons)
+	it, err := cons.Messages()
 	if err != nil {
-		return fmt.Errorf("engine: replay: %w", err)
+		return fmt.Errorf("read log: %w", err)
 	}
-	if info.NumPending == 0 {
-		return nil
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return errors.New("read log: consumer closed before the end of the log")
+			}
+			return fmt.Errorf("read log: %w", err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		if err := fn(msg, meta); err != nil {
+			return err
+		}
+		if end > 0 && meta.Sequence.Stream >= end {
+			return nil
+		}
 	}
-	return l.read(ctx, cons, true, fn)
+}
+
+// event parses a message of the log and shows it to the read hook.
+func (l *Log) event(msg jetstream.Msg, meta *jetstream.MsgMetadata) (Event, error) {
+	ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
+	if err != nil {
+		return Event{}, fmt.Errorf("read log at seq %d: %w", meta.Sequence.Stream, err)
+	}
+	if l.readHook != nil {
+		l.readHook(ev)
+	}
+	return ev, nil
+}
+
+// end is the stream sequence of the last message on filters that the
+// stream's leader holds (a message get is answered by the leader alone:
+// the stream allows no direct gets), or 0 when there is none at or after
+// from.
+func (l *Log) end(ctx context.Context, filters []string, from ReplayFrom) (uint64, error) {
+	var end uint64
+	var at time.Time
+	for _, f := range filters {
+		msg, err := l.stream.GetLastMsgForSubject(ctx, f)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("end of the log on %s: %w", f, err)
+		}
+		if msg.Sequence > end {
+			end, at = msg.Sequence, msg.Time
+		}
+	}
+	if end < from.Seq || (!from.Time.IsZero() && at.Before(from.Time)) {
+		return 0, nil
+	}
+	return end, nil
 }
 
 // ReplayRun is Replay of run's events of the given types (of every type
@@ -76,15 +174,23 @@ func (l *Log) WithReadHook(hook func(Event)) *Log {
 // keeps delivering new ones until ctx ends (returning nil) or fn fails.
 // from.Seq beyond the end of the log waits for that sequence.
 func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn func(Event) error) error {
-	cons, err := l.ordered(ctx, filters, from)
-	if err != nil {
-		return fmt.Errorf("engine: follow: %w", err)
+	var fnErr error
+	err := l.consume(ctx, filters, from, false, 0, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) error {
+		ev, err := l.event(msg, meta)
+		if err != nil {
+			return err
+		}
+		fnErr = fn(ev)
+		return fnErr
+	})
+	if err == nil || err == fnErr {
+		return err
 	}
-	return l.read(ctx, cons, false, fn)
+	return fmt.Errorf("engine: follow: %w", err)
 }
 
-func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom) (jetstream.Consumer, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom, headersOnly bool) (jetstream.Consumer, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: headersOnly}
 	switch {
 	case from.Seq > 0:
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -95,49 +201,6 @@ func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom) (j
 		cfg.OptStartTime = &t
 	}
 	return l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
-}
-
-// read feeds cons's events to fn; with stopAtEnd it returns after the
-// event that had nothing pending behind it.
-func (l *Log) read(ctx context.Context, cons jetstream.Consumer, stopAtEnd bool, fn func(Event) error) error {
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("engine: read log: %w", err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			switch {
-			case ctx.Err() != nil && stopAtEnd:
-				return ctx.Err()
-			case ctx.Err() != nil:
-				return nil
-			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-				return errors.New("engine: read log: consumer closed before the end of the log")
-			}
-			return fmt.Errorf("engine: read log: %w", err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("engine: read log: %w", err)
-		}
-		ev, err := ParseMessage(msg.Subject(), msg.Headers(), msg.Data(), meta.Sequence.Stream)
-		if err != nil {
-			return fmt.Errorf("engine: read log at seq %d: %w", meta.Sequence.Stream, err)
-		}
-		if l.readHook != nil {
-			l.readHook(ev)
-		}
-		if err := fn(ev); err != nil {
-			return err
-		}
-		if stopAtEnd && meta.NumPending == 0 {
-			return nil
-		}
-	}
 }
 
 // LastEvent is the latest event of run in the log; ok is false when the
