@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -236,21 +235,13 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 	}
 	// play runs a sealed pool through fine-tuning to iteration 0's
 	// requests and returns the demonstrated and the trained tasks.
-	// The pool's first three tasks are seeds (round 0), the rest their
-	// children.
-	sealed := func(st *runState) {
-		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
-		for i, task := range pool {
-			st.apply(event(t, "synth-"+task, schemas.TaskSynthesized, schemas.TaskSynthesizedPayload{TaskID: task, Round: min(i/3, 2)}))
-		}
-		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
-	}
-	play := func(rlTasks, fromRound int) (sft, train map[string]bool) {
+	play := func(rlTasks int) (sft, train map[string]bool) {
 		c := testConfig()
-		c.SFTSteps, c.RLTasks, c.RLFromRound, c.EvalSuite, c.EvalBaseline = 10, rlTasks, fromRound, "", false
+		c.SFTSteps, c.RLTasks, c.EvalSuite, c.EvalBaseline = 10, rlTasks, "", false
 		s := &stage{cfg: StageConfig{Config: c}}
 		st := newRunState()
-		sealed(st)
+		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
 		demos := decide(t, s, st)
 		sft = purposeTasks(demos, "sft")
 		for _, ev := range demos {
@@ -272,14 +263,15 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 		// A restarted control folds the same events and must divide the
 		// pool the same way.
 		fresh := newRunState()
-		sealed(fresh)
+		fresh.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+		fresh.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
 		if again := purposeTasks(decide(t, &stage{cfg: s.cfg}, fresh), "sft"); len(again) != len(sft) {
 			t.Fatalf("rl_tasks %d: a restarted control demonstrates %v, before %v", rlTasks, again, sft)
 		}
 		return sft, purposeTasks(decide(t, s, st), "train")
 	}
 
-	sft, train := play(3, 0)
+	sft, train := play(3)
 	if len(sft) != 5 || len(train) != 3 {
 		t.Fatalf("rl_tasks 3 of 8: %d demonstrated, %d trained", len(sft), len(train))
 	}
@@ -288,21 +280,13 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 			t.Fatalf("task %s is demonstrated and trained on", task)
 		}
 	}
-	sft, train = play(0, 0)
+	sft, train = play(0)
 	if len(sft) != len(pool) || len(train) != len(pool) {
 		t.Fatalf("rl_tasks 0: %d demonstrated, %d trained, want the pool's %d each", len(sft), len(train), len(pool))
 	}
 	// More than the pool keeps one task to fine-tune on.
-	if sft, train = play(100, 0); len(sft) != 1 || len(train) != len(pool)-1 {
+	if sft, train = play(100); len(sft) != 1 || len(train) != len(pool)-1 {
 		t.Fatalf("rl_tasks 100 of 8: %d demonstrated, %d trained", len(sft), len(train))
-	}
-	// By round: the seeds are demonstrated, their children trained on.
-	sft, train = play(0, 1)
-	if !maps.Equal(sft, map[string]bool{"a": true, "b": true, "c": true}) || len(train) != 5 || train["a"] || train["b"] || train["c"] {
-		t.Fatalf("rl_from_round 1: demonstrated %v, trained %v", sft, train)
-	}
-	if sft, train = play(0, 2); len(sft) != 6 || !maps.Equal(train, map[string]bool{"g": true, "h": true}) {
-		t.Fatalf("rl_from_round 2: demonstrated %v, trained %v", sft, train)
 	}
 }
 
@@ -363,32 +347,5 @@ func TestSkipUniformDrawsInformativeTasks(t *testing.T) {
 	}
 	if len(got) != 5 || uniform != 1 || !slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(a, b) }) {
 		t.Fatalf("drew %v: want c, f, g, h and one uniform task, in pool order", got)
-	}
-}
-
-// rl_from_round and rl_tasks are two ways of dividing the pool: a
-// setting with both, or with a round synthesis never reaches, is refused
-// naming the field.
-func TestRLFromRoundIsChecked(t *testing.T) {
-	for _, tc := range []struct {
-		rlTasks, from int
-		want          string
-	}{
-		{0, 1, ""},
-		{4, 1, "set one of them"},
-		{0, 2, "must be below rounds"},
-	} {
-		s := DefaultSettings()
-		s.RLTasks, s.RLFromRound = tc.rlTasks, tc.from
-		var got []string
-		s.Check(func(path, format string, args ...any) {
-			got = append(got, path+": "+fmt.Sprintf(format, args...))
-		})
-		switch {
-		case tc.want == "" && len(got) > 0:
-			t.Errorf("rl_tasks %d, rl_from_round %d: refused: %v", tc.rlTasks, tc.from, got)
-		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], "rl_from_round: ") || !strings.Contains(got[0], tc.want)):
-			t.Errorf("rl_tasks %d, rl_from_round %d: %v, want one problem with %q", tc.rlTasks, tc.from, got, tc.want)
-		}
 	}
 }

@@ -38,13 +38,6 @@ type Settings struct {
 	// than ones it saw solved (0: fine-tune on every task and iterate over
 	// them all). At most all but one of the pool's tasks are kept out.
 	RLTasks int `yaml:"rl_tasks"`
-	// RLFromRound, with fine-tuning on and above 0, divides the pool by
-	// synthesis round instead of by a draw: the iterations sample the
-	// tasks of this round and later ones, the demonstrations are of the
-	// earlier rounds' tasks. Fine-tuning then teaches the steps a task is
-	// made of and RL alone meets their compositions. Exclusive with
-	// RLTasks.
-	RLFromRound int `yaml:"rl_from_round"`
 	// SkipUniform draws each iteration's tasks (after the first) from
 	// those whose last group of attempts did not all earn the same reward
 	// — a group the group baseline gives no advantage — while there are
@@ -71,13 +64,6 @@ func (s Settings) Check(r check.Report) {
 	r.AtLeast("eval_every", s.EvalEvery, 0)
 	r.AtLeast("sft_steps", s.SFTSteps, 0)
 	r.AtLeast("rl_tasks", s.RLTasks, 0)
-	r.AtLeast("rl_from_round", s.RLFromRound, 0)
-	if s.RLFromRound > 0 && s.RLTasks > 0 {
-		r("rl_from_round", "divides the pool by round, rl_tasks by a draw: set one of them, got rl_tasks %d", s.RLTasks)
-	}
-	if s.RLFromRound > 0 && s.RLFromRound >= s.Rounds {
-		r("rl_from_round", "must be below rounds (%d) for the iterations to have tasks, got %d", s.Rounds, s.RLFromRound)
-	}
 	if s.MinSuccess <= 0 || s.MinSuccess > 1 {
 		r("min_success", "must be in (0, 1], got %v", s.MinSuccess)
 	}

@@ -369,33 +369,18 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 // which the iterations sample, each in pool order.
 type poolSplit struct{ sft, rl []string }
 
-// split divides the sealed pool: with fine-tuning on and RLFromRound
-// above 0, the tasks of that synthesis round and later go to the
-// iterations alone and the earlier ones to the demonstrations; with
-// RLTasks above 0, a seeded draw of RLTasks tasks goes to the iterations
-// and the rest to the demonstrations; otherwise both get the whole pool.
-// It is a function of the run seed and the pool, so a restarted control
-// or a branch divides the same way.
+// split divides the sealed pool: with fine-tuning on and RLTasks above 0,
+// a seeded draw of RLTasks tasks goes to the iterations alone and the
+// rest to the demonstrations; otherwise both get the whole pool. It is a
+// function of the run seed and the pool, so a restarted control or a
+// branch divides the same way.
 func (s *stage) split(st *runState) poolSplit {
 	if st.split != nil {
 		return *st.split
 	}
 	c := s.cfg.Config
 	sp := poolSplit{sft: st.pool, rl: st.pool}
-	switch n := min(c.RLTasks, len(st.pool)-1); {
-	case c.SFTSteps > 0 && c.RLFromRound > 0:
-		sp = poolSplit{}
-		for _, task := range st.pool {
-			if st.taskRound[task] >= c.RLFromRound {
-				sp.rl = append(sp.rl, task)
-			} else {
-				sp.sft = append(sp.sft, task)
-			}
-		}
-		if len(sp.rl) == 0 { // synthesis accepted no task of those rounds
-			sp = poolSplit{sft: st.pool, rl: st.pool}
-		}
-	case c.SFTSteps > 0 && n > 0:
+	if n := min(c.RLTasks, len(st.pool)-1); c.SFTSteps > 0 && n > 0 {
 		held := map[string]bool{}
 		for _, k := range seededSample(st.seed, seedFor(st.seed, "rl-tasks"), len(st.pool), n) {
 			held[st.pool[k]] = true
