@@ -38,8 +38,8 @@ Without --continue the stage re-runs every input of R (from --from-seq or --sinc
 start) and nothing else runs: B's status is "replayed". With --continue the branch is R up to
 iteration I (default 0) of stage S and a run of its own from there: S re-runs its inputs of that
 iteration (sft: the fine-tuning before the first; eval: the evaluations from iteration I's policy
-on), then every stage runs in this process, as t1 run does, until B completes — re-score, retrain
-and evaluate in the branch:
+on), then every stage runs in this process until B completes, on consumers of B's own
+(<stage>_<B>), as t1 ablate runs its branches — re-score, retrain and evaluate in the branch:
 
     t1 replay --stage reward --run main --into main-fixed --continue
 
@@ -92,7 +92,12 @@ audit). Replaying into B again with the same options resumes it.`,
 				printReplay(cmd.OutOrStdout(), out)
 				return nil
 			}
-			out, err := continueBranch(ctx, cmd.ErrOrStderr(), in, o, stagesShared)
+			// Consumers of the branch's own: the log's shared ones, made
+			// now in a data directory whose runs had consumers of their
+			// own (t1 ablate), would deliver every earlier run's history
+			// to this process's handlers, which redid all of its work
+			// before the branch's first rollout.
+			out, err := continueBranch(ctx, cmd.ErrOrStderr(), in, o, stagesOwn)
 			if err != nil || out.Branch == nil {
 				return err
 			}

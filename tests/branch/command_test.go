@@ -115,3 +115,42 @@ func TestReplayContinueCommand(t *testing.T) {
 		t.Errorf("replay --set iterations=2: %v\n%s", err, progress)
 	}
 }
+
+// A branch continued in a data directory whose run t1 ablate made (its
+// stages on consumers of that run's own) handles the branch's events
+// alone: on the log's shared consumers, made then for the first time, the
+// branch's process was handed the parent's whole history and redid every
+// rollout, critic and actor update of it before the branch's first.
+func TestReplayContinueAfterAblate(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	bin, err := testinfra.BuildT1(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyYAML+"variants: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t1 := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--data", data, "--config", cfg, "--log-level", "info")...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("t1 %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	t1("ablate", "--seeds", "1", "--base-only")
+	out := t1("replay", "--stage", "reward", "--run", "tiny-s1", "--into", "tiny-s1-b", "--continue")
+	for _, msg := range []string{`msg="critic updated" run=tiny-s1 `, `msg="policy updated" run=tiny-s1 `} {
+		if strings.Contains(out, msg) {
+			t.Errorf("the branch's process handled its parent's events again (%s):\n%s", msg, out)
+		}
+	}
+	if !strings.Contains(out, `msg="policy updated" run=tiny-s1-b `) || !strings.Contains(out, "completed") {
+		t.Errorf("the branch did not train and complete:\n%s", out)
+	}
+}
