@@ -58,7 +58,7 @@ func TestRoundsSettleAndGrow(t *testing.T) {
 	c := testConfig()
 	c.Seeds, c.Rounds, c.PoolTarget, c.PerSeed = 3, 3, 100, 2
 	s := &stage{cfg: StageConfig{Config: c}}
-	st := newRunState()
+	st := newRunState("r")
 	if got := decide(t, s, st); len(got) != 0 {
 		t.Fatalf("decided before run.started: %v", got)
 	}
@@ -105,7 +105,7 @@ func TestIterationBelowMinSuccessFailsTheRun(t *testing.T) {
 	c := testConfig()
 	c.Attempts, c.MinSuccess, c.EvalSuite = 2, 0.75, ""
 	s := &stage{cfg: StageConfig{Config: c}}
-	st := newRunState()
+	st := newRunState("r")
 	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}))
 	st.apply(event(t, "sr", schemas.SynthRequested, schemas.SynthRequestedPayload{Round: 0, Seeds: 1}))
 	st.apply(event(t, "aud", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
@@ -136,7 +136,7 @@ func TestRunCompletesAfterTheLastEvaluation(t *testing.T) {
 	c := testConfig()
 	c.Attempts, c.Iterations, c.EvalBaseline = 1, 1, false
 	s := &stage{cfg: StageConfig{Config: c}}
-	st := newRunState()
+	st := newRunState("r")
 	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}))
 	st.apply(event(t, "sr", schemas.SynthRequested, schemas.SynthRequestedPayload{Round: 0, Seeds: 1}))
 	st.apply(event(t, "aud", schemas.TaskAudited, schemas.TaskAuditedPayload{TaskID: "t1", Round: 0, Decision: "accept"}))
@@ -168,7 +168,7 @@ func TestBranchFoldDecides(t *testing.T) {
 	c := testConfig()
 	c.Iterations, c.Attempts, c.SFTSteps = 5, 1, 2
 	s := &stage{cfg: StageConfig{Config: c}}
-	replayed := newRunState()
+	replayed := newRunState("r")
 	replayed.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward"}}))
 	replayed.apply(event(t, "x", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain}))
 	if got := decide(t, s, replayed); len(got) != 0 {
@@ -194,7 +194,7 @@ func TestBranchFoldDecides(t *testing.T) {
 		event(t, "it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
 		event(t, "it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
 	}
-	st := newRunState()
+	st := newRunState("r")
 	for _, ev := range parent {
 		if !cut.Inherits(ev) {
 			t.Fatalf("the cut at reward, iteration 0, does not take %s over", ev.ID)
@@ -239,7 +239,7 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 		c := testConfig()
 		c.SFTSteps, c.RLTasks, c.EvalSuite, c.EvalBaseline = 10, rlTasks, "", false
 		s := &stage{cfg: StageConfig{Config: c}}
-		st := newRunState()
+		st := newRunState("r")
 		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
 		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
 		demos := decide(t, s, st)
@@ -262,7 +262,7 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 		st.apply(event(t, "sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}))
 		// A restarted control folds the same events and must divide the
 		// pool the same way.
-		fresh := newRunState()
+		fresh := newRunState("r")
 		fresh.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
 		fresh.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
 		if again := purposeTasks(decide(t, &stage{cfg: s.cfg}, fresh), "sft"); len(again) != len(sft) {
@@ -297,7 +297,7 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 func TestSkipUniformDrawsInformativeTasks(t *testing.T) {
 	pool := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	fold := func(rewards map[string][]float64) *runState {
-		st := newRunState()
+		st := newRunState("r")
 		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
 		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
 		for task, rs := range rewards {
@@ -347,5 +347,51 @@ func TestSkipUniformDrawsInformativeTasks(t *testing.T) {
 	}
 	if len(got) != 5 || uniform != 1 || !slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(a, b) }) {
 		t.Fatalf("drew %v: want c, f, g, h and one uniform task, in pool order", got)
+	}
+}
+
+// A continued branch whose configuration asks for more attempts per
+// iteration than its parent's did expects, at the iteration it took over,
+// the attempts the parent requested: counting them from its own
+// configuration, it waited for attempts nobody would ever request.
+func TestBranchIterationExpectsWhatItTookOver(t *testing.T) {
+	c := testConfig()
+	c.Iterations, c.Attempts, c.SFTSteps = 2, 4, 2
+	s := &stage{cfg: StageConfig{Config: c}}
+	cut, err := lineage.NewCut(schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := func(id, typ string, payload any) engine.Event {
+		ev := event(t, id, typ, payload)
+		ev.Run = "p"
+		return ev
+	}
+	st := newRunState("r")
+	for _, ev := range []engine.Event{
+		parent("start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}),
+		parent("sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"t"}}),
+		parent("ev0-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 0}),
+		parent("ev0-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 0}),
+		parent("sft-req", schemas.SFTRequested, schemas.SFTRequestedPayload{}),
+		parent("sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}),
+		parent("ev1-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 1}),
+		parent("ev1-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 1}),
+		parent("it0-start", schemas.IterationStarted, schemas.IterationStartedPayload{Iteration: 0, PolicyVersion: 1}),
+		parent("it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+		parent("it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+	} {
+		if !cut.Inherits(ev) {
+			t.Fatalf("the cut at reward, iteration 0, does not take %s over", ev.ID)
+		}
+		st.apply(ev)
+	}
+	st.apply(event(t, "b", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1, Iterations: 2, Parent: "p", Branch: &schemas.BranchPoint{Stage: "reward", Iteration: 0, Continue: true}}))
+	st.apply(event(t, "b-score", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "t", Purpose: schemas.PurposeTrain, Iteration: 0, PolicyVersion: 1}))
+	// The one attempt, scored, settles iteration 0; it has no routing, so
+	// there is nothing to train and the run fails saying so.
+	got := decide(t, s, st)
+	if len(got) != 1 || got[0].Type != schemas.RunFailed {
+		t.Fatalf("iteration 0 of one attempt taken over, four configured: decided %v", got)
 	}
 }

@@ -26,6 +26,10 @@ type iteration struct {
 	version  int64
 	expected int
 	failed   int
+	// inherited counts the attempts a branch took over from its parent
+	// at this iteration: what the parent's configuration asked for, which
+	// the branch's may not.
+	inherited int
 	// completed and scored are keyed by attempt name (task/attempt).
 	completed map[string]schemas.RolloutCompletedPayload
 	scored    map[string]schemas.RewardScoredPayload
@@ -37,6 +41,7 @@ type iteration struct {
 
 // runState is the fold of one run.
 type runState struct {
+	id      string
 	started bool
 	seed    uint64
 	// branch is the run's branch point when it is a branch; a branch
@@ -69,8 +74,9 @@ type runState struct {
 	finished     bool
 }
 
-func newRunState() *runState {
+func newRunState(id string) *runState {
 	return &runState{
+		id:     id,
 		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
 		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, taskBundle: map[string]schemas.ObjectRef{},
 		iters:    map[int]*iteration{},
@@ -184,6 +190,9 @@ func (s *runState) apply(ev engine.Event) {
 			it.started = true
 			it.version = p.PolicyVersion
 			s.requests[ev.ID] = p.Iteration
+			if ev.Run != s.id {
+				it.inherited++
+			}
 		}
 	case engine.FailedType(schemas.RolloutRequested):
 		var f engine.Failure

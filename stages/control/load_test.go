@@ -58,7 +58,7 @@ func TestLoadReadsOnlyTheRun(t *testing.T) {
 	s := NewStage(StageConfig{Log: hooked, Config: c})
 
 	// What a fold of this run's events alone decides.
-	want := newRunState()
+	want := newRunState("r")
 	for _, ev := range mine {
 		want.apply(ev)
 	}

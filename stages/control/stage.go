@@ -79,7 +79,7 @@ type stage struct {
 
 func (s *stage) run(id string) *runState {
 	if s.runs[id] == nil {
-		s.runs[id] = newRunState()
+		s.runs[id] = newRunState(id)
 	}
 	return s.runs[id]
 }
@@ -201,6 +201,12 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 			return s.startIteration(st, i, version, out)
 		}
 		it.expected = len(s.tasksFor(st, i)) * c.Attempts
+		if it.inherited > 0 {
+			// Taken over whole (a cut never splits an iteration's
+			// requests): the branch's own tasks_per_iteration or attempts
+			// count from its next iteration on.
+			it.expected = it.inherited
+		}
 		if !it.isSettled() {
 			return nil
 		}
