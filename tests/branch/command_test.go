@@ -38,21 +38,28 @@ training:
     steps: 1
 `
 
-// `t1 replay --continue` re-scores a finished run's first iteration into a
-// branch at an overridden scale and runs the branch to its end in the
-// same process; `t1 runs` lists both runs with the branch's lineage.
-func TestReplayContinueCommand(t *testing.T) {
+// commandSetup builds t1 and writes yaml as the configuration of an empty
+// data directory, for a whole-run test of the command.
+func commandSetup(t *testing.T, yaml string) (bin, data, cfg string) {
+	t.Helper()
 	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	bin, err := testinfra.BuildT1(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(cfg, []byte(tinyYAML), 0o644); err != nil {
+	cfg = filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return bin, t.TempDir(), cfg
+}
+
+// `t1 replay --continue` re-scores a finished run's first iteration into a
+// branch at an overridden scale and runs the branch to its end in the
+// same process; `t1 runs` lists both runs with the branch's lineage.
+func TestReplayContinueCommand(t *testing.T) {
+	bin, data, cfg := commandSetup(t, tinyYAML)
 	t1 := func(args ...string) []byte {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--data", data, "--config", cfg, "--json", "--log-level", "warn")...)
@@ -122,17 +129,7 @@ func TestReplayContinueCommand(t *testing.T) {
 // branch's process was handed the parent's whole history and redid every
 // rollout, critic and actor update of it before the branch's first.
 func TestReplayContinueAfterAblate(t *testing.T) {
-	testinfra.Long(t)
-	testinfra.Bubblewrap(t)
-	bin, err := testinfra.BuildT1(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(cfg, []byte(tinyYAML+"variants: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, data, cfg := commandSetup(t, tinyYAML+"variants: []\n")
 	t1 := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--data", data, "--config", cfg, "--log-level", "info")...)
