@@ -181,19 +181,7 @@ func TestBranchFoldDecides(t *testing.T) {
 	// The parent: a sealed pool of one task, fine-tuned, both policies
 	// evaluated, and iteration 0's attempt rolled out; the cut takes it
 	// all over.
-	parent := []engine.Event{
-		event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}),
-		event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"t"}}),
-		event(t, "ev0-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 0}),
-		event(t, "ev0-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 0}),
-		event(t, "sft-req", schemas.SFTRequested, schemas.SFTRequestedPayload{}),
-		event(t, "sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}),
-		event(t, "ev1-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 1}),
-		event(t, "ev1-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 1}),
-		event(t, "it0-start", schemas.IterationStarted, schemas.IterationStartedPayload{Iteration: 0, PolicyVersion: 1}),
-		event(t, "it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
-		event(t, "it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
-	}
+	parent := parentHistory(t, "r")
 	st := newRunState("r")
 	for _, ev := range parent {
 		if !cut.Inherits(ev) {
@@ -362,25 +350,8 @@ func TestBranchIterationExpectsWhatItTookOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := func(id, typ string, payload any) engine.Event {
-		ev := event(t, id, typ, payload)
-		ev.Run = "p"
-		return ev
-	}
 	st := newRunState("r")
-	for _, ev := range []engine.Event{
-		parent("start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}),
-		parent("sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"t"}}),
-		parent("ev0-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 0}),
-		parent("ev0-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 0}),
-		parent("sft-req", schemas.SFTRequested, schemas.SFTRequestedPayload{}),
-		parent("sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}),
-		parent("ev1-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 1}),
-		parent("ev1-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 1}),
-		parent("it0-start", schemas.IterationStarted, schemas.IterationStartedPayload{Iteration: 0, PolicyVersion: 1}),
-		parent("it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
-		parent("it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
-	} {
+	for _, ev := range parentHistory(t, "p") {
 		if !cut.Inherits(ev) {
 			t.Fatalf("the cut at reward, iteration 0, does not take %s over", ev.ID)
 		}
@@ -394,4 +365,27 @@ func TestBranchIterationExpectsWhatItTookOver(t *testing.T) {
 	if len(got) != 1 || got[0].Type != schemas.RunFailed {
 		t.Fatalf("iteration 0 of one attempt taken over, four configured: decided %v", got)
 	}
+}
+
+// parentHistory is a parent run's history up to iteration 0's one
+// attempt, rolled out: a sealed pool of one task, fine-tuned, both
+// policies evaluated; its events are run's.
+func parentHistory(t *testing.T, run string) []engine.Event {
+	evs := []engine.Event{
+		event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 1}),
+		event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"t"}}),
+		event(t, "ev0-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 0}),
+		event(t, "ev0-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 0}),
+		event(t, "sft-req", schemas.SFTRequested, schemas.SFTRequestedPayload{}),
+		event(t, "sft-done", schemas.SFTCompleted, schemas.SFTCompletedPayload{PolicyVersion: 1}),
+		event(t, "ev1-asked", schemas.EvalRequested, schemas.EvalRequestedPayload{PolicyVersion: 1}),
+		event(t, "ev1-end", schemas.EvalCompleted, schemas.EvalCompletedPayload{PolicyVersion: 1}),
+		event(t, "it0-start", schemas.IterationStarted, schemas.IterationStartedPayload{Iteration: 0, PolicyVersion: 1}),
+		event(t, "it0-req", schemas.RolloutRequested, schemas.RolloutRequestedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+		event(t, "it0-done", schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: "t", Purpose: schemas.PurposeTrain, PolicyVersion: 1}),
+	}
+	for i := range evs {
+		evs[i].Run = run
+	}
+	return evs
 }

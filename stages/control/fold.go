@@ -41,6 +41,8 @@ type iteration struct {
 
 // runState is the fold of one run.
 type runState struct {
+	// id is the run folded; events of other runs are its lineage's,
+	// taken over at a branch point.
 	id      string
 	started bool
 	seed    uint64
