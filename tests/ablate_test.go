@@ -126,10 +126,14 @@ func TestAblateRunsSeedsAtOnce(t *testing.T) {
 	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
 	cfg := writeConfig(t, tinyAblation)
+	var progress bytes.Buffer
 	runs := func(data string, args ...string) []string {
-		out, err := command(t, data, cfg, append([]string{"ablate", "--json", "--log-level", "warn"}, args...)...).Output()
+		progress.Reset()
+		cmd := command(t, data, cfg, append([]string{"ablate", "--json", "--log-level", "warn"}, args...)...)
+		cmd.Stderr = &progress
+		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("ablate %v: %v\n%s", args, err, out)
+			t.Fatalf("ablate %v: %v\n%s%s", args, err, out, progress.Bytes())
 		}
 		var sum struct {
 			Runs []struct{ Run, Status string } `json:"runs"`
@@ -149,6 +153,16 @@ func TestAblateRunsSeedsAtOnce(t *testing.T) {
 	together, alone := t.TempDir(), t.TempDir()
 	if got := runs(together, "--seeds", "1,2", "--jobs", "2"); strings.Join(got, " ") != "abl-s1 abl-s1-replay-off abl-s2 abl-s2-replay-off" {
 		t.Fatalf("runs %v", got)
+	}
+	// Each progress line of runs at once names the run it is about, a
+	// branch's its own rather than its base run's.
+	for line := range strings.Lines(progress.String()) {
+		if _, after, ok := strings.Cut(line, "== run "); ok {
+			run, _, _ := strings.Cut(after, ":")
+			if run = strings.TrimSpace(run); !strings.HasPrefix(line, run+"  ") {
+				t.Errorf("progress line of %s under another run's name: %q", run, line)
+			}
+		}
 	}
 	out, err := command(t, together, cfg, "status", "--json").Output()
 	if err != nil {

@@ -303,12 +303,14 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(jobs, 1))
 	for _, chain := range chains {
-		cw := w
-		if jobs > 1 && len(chains) > 1 {
-			cw = &prefixWriter{mu: &mu, w: w, prefix: plan[chain[0]].Config.Run.ID + "  "}
-		}
 		g.Go(func() error {
 			for _, i := range chain {
+				// Each line names the run it is about: a chain's branches
+				// follow its base run under their own names.
+				cw := w
+				if jobs > 1 && len(chains) > 1 {
+					cw = &prefixWriter{mu: &mu, w: w, prefix: plan[i].Config.Run.ID + "  "}
+				}
 				s, err := ablateRun(gctx, cw, in, plan[i])
 				if err != nil || s == nil {
 					return err
