@@ -47,7 +47,11 @@
 // at a time; the processes that run one hold its Lease, so no two fold
 // one run. RunnerConfig.Run scopes a runner to one run: its consumer
 // (Durable(stage, run)) filters that run's subjects alone, so processes
-// of different runs fold at once. Lease names are paths, and a lease
+// of different runs fold at once. RunnerConfig.From starts a new consumer
+// at a stream sequence rather than the beginning of the log, and
+// Chain.Only narrows a stage to the events that descend from one root
+// (ChainOf reads them from the log), so a job doing one piece of a run's
+// work (an evaluation) handles that alone. Lease names are paths, and a lease
 // excludes those above and below it: a holder of a stage over every run
 // and one of that stage for one run never run at once.
 //

@@ -145,11 +145,16 @@ func (l *Log) end(ctx context.Context, filters []string, from ReplayFrom) (uint6
 // does not grow with the other runs in the log. An invalid run id is a
 // Permanent error: no retry can make it one.
 func (l *Log) ReplayRun(ctx context.Context, run string, types []string, fn func(Event) error) error {
+	return l.replayRun(ctx, run, types, ReplayFrom{}, fn)
+}
+
+// replayRun is ReplayRun from a start point.
+func (l *Log) replayRun(ctx context.Context, run string, types []string, from ReplayFrom, fn func(Event) error) error {
 	if err := keys.ValidRun(run); err != nil {
 		return Permanent(fmt.Errorf("engine: replay: %w", err))
 	}
 	if len(types) == 0 {
-		return l.Replay(ctx, []string{Subject(run, ">")}, ReplayFrom{}, fn)
+		return l.Replay(ctx, []string{Subject(run, ">")}, from, fn)
 	}
 	// The server refuses overlapping filters, so each type once.
 	types = slices.Compact(slices.Sorted(slices.Values(types)))
@@ -157,7 +162,7 @@ func (l *Log) ReplayRun(ctx context.Context, run string, types []string, fn func
 	for i, t := range types {
 		filters[i] = Subject(run, t)
 	}
-	return l.Replay(ctx, filters, ReplayFrom{}, fn)
+	return l.Replay(ctx, filters, from, fn)
 }
 
 // WithReadHook returns a handle on the same log whose Replay, ReplayRun
@@ -190,17 +195,21 @@ func (l *Log) Follow(ctx context.Context, filters []string, from ReplayFrom, fn 
 }
 
 func (l *Log) ordered(ctx context.Context, filters []string, from ReplayFrom, headersOnly bool) (jetstream.Consumer, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: headersOnly}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, HeadersOnly: headersOnly}
+	cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = from.deliver()
+	return l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+}
+
+// deliver is how a consumer that starts at from is told where to start.
+func (from ReplayFrom) deliver() (jetstream.DeliverPolicy, uint64, *time.Time) {
 	switch {
 	case from.Seq > 0:
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = from.Seq
+		return jetstream.DeliverByStartSequencePolicy, from.Seq, nil
 	case !from.Time.IsZero():
 		t := from.Time
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &t
+		return jetstream.DeliverByStartTimePolicy, 0, &t
 	}
-	return l.js.OrderedConsumer(ctx, l.cfg.Stream, cfg)
+	return jetstream.DeliverAllPolicy, 0, nil
 }
 
 // LastEvent is the latest event of run in the log; ok is false when the

@@ -63,7 +63,11 @@ type RunnerConfig struct {
 	Run string
 	// Durable names the consumer (Durable(stage, Run)).
 	Durable string
-	Logger  *slog.Logger
+	// From is where the consumer starts when it is made: the beginning
+	// of the log when zero. It must not change for a consumer that
+	// exists (the server refuses to move one).
+	From   ReplayFrom
+	Logger *slog.Logger
 }
 
 // Durable is the name of the consumer of stage, over every run when run is
@@ -185,12 +189,12 @@ func (r *Runner) ConsumerConfig() jetstream.ConsumerConfig {
 		Durable:       r.cfg.Durable,
 		Description:   desc,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       r.cfg.AckWait,
 		BackOff:       bo,
 		MaxDeliver:    r.cfg.MaxDeliver,
 		MaxAckPending: r.cfg.MaxAckPending,
 	}
+	cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = r.cfg.From.deliver()
 	// One filter goes in the single-subject field, which every JetStream
 	// server understands; a list of them needs nats-server 2.10 or newer.
 	if len(filters) == 1 {

@@ -121,3 +121,82 @@ func streamMessages(t *testing.T, s status, name string) uint64 {
 	t.Fatalf("no stream %s in %+v", name, s.Streams)
 	return 0
 }
+
+// `t1 eval` in a data directory whose run `t1 ablate` made (its stages on
+// consumers of the run's own, deleted at its end), with a configuration
+// that names another suite, evaluates and does nothing else: on the log's
+// shared consumers, made then for the first time, the job re-ran every
+// past rollout and reward of the run under new event ids and failed the
+// run's own eval.requested ("unknown suite"). Interrupted, it keeps its
+// consumers and resumes on them; once the evaluation completes they are
+// gone.
+func TestEvalJobHandlesItsEvaluationAlone(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	data := t.TempDir()
+	tiny := strings.Replace(tinyPipeline, "    sft_steps: 2\n", "    sft_steps: 0\n", 1)
+	out, err := finish(t, command(t, data, writeConfig(t, tiny), "ablate", "--seeds", "1", "--base-only", "--json", "--log-level", "warn"), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var abl struct {
+		Runs []struct {
+			Run    string `json:"run"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(out, &abl); err != nil || len(abl.Runs) != 1 || abl.Runs[0].Status != "completed" {
+		t.Fatalf("ablate: %v %s", err, out)
+	}
+	run := abl.Runs[0].Run
+	cfg := writeConfig(t, strings.Replace(tiny, "  eval:\n", "  eval:\n    suite: wide\n", 1))
+	before, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobConsumers := func(s status) []string {
+		var mine []string
+		for _, c := range s.consumers() {
+			for _, stage := range []string{"eval", "rollout", "reward"} {
+				if c == stage || strings.HasPrefix(c, stage+"_") {
+					mine = append(mine, c)
+				}
+			}
+		}
+		return mine
+	}
+	if c := jobConsumers(before); len(c) != 0 {
+		t.Fatalf("consumers before the job: %v", c)
+	}
+
+	args := []string{"--run", run, "--policy", "v1", "--suite", "wide", "--attempts", "2"}
+	if sum, code := runEval(t, data, cfg, true, args...); code != 5 || sum.Status != "stopped" {
+		t.Fatalf("interrupted eval: exit %d, %+v; want 5, stopped", code, sum)
+	}
+	mid, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := jobConsumers(mid); len(c) != 3 {
+		t.Fatalf("the interrupted job's consumers: %v, want its eval, rollout and reward", c)
+	}
+	sum, code := runEval(t, data, cfg, false, args...)
+	if code != 0 || sum.Status != "completed" || sum.Tasks == 0 || sum.Scored != 2*sum.Tasks {
+		t.Fatalf("resumed eval: exit %d, %+v; want 0, completed, every task scored twice", code, sum)
+	}
+	after, err := readStatus(t, data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"rollout.completed", "reward.scored"} {
+		if b, a := before.countOf(run, typ), after.countOf(run, typ); a != b+uint64(sum.Scored) {
+			t.Errorf("%s of %s: %d before, %d after; want the evaluation's %d more alone", typ, run, b, a, sum.Scored)
+		}
+	}
+	if n := after.countOf(run, "eval.requested.failed"); n != 0 {
+		t.Errorf("%d eval.requested.failed in %s", n, run)
+	}
+	if c := jobConsumers(after); len(c) != 0 {
+		t.Errorf("consumers after the job: %v", c)
+	}
+}

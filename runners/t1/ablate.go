@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
@@ -390,15 +391,23 @@ func dropRunConsumers(ctx context.Context, in *local.Infra, run string) error {
 	names := in.Log.Stream().ConsumerNames(ctx)
 	var mine []string
 	for n := range names.Name() {
-		if strings.HasSuffix(n, "_"+run) {
+		// A t1 eval job's consumer of another run can end in "_<run>"
+		// too (jobDurable), after a second '_'.
+		if stage, ok := strings.CutSuffix(n, "_"+run); ok && !strings.Contains(stage, "_") {
 			mine = append(mine, n)
 		}
 	}
 	if err := names.Err(); err != nil {
 		return fmt.Errorf("consumers: %w", err)
 	}
-	for _, n := range mine {
-		if err := in.Log.Stream().DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	return dropConsumers(ctx, in.Log, mine)
+}
+
+// dropConsumers deletes the named consumers; one that is not there is
+// no error.
+func dropConsumers(ctx context.Context, l *engine.Log, names []string) error {
+	for _, n := range names {
+		if err := l.Stream().DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("delete consumer %s: %w", n, err)
 		}
 	}

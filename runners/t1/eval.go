@@ -56,8 +56,11 @@ func evalCmd(g *globals) *cobra.Command {
 		Long: `Evaluates policy version N of run R on a suite: the configured one by its name
 (stages.eval.suite), or a directory of Harbor tasks (a task, or a dataset root of them).
 The job writes eval_results and eval.completed under the run, as the run's own evaluations
-do, running the eval, rollout and reward stages in this process on their shared consumers
-(so it also helps with whatever else they have pending).
+do, running the eval, rollout and reward stages in this process for this evaluation alone:
+on consumers of its own (<stage>_R_<id>, <id> beginning the id of its eval.requested), which
+start at that event and pass over every event of R that does not descend from it (R's
+training, its other evaluations); it deletes them once the evaluation has completed or
+failed. Workers of rollout and reward on the shared consumers are handed its attempts too.
 
 It is idempotent: an evaluation the log already completed for the same run, suite and
 version is printed, not redone, and the job exits 0. Interrupted, it resumes where it
@@ -157,13 +160,26 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	if err != nil {
 		return err
 	}
-	if st.request != nil && st.request.Attempts != attempts {
+	if st.request != nil && st.attempts != attempts {
 		return configError("run %s already has an evaluation of v%d on %s with %d attempts per task; ask for those, or evaluate on another suite",
-			run, version, name, st.request.Attempts)
+			run, version, name, st.attempts)
 	}
 	if st.completed != nil {
+		if st.request != nil {
+			// A job stopped between the evaluation's end and its
+			// consumers' deletion left them.
+			if err := dropJobConsumers(ctx, in.Log, *st.request); err != nil {
+				return err
+			}
+		}
 		sum.Status = "done"
 		return sum.fill(st.completed)
+	}
+	if st.failed != "" {
+		if err := dropJobConsumers(ctx, in.Log, *st.request); err != nil {
+			return err
+		}
+		return evalFailed(run, version, name, st.failed)
 	}
 
 	var opts []pipeline.Option
@@ -176,7 +192,7 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 		return withCode(exitConfig, err)
 	}
 	var stages []engine.Stage
-	for _, n := range []string{"eval", "rollout", "reward"} {
+	for _, n := range jobStages {
 		s, err := p.Stage(n)
 		if err != nil {
 			return configError("%v (stages.eval.suite is empty and no directory was given)", err)
@@ -196,10 +212,35 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 		return err
 	}
 	defer release()
+	req := st.request
+	if req == nil {
+		ev, err := engine.NewRootEvent(run, schemas.EvalRequested, fmt.Sprintf("job/%s/v%d/k%d", name, version, attempts),
+			schemas.EvalRequestedPayload{Suite: name, PolicyVersion: version, Attempts: attempts})
+		if err != nil {
+			return err
+		}
+		// A duplicate of an earlier publish answers with the earlier
+		// sequence, where the job's consumers then start.
+		if ev, err = in.Log.Publish(ctx, ev); err != nil {
+			return infraError(err)
+		}
+		req = &ev
+	}
+	// The job's stages handle its evaluation alone, from its request on:
+	// the log's shared consumers, made for the first time in a data
+	// directory whose runs had consumers of their own, would hand it every
+	// run's history to redo, and the run's consumers its other work (its
+	// training, which may go on elsewhere).
+	chain, err := in.Log.ChainOf(ctx, *req)
+	if err != nil {
+		return infraError(err)
+	}
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	for _, s := range stages {
-		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run, false))
+		rc := runnerConfig(cfg, p, s, run, true)
+		rc.Durable, rc.From = jobDurable(s.Name(), *req), engine.ReplayFrom{Seq: req.Seq}
+		r := engine.NewRunner(in.Log, chain.Only(s), rc)
 		wg.Go(func() {
 			if err := r.Run(stageCtx); err != nil {
 				select {
@@ -209,15 +250,12 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 			}
 		})
 	}
-	if st.request == nil {
-		req, err := engine.NewRootEvent(run, schemas.EvalRequested, fmt.Sprintf("job/%s/v%d/k%d", name, version, attempts),
-			schemas.EvalRequestedPayload{Suite: name, PolicyVersion: version, Attempts: attempts})
-		if err != nil {
-			return err
-		}
-		if _, err := in.Log.Publish(ctx, req); err != nil {
-			return infraError(err)
-		}
+	// Once the evaluation has ended its consumers have nothing left to
+	// deliver; the stages stop first, or they would make them again.
+	end := func() error {
+		stop()
+		wg.Wait()
+		return dropJobConsumers(ctx, in.Log, *req)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "t1 eval: evaluating %s v%d on %s, %d attempts per task\n", run, version, name, attempts)
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -239,12 +277,44 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 		}
 		switch {
 		case st.completed != nil:
+			if err := end(); err != nil {
+				return err
+			}
 			sum.Status = "completed"
 			return sum.fill(st.completed)
 		case st.failed != "":
-			return withCode(exitFailed, fmt.Errorf("evaluation of %s v%d on %s failed: %s", run, version, name, st.failed))
+			if err := end(); err != nil {
+				return err
+			}
+			return evalFailed(run, version, name, st.failed)
 		}
 	}
+}
+
+// jobStages are the stages `t1 eval` runs, the lease-holding eval first.
+var jobStages = []string{"eval", "rollout", "reward"}
+
+// jobDurable names the consumer of stage in the job that evaluates for
+// req: the run's, told apart by the request, so that an interrupted job
+// resumes on its consumers and jobs of other evaluations of the run get
+// their own. No Durable(stage, run) has a second '_', so none is one of
+// these.
+func jobDurable(stage string, req engine.Event) string {
+	return engine.Durable(stage, req.Run) + "_" + req.ID[:min(len(req.ID), 12)]
+}
+
+// dropJobConsumers deletes the consumers of the job that evaluates for
+// req, those of a job that ended before it could included.
+func dropJobConsumers(ctx context.Context, l *engine.Log, req engine.Event) error {
+	names := make([]string, len(jobStages))
+	for i, s := range jobStages {
+		names[i] = jobDurable(s, req)
+	}
+	return infraError(dropConsumers(ctx, l, names))
+}
+
+func evalFailed(run string, version int64, suite, reason string) error {
+	return withCode(exitFailed, fmt.Errorf("evaluation of %s v%d on %s failed: %s", run, version, suite, reason))
 }
 
 // fill takes the evaluation's figures; an evaluation none of whose
@@ -276,7 +346,10 @@ func printEvalSummary(cmd *cobra.Command, s *evalSummary) {
 
 // evalLog is what a run's log holds of one evaluation.
 type evalLog struct {
-	request   *schemas.EvalRequestedPayload
+	// request is the evaluation's first eval.requested, asking for
+	// attempts per task.
+	request   *engine.Event
+	attempts  int
 	completed *schemas.EvalCompletedPayload
 	failed    string
 }
@@ -289,7 +362,7 @@ func evalState(ctx context.Context, l *engine.Log, run, suite string, version in
 		case schemas.EvalRequested:
 			var p schemas.EvalRequestedPayload
 			if ev.Decode(&p) == nil && p.Suite == suite && p.PolicyVersion == version && st.request == nil {
-				st.request, reqs[ev.ID] = &p, true
+				st.request, st.attempts, reqs[ev.ID] = &ev, p.Attempts, true
 			}
 		case schemas.EvalCompleted:
 			var p schemas.EvalCompletedPayload
