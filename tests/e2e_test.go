@@ -78,7 +78,9 @@ type status struct {
 		Messages uint64 `json:"messages"`
 	} `json:"streams"`
 	Consumers []struct {
-		Name string `json:"name"`
+		Name       string `json:"name"`
+		Pending    uint64 `json:"pending"`
+		AckPending int    `json:"ack_pending"`
 	} `json:"consumers"`
 	Events []struct {
 		Run   string `json:"run"`

@@ -66,7 +66,8 @@ func runEval(t *testing.T, data, cfg string, interrupt bool, args ...string) (ev
 
 // `t1 eval` on a finished run evaluates its last policy on a directory of
 // Harbor tasks: interrupted, it exits 5 and a second invocation finishes
-// the evaluation; a third, identical one does nothing (not one event more)
+// the evaluation, on the shared consumers of rollout and reward the run
+// made; a third, identical one does nothing (not one event more)
 // and exits 0; asking for other attempts on the same suite and version is
 // a configuration error (2).
 func TestEvalJob(t *testing.T) {
@@ -91,6 +92,14 @@ func TestEvalJob(t *testing.T) {
 	before, err := readStatus(t, data, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run made the log's shared consumers of rollout and reward, which
+	// workers would be on: the job worked on them, so none of its attempts
+	// waits there to be run a second time.
+	for _, c := range before.Consumers {
+		if (c.Name == "rollout" || c.Name == "reward") && c.Pending+uint64(c.AckPending) != 0 {
+			t.Errorf("consumer %s holds %d of the job's events (%d unacknowledged)", c.Name, c.Pending, c.AckPending)
+		}
 	}
 	again, code := runEval(t, data, cfg, false, args...)
 	if code != 0 || again.Status != "done" || again.Scored != sum.Scored || strings.Join(again.Results, ",") != strings.Join(sum.Results, ",") {

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
@@ -60,7 +61,8 @@ do, running the eval, rollout and reward stages in this process for this evaluat
 on consumers of its own (<stage>_R_<id>, <id> beginning the id of its eval.requested), which
 start at that event and pass over every event of R that does not descend from it (R's
 training, its other evaluations); it deletes them once the evaluation has completed or
-failed. Workers of rollout and reward on the shared consumers are handed its attempts too.
+failed. Where the log has shared consumers of rollout and reward (a t1 run made them), it
+works on those instead, beside any workers on them, so that each attempt runs once.
 
 It is idempotent: an evaluation the log already completed for the same run, suite and
 version is printed, not redone, and the job exits 0. Interrupted, it resumes where it
@@ -240,7 +242,20 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	for _, s := range stages {
 		rc := runnerConfig(cfg, p, s, run, true)
 		rc.Durable, rc.From = jobDurable(s.Name(), *req), engine.ReplayFrom{Seq: req.Seq}
-		r := engine.NewRunner(in.Log, chain.Only(s), rc)
+		only := chain.Only(s)
+		// Where the log's shared consumer of rollout or reward exists,
+		// workers on it are handed the job's attempts: the job works on it
+		// beside them, so that each attempt runs once.
+		if s.Name() != jobStages[0] {
+			shared, err := consumerExists(ctx, in.Log, engine.Durable(s.Name(), ""))
+			if err != nil {
+				return err
+			}
+			if shared {
+				rc, only = runnerConfig(cfg, p, s, run, false), s
+			}
+		}
+		r := engine.NewRunner(in.Log, only, rc)
 		wg.Go(func() {
 			if err := r.Run(stageCtx); err != nil {
 				select {
@@ -311,6 +326,15 @@ func dropJobConsumers(ctx context.Context, l *engine.Log, req engine.Event) erro
 		names[i] = jobDurable(s, req)
 	}
 	return infraError(dropConsumers(ctx, l, names))
+}
+
+// consumerExists reports whether the log has the durable consumer name.
+func consumerExists(ctx context.Context, l *engine.Log, name string) (bool, error) {
+	_, err := l.JetStream().Consumer(ctx, l.Config().Stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	return err == nil, infraError(err)
 }
 
 func evalFailed(run string, version int64, suite, reason string) error {
