@@ -27,9 +27,6 @@ type Training struct {
 	// a step costs a slice of the pool rather than all of it.
 	SFTLR    float64 `yaml:"sft_lr"`
 	SFTBatch int     `yaml:"sft_batch"`
-	// SFTDecay is the fraction of fine-tuning's steps, at its end, over
-	// which its learning rate falls linearly towards 0 (0: constant).
-	SFTDecay float64 `yaml:"sft_decay"`
 	// Epochs are the actor's passes over the batch per iteration, each
 	// of Minibatches optimiser steps over disjoint sets of chunks;
 	// CriticEpochs the critic's optimiser steps over the whole batch.
@@ -148,9 +145,6 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 		if f.v <= 0 || f.v > 1 {
 			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
 		}
-	}
-	if t.SFTDecay < 0 || t.SFTDecay > 1 {
-		bad("training.sft_decay", "must lie in [0, 1] (0 keeps the rate constant), got %g", t.SFTDecay)
 	}
 	if t.SFTBatch < 0 {
 		bad("training.sft_batch", "must not be negative (0 trains every step on every demonstration), got %d", t.SFTBatch)

@@ -14,8 +14,7 @@ import (
 
 // TrainSFT reads the token rows of job.Data in (task, attempt, chunk)
 // order, loads the policy and runs job.Steps Adam steps (a fresh
-// optimiser at Opt.SFT.Adam, its rate falling over the last Opt.SFT.Decay of
-// the steps) of SFTStep on the rows' loss regions, each
+// optimiser at Opt.SFT.Adam) of SFTStep on the rows' loss regions, each
 // step on the next Opt.SFT.Batch of them (minibatch), and saves the
 // result under job.Out without optimiser state, so that PPO starts its
 // own.
@@ -71,7 +70,6 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		opt.Cfg.LR = sftRate(r.Opt.SFT.Adam.LR, r.Opt.SFT.Decay, step, job.Steps)
 		bs, bm := minibatch(seqs, masks, step, r.Opt.SFT.Batch)
 		if met.Loss, err = SFTStep(ck.Model, opt, bs, bm, r.Opt.SFT.MaxGradNorm); err != nil {
 			return nil, Bad(err)
@@ -87,14 +85,6 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		return nil, fmt.Errorf("sft checkpoint: %w", err)
 	}
 	return &SFTResult{Checkpoint: job.Out, Metrics: met}, nil
-}
-
-// sftRate is the learning rate of step k of n: base until the last
-// decay·n steps, then falling linearly to base/(decay·n+1) at the last
-// step. A constant rate leaves the last step's policy where the
-// noise of its last few minibatches put it; decaying it averages them out.
-func sftRate(base, decay float64, k, n int) float64 {
-	return base * min(1, float64(n-k)/(decay*float64(n)+1))
 }
 
 // SFTStep runs one supervised step over a batch: loss = −Σ mask·logp / N

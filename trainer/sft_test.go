@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"math"
 	"slices"
 	"testing"
 
@@ -78,24 +77,6 @@ func TestMinibatchTakesDemonstrationsInTurn(t *testing.T) {
 	for _, size := range []int{0, 5, 9} {
 		if bs, _ := minibatch(seqs, masks, 3, size); len(bs) != len(seqs) {
 			t.Fatalf("size %d: %d sequences", size, len(bs))
-		}
-	}
-}
-
-// The rate stays at its base until the last decay·n steps and then falls
-// linearly, never to 0; without decay it is constant.
-func TestSFTRateDecaysOverTheLastSteps(t *testing.T) {
-	for _, c := range []struct {
-		decay float64
-		k, n  int
-		want  float64
-	}{
-		{0, 0, 10, 1}, {0, 9, 10, 1},
-		{0.5, 0, 10, 1}, {0.5, 4, 10, 1}, {0.5, 5, 10, 5.0 / 6}, {0.5, 9, 10, 1.0 / 6},
-		{1, 0, 4, 0.8}, {1, 3, 4, 0.2},
-	} {
-		if got := sftRate(1, c.decay, c.k, c.n); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("sftRate(1, %g, %d, %d) = %g, want %g", c.decay, c.k, c.n, got, c.want)
 		}
 	}
 }

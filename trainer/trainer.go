@@ -300,7 +300,7 @@ type CriticOptions struct {
 
 // SFTOptions configure the reference fine-tuning.
 type SFTOptions struct {
-	// Adam is the optimiser, at its learning rate until Decay.
+	// Adam is the optimiser, at a constant learning rate.
 	Adam moe.AdamConfig `json:"adam"`
 	// MaxGradNorm clips the gradient norm (0: no clipping).
 	MaxGradNorm float64 `json:"max_grad_norm"`
@@ -308,9 +308,6 @@ type SFTOptions struct {
 	// turn from the sorted rows so every one is seen once every
 	// ceil(n/Batch) steps; 0 or at least n trains each step on all.
 	Batch int `json:"batch"`
-	// Decay is the fraction of the steps, at the end, over which the
-	// learning rate falls linearly towards 0 (sftRate; 0: constant).
-	Decay float64 `json:"decay,omitempty"`
 }
 
 func (o ReferenceOptions) withDefaults() ReferenceOptions {
