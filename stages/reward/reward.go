@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -124,6 +125,9 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 		return err
 	}
 	score := rf.Score(rep)
+	if s.cfg.Unfinished == UnfinishedZero && p.Purpose == schemas.PurposeTrain && p.Termination != agent.EndComplete {
+		score.Value = 0
+	}
 	row := schemas.RewardRow{
 		Run: ev.Run, TaskID: p.TaskID, Attempt: int32(p.Attempt), Iteration: int32(p.Iteration), Purpose: p.Purpose,
 		PolicyVersion: p.PolicyVersion, Passed: int32(rep.Passed), Total: int32(rep.Total), Scale: rf.Scale,
