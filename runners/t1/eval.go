@@ -240,22 +240,22 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	for _, s := range stages {
-		rc := runnerConfig(cfg, p, s, run, true)
-		rc.Durable, rc.From = jobDurable(s.Name(), *req), engine.ReplayFrom{Seq: req.Seq}
-		only := chain.Only(s)
 		// Where the log's shared consumer of rollout or reward exists,
 		// workers on it are handed the job's attempts: the job works on it
 		// beside them, so that each attempt runs once.
+		shared := false
 		if s.Name() != jobStages[0] {
-			shared, err := consumerExists(ctx, in.Log, engine.Durable(s.Name(), ""))
-			if err != nil {
+			if shared, err = consumerExists(ctx, in.Log, engine.Durable(s.Name(), "")); err != nil {
 				return err
 			}
-			if shared {
-				rc, only = runnerConfig(cfg, p, s, run, false), s
-			}
 		}
-		r := engine.NewRunner(in.Log, only, rc)
+		rc, handled := runnerConfig(cfg, p, s, run, false), s
+		if !shared {
+			rc = runnerConfig(cfg, p, s, run, true)
+			rc.Durable, rc.From = jobDurable(s.Name(), *req), engine.ReplayFrom{Seq: req.Seq}
+			handled = chain.Only(s)
+		}
+		r := engine.NewRunner(in.Log, handled, rc)
 		wg.Go(func() {
 			if err := r.Run(stageCtx); err != nil {
 				select {
