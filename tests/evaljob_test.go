@@ -158,7 +158,8 @@ func TestEvalJobHandlesItsEvaluationAlone(t *testing.T) {
 		t.Fatalf("ablate: %v %s", err, out)
 	}
 	run := abl.Runs[0].Run
-	cfg := writeConfig(t, strings.Replace(tiny, "  eval:\n", "  eval:\n    suite: wide\n", 1))
+	// Eight tasks keep the job busy past the interrupt.
+	cfg := writeConfig(t, strings.Replace(tiny, "  eval:\n    tasks: 1\n", "  eval:\n    suite: wide\n    tasks: 8\n", 1))
 	before, err := readStatus(t, data, cfg)
 	if err != nil {
 		t.Fatal(err)
