@@ -183,3 +183,86 @@ func TestAblateRunsSeedsAtOnce(t *testing.T) {
 		sameDigest(t, runDigest(t, alone, cfg, run), runDigest(t, together, cfg, run))
 	}
 }
+
+// With --rl-seeds, RL runs again at each seed from the base run's one
+// fine-tuned policy: a branch's fine-tuned checkpoint is the base run's
+// byte for byte, and its iterations sample from streams of its own seed.
+func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
+	testinfra.Long(t)
+	testinfra.Bubblewrap(t)
+	data := t.TempDir()
+	cfg := writeConfig(t, strings.Replace(tinyPipeline, "  id: tiny\n", "  id: rls\n", 1))
+	out, err := command(t, data, cfg, "ablate", "--rl-seeds", "1,2", "--json", "--log-level", "warn").Output()
+	if err != nil {
+		t.Fatalf("ablate: %v\n%s", err, out)
+	}
+	var sum struct {
+		Runs    []struct{ Run, Status string } `json:"runs"`
+		RLSeeds []uint                         `json:"rl_seeds"`
+		Spread  []struct {
+			Stage string `json:"stage"`
+			Seeds int    `json:"seeds"`
+		} `json:"spread"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(sum.Runs) != 2 || sum.Runs[0].Run != "rls" || sum.Runs[1].Run != "rls-rl2" || len(sum.RLSeeds) != 2 {
+		t.Fatalf("%s", out)
+	}
+	for _, r := range sum.Runs {
+		if r.Status != "completed" {
+			t.Errorf("run %s: %s", r.Run, r.Status)
+		}
+	}
+	for _, r := range sum.Spread {
+		if r.Seeds != 2 {
+			t.Errorf("%s over %d seeds, want 2", r.Stage, r.Seeds)
+		}
+	}
+	type event struct {
+		Payload struct {
+			Checkpoint struct{ SHA256 string } `json:"checkpoint"`
+			Purpose    string                  `json:"purpose"`
+			Seed       uint64                  `json:"seed"`
+		} `json:"payload"`
+	}
+	events := func(run, typ string) []event {
+		out, err := command(t, data, cfg, "events", "list", "--run", run, "--type", typ, "--json").Output()
+		if err != nil {
+			t.Fatalf("events %s of %s: %v", typ, run, err)
+		}
+		var evs []event
+		for line := range strings.Lines(string(out)) {
+			var e event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("%v: %q", err, line)
+			}
+			evs = append(evs, e)
+		}
+		return evs
+	}
+	base, branch := events("rls", "sft.completed"), events("rls-rl2", "sft.completed")
+	if len(base) != 1 || len(branch) != 1 || base[0].Payload.Checkpoint.SHA256 == "" ||
+		base[0].Payload.Checkpoint.SHA256 != branch[0].Payload.Checkpoint.SHA256 {
+		t.Errorf("fine-tuned checkpoints: base %+v, branch %+v", base, branch)
+	}
+	trainSeeds := func(run string) map[uint64]bool {
+		m := map[uint64]bool{}
+		for _, e := range events(run, "rollout.requested") {
+			if e.Payload.Purpose == "train" {
+				m[e.Payload.Seed] = true
+			}
+		}
+		return m
+	}
+	a, b := trainSeeds("rls"), trainSeeds("rls-rl2")
+	if len(a) == 0 || len(b) == 0 {
+		t.Fatalf("training attempts: %d in the base run, %d in the branch", len(a), len(b))
+	}
+	for s := range b {
+		if a[s] {
+			t.Errorf("the branch's training attempt draws from the base run's stream %d", s)
+		}
+	}
+}

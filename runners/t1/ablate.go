@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -37,6 +38,9 @@ type ablationSummary struct {
 	HTML     string             `json:"report_html"`
 	Stopped  bool               `json:"stopped,omitempty"`
 	Variants []string           `json:"variants"`
+	// RLSeeds, when set, are the seeds RL ran at from the base run's one
+	// fine-tuned policy: the spread and gains are RL's alone.
+	RLSeeds []uint `json:"rl_seeds,omitempty"`
 	// Spread is, with several seeds, each variant's recipe table over the
 	// seeds: mean, lowest and highest resolve rate per stage.
 	Spread []spreadRow `json:"spread,omitempty"`
@@ -158,10 +162,10 @@ func recipeRate(rows []report.RecipeRow, stage string) (float64, bool) {
 func ablateCmd(g *globals) *cobra.Command {
 	var only []string
 	var baseOnly, fresh bool
-	var seeds []uint
+	var seeds, rlSeeds []uint
 	var jobs int
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only] [--jobs N]] [--fresh]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
 default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, in
@@ -177,9 +181,13 @@ stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
 mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
-spread over the seeds alone. The seeds run at once (--jobs): each seed's base run and then its
-variants, every run with consumers of its own (<stage>_<run>), since most of a run's time is
-spent waiting on sandboxes and one run keeps about half of two cores busy.`,
+spread over the seeds alone. --rl-seeds instead runs RL again at each seed from the base run's
+one fine-tuned policy, as run <run.id>-rl<seed> (a continued branch at sft with that run seed;
+the base run is run.seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
+base run's, so the spread shown is RL's alone, the one an RL paper reports over its seeds. The
+runs run at once (--jobs): first every base run, then every branch, each run with consumers of
+its own (<stage>_<run>), since most of a run's time is spent waiting on sandboxes and one run
+keeps about half of two cores busy.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.load()
@@ -196,7 +204,13 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 			if baseOnly && len(seeds) == 0 {
 				return errors.New("--base-only compares the base run over seeds: name them with --seeds")
 			}
-			if len(names) == 0 && !baseOnly {
+			if len(rlSeeds) > 0 {
+				if len(seeds) > 0 || baseOnly || len(only) > 0 {
+					return errors.New("--rl-seeds trains the base run's one fine-tuned policy once per seed: drop --seeds, --base-only and --variants (run.seed chooses the run it starts from)")
+				}
+				names = nil
+			}
+			if len(names) == 0 && !baseOnly && len(rlSeeds) == 0 {
 				return fmt.Errorf("no variants configured (variants: in %s) and none named with --variants", configName(g))
 			}
 			bases := []config.Config{cfg}
@@ -225,6 +239,12 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 					variantOf[v.Run.ID] = n
 				}
 			}
+			for _, k := range rlSeeds {
+				if uint64(k) != cfg.Run.Seed {
+					plan = append(plan, rlSeedBranch(cfg, uint64(k)))
+					variantOf[plan[len(plan)-1].Config.Run.ID] = ""
+				}
+			}
 			ctx := cmd.Context()
 			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
@@ -232,7 +252,7 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 			}
 			defer in.Close()
 			if jobs <= 0 {
-				jobs = min(len(bases), 4)
+				jobs = min(max(len(bases), len(rlSeeds)), 4)
 			}
 			sum, err := ablate(ctx, cmd.ErrOrStderr(), in, plan, jobs)
 			if err != nil {
@@ -242,7 +262,10 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 			if sum.Stopped {
 				return errStopped
 			}
-			if len(seeds) > 0 {
+			if len(rlSeeds) > 0 {
+				sum.RLSeeds = rlSeeds
+			}
+			if len(seeds) > 0 || len(rlSeeds) > 0 {
 				byVariant := map[string][]*pipelineSummary{}
 				for _, r := range sum.Runs {
 					byVariant[variantOf[r.Run]] = append(byVariant[variantOf[r.Run]], r)
@@ -260,7 +283,8 @@ spent waiting on sandboxes and one run keeps about half of two cores busy.`,
 	cmd.Flags().StringSliceVar(&only, "variants", nil, "variants to run, by name (default: every configured variant)")
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
 	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
-	cmd.Flags().IntVar(&jobs, "jobs", 0, "with --seeds, run this many seeds' runs at once (default: every seed, at most 4)")
+	cmd.Flags().IntVar(&jobs, "jobs", 0, "with --seeds or --rl-seeds, run this many runs at once (default: every seed, at most 4)")
+	cmd.Flags().UintSliceVar(&rlSeeds, "rl-seeds", nil, "train the base run's fine-tuned policy once per seed (the base run is run.seed's), and show RL's spread over them")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
@@ -272,6 +296,22 @@ type ablationRun struct {
 	Branch bool
 	Parent string
 	Stage  string
+	// Set overrides the parent's frozen settings in the branch
+	// (pipeline.BranchOptions.Set).
+	Set map[string]string
+}
+
+// rlSeedBranch is RL run again at seed from cfg's run: a continued branch
+// of it at sft, <run.id>-rl<seed>, with that run seed. The pool, the
+// fine-tuning (deterministic from the parent's data and initial policy)
+// and the base and fine-tuned evaluations (seeded per task and attempt)
+// come out as the parent's; every iteration's tasks and sampling streams
+// derive from the new seed, and so does everything trained on them.
+func rlSeedBranch(cfg config.Config, seed uint64) ablationRun {
+	c := cfg
+	c.Run.ID = fmt.Sprintf("%s-rl%d", cfg.Run.ID, seed)
+	c.Run.Seed = seed
+	return ablationRun{Config: c, Branch: true, Parent: cfg.Run.ID, Stage: "sft", Set: map[string]string{"seed": strconv.FormatUint(seed, 10)}}
 }
 
 // branchStage is where variant n of cfg departs from the base run
@@ -285,44 +325,44 @@ func branchStage(cfg config.Config, n string) (string, bool) {
 }
 
 // ablate runs each planned run to its end and writes the comparison
-// report of all of them under the first one's run. Each base run and the
-// branches after it in plan form a chain, run in order (a base before its
-// branches); jobs chains run at once. Every run's stages are its own
-// (stagesOwn), so runs of different configurations in this process never
-// handle each other's events.
+// report of all of them under the first one's run. The runs of their own
+// go first, jobs at once, then the branches (each after its base run has
+// completed), jobs at once. Every run's stages are its own (stagesOwn),
+// so runs of different configurations in this process never handle each
+// other's events.
 func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRun, jobs int) (*ablationSummary, error) {
 	sum := &ablationSummary{Base: plan[0].Config.Run.ID}
-	var chains [][]int
-	for i, r := range plan {
-		if !r.Branch || len(chains) == 0 {
-			chains = append(chains, nil)
-		}
-		chains[len(chains)-1] = append(chains[len(chains)-1], i)
-	}
 	out := make([]*pipelineSummary, len(plan))
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(jobs, 1))
-	for _, chain := range chains {
-		g.Go(func() error {
-			for _, i := range chain {
-				// Each line names the run it is about: a chain's branches
-				// follow its base run under their own names.
+	for _, branches := range []bool{false, true} {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(max(jobs, 1))
+		for i, r := range plan {
+			if r.Branch != branches {
+				continue
+			}
+			g.Go(func() error {
+				// Each line names the run it is about: runs at once
+				// write to the same terminal.
 				cw := w
-				if jobs > 1 && len(chains) > 1 {
-					cw = &prefixWriter{mu: &mu, w: w, prefix: plan[i].Config.Run.ID + "  "}
+				if jobs > 1 && len(plan) > 1 {
+					cw = &prefixWriter{mu: &mu, w: w, prefix: r.Config.Run.ID + "  "}
 				}
-				s, err := ablateRun(gctx, cw, in, plan[i])
+				s, err := ablateRun(gctx, cw, in, r)
 				if err != nil || s == nil {
 					return err
 				}
 				out[i] = s
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		if !branches && basesStopped(plan, out) {
+			// A branch starts from its base run's end.
+			break
+		}
 	}
 	for _, s := range out {
 		if s == nil {
@@ -353,6 +393,17 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 	return sum, nil
 }
 
+// basesStopped reports whether a run of its own in plan has no summary
+// in out: ctx ended before it did.
+func basesStopped(plan []ablationRun, out []*pipelineSummary) bool {
+	for i, r := range plan {
+		if !r.Branch && out[i] == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // ablateRun runs r to its end on in's servers; nil when ctx ends first.
 func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun) (*pipelineSummary, error) {
 	c := r.Config
@@ -365,7 +416,7 @@ func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun)
 	if r.Branch {
 		fmt.Fprintf(w, "== run %s: a branch of %s at %s, iteration 0\n", c.Run.ID, r.Parent, r.Stage)
 		var out replaySummary
-		out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true}, stagesOwn)
+		out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true, Set: r.Set}, stagesOwn)
 		s = out.Branch
 	} else {
 		fmt.Fprintf(w, "== run %s\n", c.Run.ID)
@@ -474,6 +525,9 @@ func printAblation(w io.Writer, s *ablationSummary) {
 		fmt.Fprintf(tw, "%s\t%s\tv%d\t%s\t%s\n", r.Run, r.Status, r.PolicyLast, strings.Join(evals, "  "), r.Elapsed.Round(1e9))
 	}
 	tw.Flush()
+	if len(s.RLSeeds) > 0 {
+		fmt.Fprintf(w, "RL at seeds %s from the one fine-tuned policy of %s: the spread below is RL's alone\n", joinUints(s.RLSeeds), s.Base)
+	}
 	if len(s.Spread) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "variant\tpolicy\tseeds\tresolve rate: mean [lowest, highest]\tpartial credit: mean")
@@ -491,6 +545,14 @@ func printAblation(w io.Writer, s *ablationSummary) {
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "report %s\nhtml   %s\n", s.Report, s.HTML)
+}
+
+func joinUints(u []uint) string {
+	s := make([]string, len(u))
+	for i, v := range u {
+		s[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 func configName(g *globals) string {
