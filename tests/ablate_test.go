@@ -192,7 +192,7 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := writeConfig(t, strings.Replace(tinyPipeline, "  id: tiny\n", "  id: rls\n", 1))
-	out, err := command(t, data, cfg, "ablate", "--rl-seeds", "1,2", "--json", "--log-level", "warn").Output()
+	out, err := command(t, data, cfg, "ablate", "--seeds", "1", "--rl-seeds", "1,2", "--json", "--log-level", "warn").Output()
 	if err != nil {
 		t.Fatalf("ablate: %v\n%s", err, out)
 	}
@@ -200,14 +200,15 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		Runs    []struct{ Run, Status string } `json:"runs"`
 		RLSeeds []uint                         `json:"rl_seeds"`
 		Spread  []struct {
-			Stage string `json:"stage"`
-			Seeds int    `json:"seeds"`
+			Variant string `json:"variant"`
+			Stage   string `json:"stage"`
+			Seeds   int    `json:"seeds"`
 		} `json:"spread"`
 	}
 	if err := json.Unmarshal(out, &sum); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(sum.Runs) != 2 || sum.Runs[0].Run != "rls" || sum.Runs[1].Run != "rls-rl2" || len(sum.RLSeeds) != 2 {
+	if len(sum.Runs) != 2 || sum.Runs[0].Run != "rls-s1" || sum.Runs[1].Run != "rls-s1-rl2" || len(sum.RLSeeds) != 2 {
 		t.Fatalf("%s", out)
 	}
 	for _, r := range sum.Runs {
@@ -216,8 +217,8 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		}
 	}
 	for _, r := range sum.Spread {
-		if r.Seeds != 2 {
-			t.Errorf("%s over %d seeds, want 2", r.Stage, r.Seeds)
+		if r.Variant != "rls-s1" || r.Seeds != 2 {
+			t.Errorf("%s of %s over %d seeds, want rls-s1's over 2", r.Stage, r.Variant, r.Seeds)
 		}
 	}
 	type event struct {
@@ -242,7 +243,7 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		}
 		return evs
 	}
-	base, branch := events("rls", "sft.completed"), events("rls-rl2", "sft.completed")
+	base, branch := events("rls-s1", "sft.completed"), events("rls-s1-rl2", "sft.completed")
 	if len(base) != 1 || len(branch) != 1 || base[0].Payload.Checkpoint.SHA256 == "" ||
 		base[0].Payload.Checkpoint.SHA256 != branch[0].Payload.Checkpoint.SHA256 {
 		t.Errorf("fine-tuned checkpoints: base %+v, branch %+v", base, branch)
@@ -256,7 +257,7 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		}
 		return m
 	}
-	a, b := trainSeeds("rls"), trainSeeds("rls-rl2")
+	a, b := trainSeeds("rls-s1"), trainSeeds("rls-s1-rl2")
 	if len(a) == 0 || len(b) == 0 {
 		t.Fatalf("training attempts: %d in the base run, %d in the branch", len(a), len(b))
 	}

@@ -38,8 +38,9 @@ type ablationSummary struct {
 	HTML     string             `json:"report_html"`
 	Stopped  bool               `json:"stopped,omitempty"`
 	Variants []string           `json:"variants"`
-	// RLSeeds, when set, are the seeds RL ran at from the base run's one
-	// fine-tuned policy: the spread and gains are RL's alone.
+	// RLSeeds, when set, are the seeds RL ran at from each base run's one
+	// fine-tuned policy: Spread and Gains have a row per base run (its id
+	// in Variant) over its RL seeds, RL's spread alone.
 	RLSeeds []uint `json:"rl_seeds,omitempty"`
 	// Spread is, with several seeds, each variant's recipe table over the
 	// seeds: mean, lowest and highest resolve rate per stage.
@@ -181,10 +182,11 @@ stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
 mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
-spread over the seeds alone. --rl-seeds instead runs RL again at each seed from the base run's
-one fine-tuned policy, as run <run.id>-rl<seed> (a continued branch at sft with that run seed;
-the base run is run.seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
-base run's, so the spread shown is RL's alone, the one an RL paper reports over its seeds. The
+spread over the seeds alone. --rl-seeds instead runs RL again at each seed from each base run's
+one fine-tuned policy, as run <base run>-rl<seed> (a continued branch at sft with that run seed;
+the base run is its own seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
+base run's, so the spread shown per base run is RL's alone, the one an RL paper reports over its
+seeds. With --seeds too, every seed's base run gets its RL seeds. The
 runs run at once (--jobs): first every base run, then every branch, each run with consumers of
 its own (<stage>_<run>), since most of a run's time is spent waiting on sandboxes and one run
 keeps about half of two cores busy.`,
@@ -205,8 +207,8 @@ keeps about half of two cores busy.`,
 				return errors.New("--base-only compares the base run over seeds: name them with --seeds")
 			}
 			if len(rlSeeds) > 0 {
-				if len(seeds) > 0 || baseOnly || len(only) > 0 {
-					return errors.New("--rl-seeds trains the base run's one fine-tuned policy once per seed: drop --seeds, --base-only and --variants (run.seed chooses the run it starts from)")
+				if len(only) > 0 {
+					return errors.New("--rl-seeds trains each base run's one fine-tuned policy once per seed, with no variant: drop --variants")
 				}
 				names = nil
 			}
@@ -239,10 +241,21 @@ keeps about half of two cores busy.`,
 					variantOf[v.Run.ID] = n
 				}
 			}
-			for _, k := range rlSeeds {
-				if uint64(k) != cfg.Run.Seed {
-					plan = append(plan, rlSeedBranch(cfg, uint64(k)))
-					variantOf[plan[len(plan)-1].Config.Run.ID] = ""
+			// With --rl-seeds, each base run and its RL seeds form a group
+			// of their own: one fine-tuned policy, RL's spread.
+			groups := append([]string{""}, names...)
+			if len(rlSeeds) > 0 {
+				groups = groups[:0]
+				for _, b := range bases {
+					groups = append(groups, b.Run.ID)
+					variantOf[b.Run.ID] = b.Run.ID
+					for _, k := range rlSeeds {
+						if uint64(k) != b.Run.Seed {
+							r := rlSeedBranch(b, uint64(k))
+							plan = append(plan, r)
+							variantOf[r.Config.Run.ID] = b.Run.ID
+						}
+					}
 				}
 			}
 			ctx := cmd.Context()
@@ -270,8 +283,8 @@ keeps about half of two cores busy.`,
 				for _, r := range sum.Runs {
 					byVariant[variantOf[r.Run]] = append(byVariant[variantOf[r.Run]], r)
 				}
-				sum.Spread = spread(append([]string{""}, names...), byVariant)
-				sum.Gains = gains(append([]string{""}, names...), byVariant)
+				sum.Spread = spread(groups, byVariant)
+				sum.Gains = gains(groups, byVariant)
 			}
 			if g.json {
 				return printJSON(cmd, sum)
@@ -284,7 +297,7 @@ keeps about half of two cores busy.`,
 	cmd.Flags().BoolVar(&fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
 	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
 	cmd.Flags().IntVar(&jobs, "jobs", 0, "with --seeds or --rl-seeds, run this many runs at once (default: every seed, at most 4)")
-	cmd.Flags().UintSliceVar(&rlSeeds, "rl-seeds", nil, "train the base run's fine-tuned policy once per seed (the base run is run.seed's), and show RL's spread over them")
+	cmd.Flags().UintSliceVar(&rlSeeds, "rl-seeds", nil, "train each base run's fine-tuned policy again once per seed (a base run is its own seed's), and show RL's spread over them")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
@@ -526,7 +539,7 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	}
 	tw.Flush()
 	if len(s.RLSeeds) > 0 {
-		fmt.Fprintf(w, "RL at seeds %s from the one fine-tuned policy of %s: the spread below is RL's alone\n", joinUints(s.RLSeeds), s.Base)
+		fmt.Fprintf(w, "RL at seeds %s from each base run's one fine-tuned policy: the spread below is RL's alone\n", joinUints(s.RLSeeds))
 	}
 	if len(s.Spread) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
