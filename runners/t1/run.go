@@ -329,6 +329,9 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
 	case c[schemas.TaskAudited] > 0:
 		stage = "synth + audit"
+	case c[schemas.TaskSynthesized] == 0 && c[schemas.RolloutRequested] > 0:
+		// A continued branch: its pool and fine-tuning are its parent's.
+		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
 	}
 	// Logs and CI get a line every few seconds and one at each change of
 	// stage, terminals a live line.
