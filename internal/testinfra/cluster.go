@@ -22,8 +22,8 @@ type Cluster struct {
 }
 
 // StartCluster starts n clustered servers and waits until JetStream has
-// elected its meta leader, so that streams of up to n replicas can be
-// created. The servers stop when the test ends.
+// elected its meta leader and it sees every node, so that streams of up
+// to n replicas can be created. The servers stop when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, servers: make([]*server.Server, n)}
@@ -110,18 +110,22 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// waitLeader waits until a meta leader is elected and counts every node
+// as a peer streams can be placed on: one elected before the others'
+// first statistics reached it refuses a stream of n replicas ("no
+// suitable peers for placement"), as seen on a loaded machine.
 func (c *Cluster) waitLeader() {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range c.servers {
-			if s != nil && s.JetStreamIsLeader() {
+			if s != nil && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(c.servers) {
 				return
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatal("the cluster elected no JetStream meta leader in 30s")
+	c.t.Fatalf("the cluster elected no JetStream meta leader that sees its %d peers in 30s", len(c.servers))
 }
 
 // freePorts finds n ports free on the loopback interface now.
