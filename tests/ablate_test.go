@@ -266,4 +266,15 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 			t.Errorf("the branch's training attempt draws from the base run's stream %d", s)
 		}
 	}
+	// Again, the ended branch is not branched again: that would fine-tune
+	// once more for nothing.
+	var progress bytes.Buffer
+	again := command(t, data, cfg, "ablate", "--seeds", "1", "--rl-seeds", "1,2", "--json", "--log-level", "warn")
+	again.Stderr = &progress
+	if out, err := again.Output(); err != nil {
+		t.Fatalf("second ablate: %v\n%s%s", err, out, progress.Bytes())
+	}
+	if strings.Contains(progress.String(), "a branch of") {
+		t.Errorf("the second ablation branched again:\n%s", progress.Bytes())
+	}
 }

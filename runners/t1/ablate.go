@@ -426,7 +426,15 @@ func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun)
 	vin.Config = c
 	var s *pipelineSummary
 	var err error
+	ended := false
 	if r.Branch {
+		// A branch that ended is not branched again: that would re-run
+		// its stage (a whole fine-tuning, for sft) to emit nothing new.
+		if ended, err = runEnded(ctx, in.Log, c.Run.ID); err != nil {
+			return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)
+		}
+	}
+	if r.Branch && !ended {
 		fmt.Fprintf(w, "== run %s: a branch of %s at %s, iteration 0\n", c.Run.ID, r.Parent, r.Stage)
 		var out replaySummary
 		out, err = continueBranch(ctx, w, &vin, pipeline.BranchOptions{Stage: r.Stage, Parent: r.Parent, Into: c.Run.ID, Continue: true, Set: r.Set}, stagesOwn)
