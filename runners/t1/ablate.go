@@ -551,7 +551,7 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	}
 	if len(s.Spread) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "variant\tpolicy\tseeds\tresolve rate: mean [lowest, highest]\tpartial credit: mean")
+		fmt.Fprintf(tw, "%s\tpolicy\tseeds\tresolve rate: mean [lowest, highest]\tpartial credit: mean\n", groupHeader(s))
 		for _, r := range s.Spread {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f [%.3f, %.3f]\t%.2f\n", cmp.Or(r.Variant, "base"), r.Stage, r.Seeds, r.ResolveMean, r.ResolveMin, r.ResolveMax, r.PartialCredit)
 		}
@@ -559,13 +559,23 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	}
 	if len(s.Gains) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "variant\tstep\tseeds\tgain within each seed: mean [lowest, highest]\tspread between seeds before it")
+		fmt.Fprintf(tw, "%s\tstep\tseeds\tgain within each seed: mean [lowest, highest]\tspread between seeds before it\n", groupHeader(s))
 		for _, r := range s.Gains {
 			fmt.Fprintf(tw, "%s\t%s → %s\t%d\t%+.3f [%+.3f, %+.3f]\t%.3f\n", cmp.Or(r.Variant, "base"), r.From, r.To, r.Seeds, r.Mean, r.Min, r.Max, r.Spread)
 		}
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "report %s\nhtml   %s\n", s.Report, s.HTML)
+}
+
+// groupHeader names what a row of the spread and gains is about: a
+// variant, or with RL seeds the base run whose fine-tuned policy they
+// start from.
+func groupHeader(s *ablationSummary) string {
+	if len(s.RLSeeds) > 0 {
+		return "fine-tuned policy of"
+	}
+	return "variant"
 }
 
 func joinUints(u []uint) string {
