@@ -11,7 +11,7 @@ import (
 )
 
 // Each line names the phase the run is in, a continued branch's too,
-// whose own events hold no synthesis.
+// whose own events hold no synthesis and whose line counts no tasks.
 func TestProgressNamesThePhase(t *testing.T) {
 	sc := config.Default().Stages
 	for _, c := range []struct {
@@ -28,6 +28,11 @@ func TestProgressNamesThePhase(t *testing.T) {
 		newPipelineProgress(&b, sc).update(c.counts, time.Second)
 		if !strings.Contains(b.String(), "] "+c.want) {
 			t.Errorf("%v: %q, want %q", c.counts, b.String(), c.want)
+		}
+		// A continued branch synthesises nothing: its pool is its parent's.
+		branch := c.counts[schemas.TaskSynthesized] == 0 && c.counts[schemas.RolloutRequested] > 0
+		if got := strings.Contains(b.String(), " · tasks "); got == branch {
+			t.Errorf("%v: %q: tasks counted %v, want %v", c.counts, b.String(), got, !branch)
 		}
 	}
 }

@@ -347,8 +347,12 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 	if elapsed >= time.Second {
 		rate = float64(c[schemas.RewardScored]-*p.scored0) / elapsed.Minutes()
 	}
-	line := fmt.Sprintf("[%s] %s · tasks %d synthesised, %d discarded, %d audited · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
-		elapsed.Round(time.Second), stage, c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited],
+	tasks := fmt.Sprintf(" · tasks %d synthesised, %d discarded, %d audited", c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited])
+	if c[schemas.TaskSynthesized]+c[schemas.SynthDiscarded]+c[schemas.TaskAudited] == 0 && c[schemas.RolloutRequested] > 0 {
+		tasks = "" // a continued branch's pool is its parent's
+	}
+	line := fmt.Sprintf("[%s] %s%s · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
+		elapsed.Round(time.Second), stage, tasks,
 		c[schemas.RewardScored], c[schemas.RolloutRequested], rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
