@@ -372,8 +372,9 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		if !branches && basesStopped(plan, out) {
-			// A branch starts from its base run's end.
+		if ctx.Err() != nil {
+			// A run stopped: a branch would start from a base run that
+			// has not ended.
 			break
 		}
 	}
@@ -404,17 +405,6 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 		return nil, err
 	}
 	return sum, nil
-}
-
-// basesStopped reports whether a run of its own in plan has no summary
-// in out: ctx ended before it did.
-func basesStopped(plan []ablationRun, out []*pipelineSummary) bool {
-	for i, r := range plan {
-		if !r.Branch && out[i] == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // ablateRun runs r to its end on in's servers; nil when ctx ends first.
