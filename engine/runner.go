@@ -534,14 +534,18 @@ func (r *Runner) process(ctx context.Context, msg jetstream.Msg) {
 		}
 		r.lastErr.Delete(seq)
 		r.acked.Add(1)
+	case ctx.Err() != nil:
+		outcome = "interrupted"
+		// Shutting down: hand the message straight back to whoever is left.
+		// Before the permanent case, since what a handler returns while its
+		// context is cancelled (a sandbox killed under it) may read as
+		// permanent and is not the input's fault; a truly permanent error
+		// comes back on the redelivery.
+		_ = msg.Nak()
 	case IsPermanent(err):
 		outcome = "failed"
 		span.SetStatus(codes.Error, err.Error())
 		r.fail(ctx, msg, meta, ev, err)
-	case ctx.Err() != nil:
-		outcome = "interrupted"
-		// Shutting down: hand the message straight back to whoever is left.
-		_ = msg.Nak()
 	default:
 		outcome = "retried"
 		span.SetStatus(codes.Error, err.Error())

@@ -115,6 +115,30 @@ func TestKilledMidHandlerExactlyOnce(t *testing.T) {
 	checkFor(t, 10*time.Second, 20*time.Millisecond, countEvents(t, l2, "t1.r1.demo.out", 1))
 }
 
+// A handler interrupted by shutdown whose error the shutdown caused reads
+// as permanent (a sandbox killed under it): the input goes back for the
+// next process instead of failing, and its output appears once.
+func TestShutdownMidHandlerIsNotAFailure(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	entered := make(chan struct{})
+	var once sync.Once
+	stop := runStage(t, NewRunner(l, relay(func(ctx context.Context, ev Event) error {
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		return Permanent(fmt.Errorf("sandbox: %w", ctx.Err()))
+	}), fastConfig()))
+	publishRoot(t, l, "r1", "demo.in", "a", item{7})
+	<-entered
+	stop()
+
+	runStage(t, NewRunner(l, relay(nil), fastConfig()))
+	checkFor(t, 10*time.Second, 20*time.Millisecond, countEvents(t, l, "t1.r1.demo.out", 1))
+	if n := len(events(t, l, "t1.r1.demo.in.failed")); n != 0 {
+		t.Fatalf("the interrupted input failed %d times", n)
+	}
+}
+
 // A process that dies after publishing outputs but before acking: the
 // redelivery republishes the same ids, which the stream drops.
 func TestKilledBeforeAckExactlyOnce(t *testing.T) {
