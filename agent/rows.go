@@ -63,6 +63,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 			Action: strings.ToValidUTF8(t.Reply, "\uFFFD"), Observation: strings.ToValidUTF8(t.Observation, "\uFFFD"),
 			ExitCode: exit, CompletionTokens: int32(t.Sampled),
 			StartMS: at.Milliseconds(), DurationMS: t.Duration.Milliseconds(),
+			Purpose: p.Purpose, PolicyVersion: p.PolicyVersion,
 		})
 		at += t.Duration
 	}

@@ -27,6 +27,13 @@ func TestAttemptRows(t *testing.T) {
 	if len(rows.Tokens) != 1 || len(rows.Turns) != 2 || rows.Turns[0].Action != res.Turns[0].Reply || rows.Trajectory.Turns != 2 || rows.Trajectory.SnapshotKey != "snap" {
 		t.Fatalf("rows %+v", rows)
 	}
+	// Turn rows name the attempt's policy and purpose: evaluations of
+	// several policies share an iteration's partition.
+	for _, r := range rows.Turns {
+		if r.Purpose != "train" || r.PolicyVersion != 3 {
+			t.Fatalf("turn row %d: purpose %q, policy version %d; want train, 3", r.Turn, r.Purpose, r.PolicyVersion)
+		}
+	}
 	tr := rows.Tokens[0]
 	if !slices.Equal(tr.TokenIDs, ints32(res.Chunks[0].IDs)) || tr.StrictPrefix != 1 || tr.DriftRepair != schemas.RepairNone {
 		t.Fatalf("token row %+v", tr)

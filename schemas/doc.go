@@ -61,7 +61,9 @@
 // turns — grain: turn; partition: iter. Columns: run, task_id, attempt,
 // turn, chunk, action, observation (bounded), truncated,
 // observation_bytes (full size), exit_code, prompt_tokens,
-// completion_tokens, compacted, start_ms, duration_ms.
+// completion_tokens, compacted, start_ms, duration_ms; schema 1.1 adds
+// purpose and policy_version, the attempt's, since evaluations of
+// several policies share an iteration's partition.
 //
 // tokens — grain: chunk; partition: iter. A chunk is one training
 // sequence, exactly as sampled (TITO). Columns: run, task_id, attempt, chunk, iteration, policy_version,

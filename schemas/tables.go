@@ -49,7 +49,7 @@ var (
 	TasksTable        = Table{Name: "tasks", Version: Version{1, 0}, Partition: "round", Grain: "task"}
 	AuditsTable       = Table{Name: "audits", Version: Version{1, 0}, Partition: "round", Grain: "task"}
 	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iter", Grain: "attempt"}
-	TurnsTable        = Table{Name: "turns", Version: Version{1, 0}, Partition: "iter", Grain: "turn"}
+	TurnsTable        = Table{Name: "turns", Version: Version{1, 1}, Partition: "iter", Grain: "turn"}
 	TokensTable       = Table{Name: "tokens", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
 	RoutingTable      = Table{Name: "routing", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
 	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
@@ -194,6 +194,11 @@ type TurnRow struct {
 	Compacted        bool   `parquet:"compacted"` // context compaction ran before this turn
 	StartMS          int64  `parquet:"start_ms"`  // since the attempt started
 	DurationMS       int64  `parquet:"duration_ms"`
+	// Purpose and PolicyVersion tell apart the turns of one task's
+	// attempts under several policies in one iteration, such as the
+	// evaluations of the base and the fine-tuned policy (schema 1.1).
+	Purpose       string `parquet:"purpose,dict"`
+	PolicyVersion int64  `parquet:"policy_version"`
 }
 
 // Table implements Row.
