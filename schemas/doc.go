@@ -30,7 +30,9 @@
 // another major is refused). Errors name the object. ReadRows decodes
 // small objects into row structs with parquet-go (which verifies page
 // CRCs); ReadArrow/Object.Arrow decode with arrow-go's parallel column
-// readers, after a page-CRC pass when no hash vouched for the bytes.
+// readers, after a page-CRC pass when no hash vouched for the bytes;
+// Object.Conformed reads an object of an older minor as the current
+// table, the columns added since as nulls (ArrowSchema is that table).
 // CheckAligned verifies that a tokens object and a routing object agree
 // chunk by chunk.
 //

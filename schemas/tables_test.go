@@ -235,6 +235,26 @@ func roundTrip[T Row](t *testing.T, rows []T) {
 			t.Fatalf("record batches hold %d rows, wrote %d", n, len(rows))
 		}
 	}
+	// Conformed, a current file reads as ArrowSchema says, every column
+	// nullable, with the same values.
+	cur, err := ArrowSchema(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := o.Conformed(ctx, nil, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Release()
+	if int(ct.NumCols()) != len(cur.Fields()) || ct.NumRows() != at.NumRows() {
+		t.Fatalf("conformed: %d columns × %d rows; want %d × %d", ct.NumCols(), ct.NumRows(), len(cur.Fields()), at.NumRows())
+	}
+	for c := range int(ct.NumCols()) {
+		f := ct.Schema().Field(c)
+		if f.Name != at.Schema().Field(c).Name || !f.Nullable || !array.ChunkedEqual(ct.Column(c).Data(), at.Column(c).Data()) {
+			t.Fatalf("conformed column %d (%s) differs from the plain read", c, f.Name)
+		}
+	}
 	// Identical rows give the identical, already present object.
 	again, err := WriteTable(ctx, st, "rt", 3, rows, WriterOptions{RowGroupRows: 4})
 	if err != nil || again != ref {

@@ -41,6 +41,9 @@ func queryCmd(g *globals) *cobra.Command {
 		Long: `Reads every object of TABLE under runs/RUN/TABLE/ in the store with arrow-go,
 keeps the rows matching --where and the columns named by --select. The
 hive partition of each object (iter, round or policy) is a column too.
+Objects an older minor version of the schema wrote read with the columns
+added since as nulls, so a run that a newer build resumed prints as one
+table.
 
 --where takes comparisons of a column with a literal (=, !=, <, <=, >, >=),
 combined with AND, OR, NOT and parentheses; strings are quoted:
@@ -136,7 +139,13 @@ func runQuery(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o *q
 		if err != nil {
 			return err
 		}
-		at, err := schemas.ReadArrow(ctx, st, key, nil, tbl.Name, read, mem)
+		obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
+		if err != nil {
+			return err
+		}
+		// Objects of older minor versions read with the columns added
+		// since as nulls, so every object prints as the same table.
+		at, err := obj.Conformed(ctx, read, mem)
 		if err != nil {
 			return err
 		}
