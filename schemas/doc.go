@@ -172,7 +172,8 @@
 //	eval.requested     producer: control  consumers: eval
 //	                   suite, policy_version, attempts, tasks
 //	eval.completed     producer: eval  consumers: control, reports
-//	                   suite, policy_version, tasks, attempts, resolve_rate,
+//	                   suite, policy_version, tasks, attempts, unscored
+//	                   (attempts whose rollout or reward failed), resolve_rate,
 //	                   mean_reward, mean_turns, by_difficulty, by_category
 //	                   (map to {attempts, resolve_rate, mean_reward}),
 //	                   results ([]FileRef, eval_results)

@@ -335,16 +335,19 @@ type Breakdown struct {
 
 // EvalCompletedPayload summarises one suite against one policy.
 type EvalCompletedPayload struct {
-	Suite         string               `json:"suite"`
-	PolicyVersion int64                `json:"policy_version"`
-	Tasks         int                  `json:"tasks"`
-	Attempts      int                  `json:"attempts"`
-	ResolveRate   float64              `json:"resolve_rate"`
-	MeanReward    float64              `json:"mean_reward"`
-	MeanTurns     float64              `json:"mean_turns"`
-	ByDifficulty  map[string]Breakdown `json:"by_difficulty"`
-	ByCategory    map[string]Breakdown `json:"by_category"`
-	Results       []FileRef            `json:"results"`
+	Suite         string `json:"suite"`
+	PolicyVersion int64  `json:"policy_version"`
+	Tasks         int    `json:"tasks"`
+	Attempts      int    `json:"attempts"`
+	// Unscored are the attempts asked for whose rollout or reward failed:
+	// the rates leave them out.
+	Unscored     int                  `json:"unscored,omitempty"`
+	ResolveRate  float64              `json:"resolve_rate"`
+	MeanReward   float64              `json:"mean_reward"`
+	MeanTurns    float64              `json:"mean_turns"`
+	ByDifficulty map[string]Breakdown `json:"by_difficulty"`
+	ByCategory   map[string]Breakdown `json:"by_category"`
+	Results      []FileRef            `json:"results"`
 }
 
 // RunCompletedPayload ends a run (run.completed), or says why it stopped

@@ -38,6 +38,7 @@ type evalSummary struct {
 	Status      string        `json:"status"`
 	Reason      string        `json:"reason,omitempty"`
 	Scored      int           `json:"scored"`
+	Unscored    int           `json:"unscored,omitempty"` // attempts whose rollout or reward failed
 	Tasks       int           `json:"tasks"`
 	ResolveRate float64       `json:"resolve_rate"`
 	MeanReward  float64       `json:"mean_reward"`
@@ -344,7 +345,7 @@ func evalFailed(run string, version int64, suite, reason string) error {
 // fill takes the evaluation's figures; an evaluation none of whose
 // attempts was scored is a failure.
 func (s *evalSummary) fill(p *schemas.EvalCompletedPayload) error {
-	s.Scored, s.Tasks, s.ResolveRate, s.MeanReward, s.MeanTurns = p.Attempts, p.Tasks, p.ResolveRate, p.MeanReward, p.MeanTurns
+	s.Scored, s.Unscored, s.Tasks, s.ResolveRate, s.MeanReward, s.MeanTurns = p.Attempts, p.Unscored, p.Tasks, p.ResolveRate, p.MeanReward, p.MeanTurns
 	for _, r := range p.Results {
 		s.Results = append(s.Results, r.Key)
 	}
@@ -361,6 +362,9 @@ func printEvalSummary(cmd *cobra.Command, s *evalSummary) {
 	fmt.Fprintf(tw, "partial credit\t%.2f\n", s.MeanReward)
 	fmt.Fprintf(tw, "mean turns\t%.1f\n", s.MeanTurns)
 	fmt.Fprintf(tw, "attempts\t%d scored of %d tasks × %d\n", s.Scored, s.Tasks, s.Attempts)
+	if s.Unscored > 0 {
+		fmt.Fprintf(tw, "unscored\t%d (their rollout or reward failed: t1 events list --run %s --type rollout.failed)\n", s.Unscored, s.Run)
+	}
 	for _, r := range s.Results {
 		fmt.Fprintf(tw, "results\t%s\n", r)
 	}

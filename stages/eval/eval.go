@@ -451,6 +451,7 @@ func (s *stage) complete(ctx context.Context, k key, f *fold, tasks []Task, out 
 		add(p.ByCategory, t.Category, ok, c)
 	}
 	p.Tasks = len(seenTask)
+	p.Unscored = f.failed
 	if p.Attempts > 0 {
 		n := float64(p.Attempts)
 		p.ResolveRate, p.MeanReward, p.MeanTurns = solved/n, credit/n, turns/n

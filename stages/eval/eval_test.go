@@ -82,7 +82,8 @@ func TestFoldReadsOnlyTheRun(t *testing.T) {
 		t.Fatalf("read %v, want only the run's %d folded events; emitted %v", byRun, len(mine), rec.evs)
 	}
 	// The last attempt's outcome, folded as it comes, completes the
-	// evaluation from this run's attempts alone.
+	// evaluation from this run's attempts alone; the failed one is
+	// counted as unscored, outside the rates.
 	failed := publish(t, l, "mine", engine.FailedType(schemas.RolloutRequested), "1", engine.Failure{EventID: reqs[1].ID})
 	if err := s.handle(ctx, failed, &rec); err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestFoldReadsOnlyTheRun(t *testing.T) {
 	if len(rec.evs) != 1 || rec.evs[0].Type != schemas.EvalCompleted || rec.evs[0].Decode(&p) != nil {
 		t.Fatalf("emitted %v, want eval.completed", rec.evs)
 	}
-	if p.Suite != "s" || p.Tasks != 1 || p.Attempts != 1 || p.ResolveRate != 1 || p.MeanReward != 1 || p.MeanTurns != 3 || len(p.Results) != 1 {
+	if p.Suite != "s" || p.Tasks != 1 || p.Attempts != 1 || p.Unscored != 1 || p.ResolveRate != 1 || p.MeanReward != 1 || p.MeanTurns != 3 || len(p.Results) != 1 {
 		t.Fatalf("eval.completed %+v", p)
 	}
 	if !reflect.DeepEqual(byRun, map[string]int{"mine": len(mine)}) {
