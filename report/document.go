@@ -597,7 +597,12 @@ func evalSection(r *Run) (*section, error) {
 	}
 	sum := &table{head: []string{"suite", "policy", "tasks", "attempts", "resolve rate", "partial credit", "mean turns"}}
 	for _, e := range r.Evals {
-		sum.rows = append(sum.rows, []string{e.Suite, fmt.Sprintf("v%d", e.PolicyVersion), strconv.Itoa(e.Tasks), strconv.Itoa(e.Attempts),
+		attempts := strconv.Itoa(e.Attempts)
+		if e.Unscored > 0 {
+			// The rates leave out attempts whose rollout or reward failed.
+			attempts += fmt.Sprintf(" (+%d unscored)", e.Unscored)
+		}
+		sum.rows = append(sum.rows, []string{e.Suite, fmt.Sprintf("v%d", e.PolicyVersion), strconv.Itoa(e.Tasks), attempts,
 			rate(e.ResolveRate), num(e.MeanReward), fmt.Sprintf("%.1f", e.MeanTurns)})
 	}
 	s.add(sum)

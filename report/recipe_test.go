@@ -55,3 +55,16 @@ func TestReportSaysWhenThereWasNoSignal(t *testing.T) {
 		t.Error("a run with one real update reported as unchanged")
 	}
 }
+
+// An evaluation with attempts whose rollout or reward failed says how many
+// its rates leave out.
+func TestReportCountsUnscoredAttempts(t *testing.T) {
+	r := &Run{ID: "r", Status: "completed", Evals: []Eval{{Suite: "s", PolicyVersion: 2, Tasks: 3, Attempts: 5, Unscored: 1, ResolveRate: 0.4}}}
+	md, _, err := Render([]*Run{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "5 (+1 unscored)") {
+		t.Fatalf("report does not count the unscored attempt:\n%s", md)
+	}
+}

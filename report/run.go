@@ -217,6 +217,7 @@ type Eval struct {
 	PolicyVersion int64                        `json:"policy_version"`
 	Tasks         int                          `json:"tasks"`
 	Attempts      int                          `json:"attempts"`
+	Unscored      int                          `json:"unscored,omitempty"` // attempts whose rollout or reward failed
 	ResolveRate   float64                      `json:"resolve_rate"`
 	MeanReward    float64                      `json:"mean_reward"` // partial credit
 	MeanTurns     float64                      `json:"mean_turns"`
@@ -360,7 +361,7 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 			if err := decode(ev, &p); err != nil {
 				return err
 			}
-			e := Eval{Suite: p.Suite, PolicyVersion: p.PolicyVersion, Tasks: p.Tasks, Attempts: p.Attempts,
+			e := Eval{Suite: p.Suite, PolicyVersion: p.PolicyVersion, Tasks: p.Tasks, Attempts: p.Attempts, Unscored: p.Unscored,
 				ResolveRate: p.ResolveRate, MeanReward: p.MeanReward, MeanTurns: p.MeanTurns,
 				ByDifficulty: p.ByDifficulty, ByCategory: p.ByCategory}
 			if ev.Run != r.ID {

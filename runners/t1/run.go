@@ -96,6 +96,7 @@ type evalLine struct {
 	Suite         string  `json:"suite"`
 	PolicyVersion int64   `json:"policy_version"`
 	Attempts      int     `json:"attempts"`
+	Unscored      int     `json:"unscored,omitempty"`
 	ResolveRate   float64 `json:"resolve_rate"`
 	MeanReward    float64 `json:"mean_reward"`
 	MeanTurns     float64 `json:"mean_turns"`
@@ -262,7 +263,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 	}
 	sum.Reason, sum.PolicyLast, sum.Dead = r.Reason, r.PolicyVersion, r.DeadLetters
 	for _, e := range r.Evals {
-		sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.ResolveRate, e.MeanReward, e.MeanTurns})
+		sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.Unscored, e.ResolveRate, e.MeanReward, e.MeanTurns})
 	}
 	sum.Recipe = report.Recipe(r)
 	if sum.reportFiles, err = saveReport(ctx, in, []*report.Run{r}, ""); err != nil {
@@ -380,7 +381,11 @@ func printPipelineSummary(w io.Writer, s pipelineSummary) {
 	fmt.Fprintf(tw, "failed events\t%d\n", failedTotal(s.Events))
 	fmt.Fprintf(tw, "dead letters\t%d\n", s.Dead)
 	for _, e := range s.Evals {
-		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts)
+		unscored := ""
+		if e.Unscored > 0 {
+			unscored = fmt.Sprintf(", %d unscored: their rollout or reward failed", e.Unscored)
+		}
+		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts%s)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts, unscored)
 	}
 	for _, row := range s.Recipe {
 		fmt.Fprintf(tw, "%s %s\tresolve %.2f  partial credit %.2f  turns %.1f  (v%d, %d attempts)\n", row.Suite, row.Label(), row.ResolveRate, row.MeanReward, row.MeanTurns, row.PolicyVersion, row.Attempts)
