@@ -69,11 +69,18 @@ func TestEpisodeQwen3OverHTTP(t *testing.T) {
 	if sampled != res.Sampled {
 		t.Fatalf("%d loss ids, %d sampled", sampled, res.Sampled)
 	}
-	rows, err := AttemptRows("r", schemas.RolloutRequestedPayload{TaskID: "t", Attempt: 0}, res, cfg.Experts, "snap", time.Second)
+	rows, err := AttemptRows("r", schemas.RolloutRequestedPayload{TaskID: "t", Attempt: 0, PolicyVersion: 2}, res, cfg.Experts, "snap", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rows.Tokens) != len(res.Chunks) || len(rows.Routing) != len(res.Chunks) {
 		t.Fatalf("%d token rows, %d routing rows for %d chunks", len(rows.Tokens), len(rows.Routing), len(res.Chunks))
+	}
+	// Routing rows name the sampling policy, as the tokens rows they align
+	// with do.
+	for i, r := range rows.Routing {
+		if r.PolicyVersion != 2 || rows.Tokens[i].PolicyVersion != 2 {
+			t.Fatalf("chunk %d: routing policy version %d, tokens %d; want 2", i, r.PolicyVersion, rows.Tokens[i].PolicyVersion)
+		}
 	}
 }

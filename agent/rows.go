@@ -48,6 +48,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 		if err != nil {
 			return nil, err
 		}
+		rr.PolicyVersion = p.PolicyVersion
 		rows.Routing = append(rows.Routing, rr)
 	}
 	var at time.Duration

@@ -82,9 +82,10 @@
 // attempt, chunk, tokens, layers, top_k, experts (the model's expert
 // count), encoding (packed | packed+zstd | rank | delta), ids_offset
 // (for packed: where the raw [T, L, k] ids start inside record; −1
-// otherwise), record (binary: one schemas/routing record). Rows written
-// for a GPU batch use packed; storage-only rows may use the smaller
-// encodings.
+// otherwise), record (binary: one schemas/routing record); schema 1.1
+// adds policy_version, the sampling policy's as in the chunk's tokens
+// row. Rows written for a GPU batch use packed; storage-only rows may use
+// the smaller encodings.
 //
 // rewards — grain: attempt; partition: iter. Columns: run, task_id,
 // attempt, iteration, purpose, policy_version, assertions

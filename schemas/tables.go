@@ -51,7 +51,7 @@ var (
 	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iter", Grain: "attempt"}
 	TurnsTable        = Table{Name: "turns", Version: Version{1, 1}, Partition: "iter", Grain: "turn"}
 	TokensTable       = Table{Name: "tokens", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
-	RoutingTable      = Table{Name: "routing", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
+	RoutingTable      = Table{Name: "routing", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
 	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
 	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
 	MetricsTable      = Table{Name: "metrics", Version: Version{1, 1}, Partition: "iter", Grain: "iteration"}
@@ -251,6 +251,10 @@ type RoutingRow struct {
 	Encoding  string `parquet:"encoding,dict"`
 	IDsOffset int32  `parquet:"ids_offset"`
 	Record    []byte `parquet:"record"`
+	// PolicyVersion is the sampling policy's, as in the tokens row the
+	// chunk aligns with: evaluations of several policies share an
+	// iteration's partition (schema 1.1).
+	PolicyVersion int64 `parquet:"policy_version"`
 }
 
 // Table implements Row.

@@ -43,6 +43,7 @@ func WriteBatch(ctx context.Context, st store.ObjectStore, run string, iteration
 		if packed[i], err = schemas.NewRoutingRow(r.Run, r.TaskID, int(r.Attempt), int(r.Chunk), rec, routing.Packed); err != nil {
 			return nil, schemas.ObjectRef{}, Bad(err)
 		}
+		packed[i].PolicyVersion = r.PolicyVersion
 	}
 	wo := schemas.WriterOptions{}
 	steps := []struct {
