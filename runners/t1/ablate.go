@@ -431,7 +431,7 @@ func ablateRun(ctx context.Context, w io.Writer, in *local.Infra, r ablationRun)
 		s = out.Branch
 	} else {
 		fmt.Fprintf(w, "== run %s\n", c.Run.ID)
-		s, err = executePipeline(ctx, w, &vin, stagesOwn)
+		s, err = executePipeline(ctx, w, &vin, stagesOwn, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", c.Run.ID, err)

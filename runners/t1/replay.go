@@ -144,7 +144,7 @@ func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipelin
 	// The branch runs on as a run of its own, on the same servers.
 	bin := *in
 	bin.Config.Run.ID = o.Into
-	out.Branch, err = executePipeline(ctx, w, &bin, at)
+	out.Branch, err = executePipeline(ctx, w, &bin, at, newBranchStart(o.Stage, out.BranchResult))
 	return out, err
 }
 

@@ -124,7 +124,7 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 	if stages {
 		at = stagesShared
 	}
-	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, at)
+	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, at, nil)
 	if err != nil {
 		return err
 	}
@@ -151,8 +151,9 @@ func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.
 
 // executePipeline runs in.Config's run to its end, its stages where at
 // says, writing progress to w, and returns its summary once the report is
-// written; nil when ctx ends first (a later call resumes the run).
-func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stagesAt) (*pipelineSummary, error) {
+// written; nil when ctx ends first (a later call resumes the run). branch
+// is where a continued branch started (nil for a run of its own).
+func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stagesAt, branch *branchStart) (*pipelineSummary, error) {
 	cfg := in.Config
 	run := cfg.Run.ID
 	p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
@@ -226,6 +227,7 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 		sc.Control.Iterations = st.Iterations
 	}
 	prog := newPipelineProgress(w, sc)
+	prog.branch = branch
 	sum := pipelineSummary{Run: run}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -300,6 +302,9 @@ type pipelineProgress struct {
 	tty   bool
 	last  time.Time
 	stage string // of the last line
+	// branch is where a continued branch left its parent (nil: a run of
+	// its own).
+	branch *branchStart
 	// scored0 is the rewards already scored when this command began
 	// watching: a resumed run's rate counts only what it scored since.
 	scored0 *uint64
@@ -315,8 +320,29 @@ func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
 	return &pipelineProgress{w: w, sc: sc, tty: tty}
 }
 
+// branchStart is what a continued branch's progress needs of its start:
+// the stage it re-ran and how many of its attempts were its parent's
+// requests (re-run at rollout or re-scored at reward), which its own
+// rollout.requested events do not count.
+type branchStart struct {
+	stage     string
+	inherited uint64
+}
+
+func newBranchStart(stage string, res engine.BranchResult) *branchStart {
+	b := &branchStart{stage: stage}
+	if stage == "rollout" || stage == "reward" {
+		b.inherited = uint64(res.Inputs)
+	}
+	return b
+}
+
 func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 	stage := "synth"
+	requested := c[schemas.RolloutRequested]
+	if p.branch != nil {
+		requested += p.branch.inherited
+	}
 	switch {
 	case c[schemas.RunCompleted]+c[schemas.RunFailed] > 0:
 		stage = "done"
@@ -330,7 +356,14 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
 	case c[schemas.TaskAudited] > 0:
 		stage = "synth + audit"
-	case c[schemas.TaskSynthesized] == 0 && c[schemas.RolloutRequested] > 0:
+	case p.branch != nil && p.branch.stage == "eval":
+		// Re-evaluating the parent's policies before any training.
+		stage = "eval"
+	case p.branch != nil && p.branch.stage == "sft" && c[schemas.SFTCompleted] == 0:
+		stage = "sft (fine-tuning on demonstrations)"
+	case p.branch != nil && (p.branch.stage == "critic" || p.branch.stage == "ppo"):
+		stage = fmt.Sprintf("train (iteration 1/%d)", p.sc.Control.Iterations)
+	case p.branch != nil || (c[schemas.TaskSynthesized] == 0 && c[schemas.RolloutRequested] > 0):
 		// A continued branch: its pool and fine-tuning are its parent's.
 		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
 	}
@@ -349,12 +382,12 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 		rate = float64(c[schemas.RewardScored]-*p.scored0) / elapsed.Minutes()
 	}
 	tasks := fmt.Sprintf(" · tasks %d synthesised, %d discarded, %d audited", c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited])
-	if c[schemas.TaskSynthesized]+c[schemas.SynthDiscarded]+c[schemas.TaskAudited] == 0 && c[schemas.RolloutRequested] > 0 {
+	if c[schemas.TaskSynthesized]+c[schemas.SynthDiscarded]+c[schemas.TaskAudited] == 0 && (p.branch != nil || requested > 0) {
 		tasks = "" // a continued branch's pool is its parent's
 	}
 	line := fmt.Sprintf("[%s] %s%s · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
 		elapsed.Round(time.Second), stage, tasks,
-		c[schemas.RewardScored], c[schemas.RolloutRequested], rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
+		c[schemas.RewardScored], requested, rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 	} else {
