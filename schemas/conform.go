@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -96,16 +95,11 @@ func (o *Object) Conformed(ctx context.Context, columns []string, mem memory.All
 		return nil, fmt.Errorf("%s: %w", o.Key, err)
 	}
 	rows := pr.NumRows()
-	var have []string
-	for i := range pr.MetaData().Schema.NumColumns() {
-		if p := pr.MetaData().Schema.Column(i).ColumnPath(); len(p) > 0 && !slices.Contains(have, p[0]) {
-			have = append(have, p[0])
-		}
-	}
+	have := topColumns(pr)
 	pr.Close()
 	var read []string
 	for _, c := range want {
-		if slices.Contains(have, c) {
+		if _, ok := have[c]; ok {
 			read = append(read, c)
 			continue
 		}

@@ -281,18 +281,27 @@ func (o *Object) leaves(pr *file.Reader, columns []string) ([]int, error) {
 	if len(columns) == 0 {
 		return nil, nil
 	}
-	descr := pr.MetaData().Schema
+	byName := topColumns(pr)
 	var idx []int
 	for _, c := range columns {
-		n := len(idx)
-		for i := range descr.NumColumns() {
-			if p := descr.Column(i).ColumnPath(); len(p) > 0 && p[0] == c {
-				idx = append(idx, i)
-			}
-		}
-		if len(idx) == n {
+		l, ok := byName[c]
+		if !ok {
 			return nil, fmt.Errorf("%s: no column %q in table %s", o.Key, c, o.Table.Name)
 		}
+		idx = append(idx, l...)
 	}
 	return idx, nil
+}
+
+// topColumns maps each of a file's top-level columns to its Parquet leaf
+// column indices.
+func topColumns(pr *file.Reader) map[string][]int {
+	descr := pr.MetaData().Schema
+	leaves := map[string][]int{}
+	for i := range descr.NumColumns() {
+		if p := descr.Column(i).ColumnPath(); len(p) > 0 {
+			leaves[p[0]] = append(leaves[p[0]], i)
+		}
+	}
+	return leaves
 }
