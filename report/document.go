@@ -174,6 +174,9 @@ func runSection(r *Run) *section {
 				on += fmt.Sprintf(" of the pool's %d", n)
 			}
 		}
+		if f.Unsolved > 0 {
+			on += fmt.Sprintf(" (%d left out: their replay failed the verifier)", f.Unsolved)
+		}
 		row("supervised fine-tuning", fmt.Sprintf("v%d%s, loss %s", f.PolicyVersion, on, num(f.Loss)))
 	}
 	row("failed events", strconv.FormatUint(r.Failed, 10))

@@ -120,6 +120,9 @@ type SFT struct {
 	// (fewer than the pool's tasks when stages.control.rl_tasks keeps
 	// some for the iterations).
 	Demonstrations int `json:"demonstrations,omitempty"`
+	// Unsolved is how many demonstrations were left out because their
+	// replay did not pass the task's verifier.
+	Unsolved int `json:"unsolved,omitempty"`
 }
 
 // Metrics is the run's metrics table. Columns are read by name, so files
@@ -292,7 +295,7 @@ var inheritedFacts = map[string]bool{schemas.PoolSealed: true, schemas.SFTReques
 func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 	// A continued branch's history is what it took over from its parent
 	// (lineage.Cut), then its own; for any other run it is its own events.
-	demos := 0 // of the sft.requested before an sft.completed
+	var demos schemas.SFTRequestedPayload // the one before an sft.completed
 	err := lineage.History(ctx, log, r.ID, nil, func(ev engine.Event) error {
 		if ev.Run != r.ID && !inheritedFacts[ev.Type] {
 			return nil
@@ -329,17 +332,15 @@ func (r *Run) loadEvents(ctx context.Context, log *engine.Log) error {
 			}
 			r.Pools = append(r.Pools, Pool{Version: p.PoolVersion, Tasks: p.Tasks, Excluded: p.Excluded, Categories: p.Categories})
 		case schemas.SFTRequested:
-			var p schemas.SFTRequestedPayload
-			if err := decode(ev, &p); err != nil {
+			if err := decode(ev, &demos); err != nil {
 				return err
 			}
-			demos = len(p.Data)
 		case schemas.SFTCompleted:
 			var p schemas.SFTCompletedPayload
 			if err := decode(ev, &p); err != nil {
 				return err
 			}
-			r.SFT = append(r.SFT, SFT{PolicyVersion: p.PolicyVersion, Loss: p.Loss, Demonstrations: demos})
+			r.SFT = append(r.SFT, SFT{PolicyVersion: p.PolicyVersion, Loss: p.Loss, Demonstrations: len(demos.Data), Unsolved: demos.Unsolved})
 			r.PolicyVersion = max(r.PolicyVersion, p.PolicyVersion)
 		case schemas.CriticUpdated:
 			var p schemas.CriticUpdatedPayload

@@ -140,7 +140,8 @@
 //	                   pool_version, tasks, categories, pool ([]FileRef, tasks),
 //	                   excluded, task_ids
 //	sft.requested      producer: control  consumers: ppo (trainer)
-//	                   policy_version, data ([]FileRef, tokens), epochs
+//	                   policy_version, data ([]FileRef, tokens), epochs,
+//	                   unsolved (demonstrations left out: their verifier failed)
 //	sft.completed      producer: ppo (trainer)  consumers: control
 //	                   policy_version, checkpoint, loss
 //	rollout.requested  producer: control, eval  consumers: rollout

@@ -197,6 +197,9 @@ type SFTRequestedPayload struct {
 	PolicyVersion int64     `json:"policy_version"` // the starting policy
 	Data          []FileRef `json:"data"`           // tokens-table objects
 	Epochs        int       `json:"epochs"`
+	// Unsolved counts demonstrations left out of Data because their
+	// replay through the harness did not pass the task's verifier.
+	Unsolved int `json:"unsolved,omitempty"`
 }
 
 // SFTCompletedPayload reports the fine-tuned policy.
@@ -276,6 +279,13 @@ type RewardScoredPayload struct {
 	Source        string  `json:"source"`
 	Fallback      bool    `json:"fallback"`
 	Rewards       FileRef `json:"rewards"`
+}
+
+// Solved reports whether the attempt solved its task: every assertion
+// passed, or, for a verifier that reported none, its fallback reward is
+// positive.
+func (p RewardScoredPayload) Solved() bool {
+	return (p.Total > 0 && p.Passed == p.Total) || (p.Fallback && p.Reward > 0)
 }
 
 // BatchReadyPayload hands one PPO batch to the critic.

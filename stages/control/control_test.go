@@ -206,6 +206,49 @@ func TestBranchFoldDecides(t *testing.T) {
 	}
 }
 
+// Fine-tuning waits until every demonstration is scored or has failed,
+// and trains only on those that solved their task.
+func TestFineTuningWaitsForTheDemonstrationsScores(t *testing.T) {
+	c := testConfig()
+	c.SFTSteps, c.EvalSuite, c.EvalBaseline = 10, "", false
+	s := &stage{cfg: StageConfig{Config: c}}
+	st := newRunState("r")
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+	st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: []string{"a", "b", "c", "d"}}))
+	for _, ev := range decide(t, s, st) {
+		st.apply(ev)
+	}
+	for _, task := range []string{"a", "b", "c", "d"} {
+		st.apply(event(t, "demo-"+task, schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: task, Purpose: "sft",
+			TokenRows: schemas.FileRef{Key: "tokens-" + task}}))
+	}
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("with no demonstration scored: %v", got)
+	}
+	st.apply(event(t, "score-a", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "a", Purpose: "sft", Passed: 2, Total: 2}))
+	st.apply(event(t, "score-b", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "b", Purpose: "sft", Passed: 1, Total: 2}))
+	st.apply(event(t, "score-c", schemas.RewardScored, schemas.RewardScoredPayload{TaskID: "c", Purpose: "sft", Passed: 2, Total: 2}))
+	if got := decide(t, s, st); len(got) != 0 {
+		t.Fatalf("with d's score outstanding: %v", got)
+	}
+	st.apply(event(t, "score-d-failed", engine.FailedType(schemas.RolloutCompleted), engine.Failure{EventID: "demo-d"}))
+	got := decide(t, s, st)
+	if len(got) != 1 || got[0].Type != schemas.SFTRequested {
+		t.Fatalf("after every outcome: %v", got)
+	}
+	var req schemas.SFTRequestedPayload
+	if err := got[0].Decode(&req); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, f := range req.Data {
+		keys = append(keys, f.Key)
+	}
+	if strings.Join(keys, ",") != "tokens-a,tokens-c" || req.Unsolved != 1 {
+		t.Fatalf("fine-tuning on %v with %d unsolved; want tokens-a,tokens-c and 1", keys, req.Unsolved)
+	}
+}
+
 // With rl_tasks, the iterations train only on tasks fine-tuning never
 // demonstrated, the same ones after a restart; without it, both see the
 // whole pool.
@@ -237,6 +280,7 @@ func TestRLTasksAreKeptOutOfTheDemonstrations(t *testing.T) {
 		}
 		for task := range sft {
 			st.apply(event(t, "demo-"+task, schemas.RolloutCompleted, schemas.RolloutCompletedPayload{TaskID: task, Purpose: "sft"}))
+			st.apply(event(t, "score-"+task, schemas.RewardScored, schemas.RewardScoredPayload{TaskID: task, Purpose: "sft", Passed: 1, Total: 1}))
 		}
 		asked := decide(t, s, st)
 		if len(asked) != 1 || asked[0].Type != schemas.SFTRequested {

@@ -60,9 +60,11 @@ type runState struct {
 	sealed      bool
 	excluded    int
 	// Supervised initialisation: demonstrations requested, their token
-	// objects by task, failures, and the outcome.
+	// objects and whether they solved their task, by task; failures (of
+	// the replay or its scoring); and the outcome.
 	sftRequested int
 	sftData      map[string]schemas.FileRef
+	sftSolved    map[string]bool
 	sftFailed    int
 	sftAsked     bool
 	sftDone      bool
@@ -82,7 +84,8 @@ func newRunState(id string) *runState {
 		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
 		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, taskBundle: map[string]schemas.ObjectRef{},
 		iters:    map[int]*iteration{},
-		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{}, sftData: map[string]schemas.FileRef{},
+		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{},
+		sftData: map[string]schemas.FileRef{}, sftSolved: map[string]bool{},
 	}
 }
 
@@ -209,6 +212,7 @@ func (s *runState) apply(ev engine.Event) {
 		var p schemas.RolloutCompletedPayload
 		if ev.Decode(&p) == nil && p.Purpose == "sft" {
 			s.sftData[p.TaskID] = p.TokenRows
+			s.requests[ev.ID] = sftIteration
 		}
 		if ev.Decode(&p) == nil && p.Purpose == "train" {
 			s.iter(p.Iteration).completed[attemptKey(p.TaskID, p.Attempt)] = p
@@ -217,12 +221,17 @@ func (s *runState) apply(ev engine.Event) {
 	case engine.FailedType(schemas.RolloutCompleted):
 		var f engine.Failure
 		if ev.Decode(&f) == nil {
-			if i, ok := s.requests[f.EventID]; ok {
+			if i, ok := s.requests[f.EventID]; ok && i == sftIteration {
+				s.sftFailed++
+			} else if ok {
 				s.iter(i).failed++
 			}
 		}
 	case schemas.RewardScored:
 		var p schemas.RewardScoredPayload
+		if ev.Decode(&p) == nil && p.Purpose == "sft" {
+			s.sftSolved[p.TaskID] = p.Solved()
+		}
 		if ev.Decode(&p) == nil && p.Purpose == "train" {
 			s.iter(p.Iteration).scored[attemptKey(p.TaskID, p.Attempt)] = p
 		}

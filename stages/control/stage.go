@@ -334,9 +334,12 @@ func (s *stage) dedup(ctx context.Context, run string, st *runState, ids []strin
 	return kept, nil
 }
 
-// sft plays one demonstration per pool task, then asks for fine-tuning on
-// their tokens; done reports that the fine-tuned policy (or, when it
-// failed, the initial one) is ready.
+// sft plays one demonstration per pool task and waits for each to be
+// scored, then asks for fine-tuning on the tokens of those that solved
+// their task; done reports that the fine-tuned policy (or, when it
+// failed, the initial one) is ready. Waiting for the scores keeps the
+// run from completing with a demonstration's reward still outstanding,
+// and a demonstration its verifier fails would teach the wrong commands.
 func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 	switch {
 	case st.sftDone:
@@ -352,12 +355,17 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 			}
 		}
 		return false, nil
-	case len(st.sftData)+st.sftFailed < len(s.split(st).sft):
+	case len(st.sftSolved)+st.sftFailed < len(s.split(st).sft):
 		return false, nil
 	}
-	tasks := make([]string, 0, len(st.sftData))
-	for task := range st.sftData {
-		tasks = append(tasks, task)
+	var tasks []string
+	unsolved := 0
+	for task, solved := range st.sftSolved {
+		if solved {
+			tasks = append(tasks, task)
+		} else {
+			unsolved++
+		}
 	}
 	sort.Strings(tasks)
 	data := make([]schemas.FileRef, len(tasks))
@@ -368,7 +376,7 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 		st.sftDone = true // nothing to learn from: go on from the initial policy
 		return true, nil
 	}
-	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps})
+	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps, Unsolved: unsolved})
 }
 
 // poolSplit is which pool tasks are demonstrated for fine-tuning and

@@ -430,7 +430,7 @@ func (s *stage) complete(ctx context.Context, k key, f *fold, tasks []Task, out 
 			continue
 		}
 		sc := a.score
-		ok := (sc.Total > 0 && sc.Passed == sc.Total) || (sc.Fallback && sc.Reward > 0)
+		ok := sc.Solved()
 		c := 0.0
 		switch {
 		case sc.Total > 0:
