@@ -25,6 +25,14 @@ type Settings struct {
 	// Temperature and TopP sample every reply.
 	Temperature float64 `yaml:"temperature"`
 	TopP        float64 `yaml:"top_p"`
+	// TrainTemperature, when set, samples the replies of training
+	// attempts in its place, while evaluations keep Temperature. A
+	// fine-tuned policy is often so sure of itself that the attempts of
+	// one group all earn the same reward, which gives PPO no advantage to
+	// learn from; sampling hotter makes them differ. The tokens rows keep
+	// the temperature each reply was sampled at, and the trainer takes
+	// log-probs at it, so the ratio stays that of the sampled policy.
+	TrainTemperature float64 `yaml:"train_temperature" json:",omitzero"`
 	// SystemPrompt opens every episode: BriefSystemPrompt (the default,
 	// sized for the reference model: every token of it is trained on
 	// again in every chunk) or SystemPrompt, or a prompt of one's own.
@@ -123,6 +131,9 @@ func (s Settings) Check(r check.Report) {
 		r("system_prompt", "must not be empty")
 	}
 	s.Model.Check(r.Under("model"))
+	if s.TrainTemperature < 0 {
+		r("train_temperature", "must not be negative (0 samples training attempts at temperature), got %v", s.TrainTemperature)
+	}
 	if s.Temperature < 0 || s.TopP <= 0 || s.TopP > 1 {
 		r("", "temperature %v and top_p %v: want temperature ≥ 0 and top_p in (0, 1]", s.Temperature, s.TopP)
 	}

@@ -44,11 +44,14 @@ type Policies func(ctx context.Context, run string, version int64) (Policy, erro
 
 // StageConfig wires the rollout stage.
 type StageConfig struct {
-	Store    store.ObjectStore
-	Trial    trial.Options
-	Episode  agent.Config
-	Policies Policies
-	TempDir  string
+	Store   store.ObjectStore
+	Trial   trial.Options
+	Episode agent.Config
+	// TrainTemperature, when positive, samples training attempts in place
+	// of Episode's temperature (stages.rollout.train_temperature).
+	TrainTemperature float64
+	Policies         Policies
+	TempDir          string
 }
 
 // NewStage returns the rollout stage: rollout.requested → rollout.completed.
@@ -182,6 +185,9 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 		ec.MaxTurns = p.MaxTurns
 	}
 	ec.Sampling.Seed = p.Seed
+	if p.Purpose == schemas.PurposeTrain && s.cfg.TrainTemperature > 0 {
+		ec.Sampling.Temperature = s.cfg.TrainTemperature
+	}
 	if d := t.Config.AgentTimeout(); d > 0 && (ec.WallClock == 0 || d < ec.WallClock) {
 		ec.WallClock = d
 	}

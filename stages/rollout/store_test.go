@@ -12,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -151,5 +152,51 @@ func TestSnapshotStoredByAnotherDelivery(t *testing.T) {
 	var m schemas.RolloutCompletedPayload
 	if err := json.NewDecoder(rc).Decode(&m); err != nil || m.Snapshot != want {
 		t.Fatalf("marker %+v, %v", m.Snapshot, err)
+	}
+}
+
+// A training attempt samples at train_temperature and an evaluation
+// attempt at the episode's temperature; the tokens rows say which, so
+// the trainer takes log-probs at the temperature each reply had.
+func TestTrainingAttemptsSampleAtTheTrainTemperature(t *testing.T) {
+	c := storeCase(t)
+	st := testinfra.FreshStore(t)
+	c.Setup(t, st)
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := moe.NewModel(moe.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := inference.NewReference(m, tok, moe.BF16, "v0")
+	stage := NewStage(StageConfig{
+		Store: st, Trial: trial.Options{Backend: testinfra.Bubblewrap(t)}, TempDir: t.TempDir(), TrainTemperature: 1.7,
+		Episode:  agent.Config{MaxTurns: 1, MaxNewTokens: 8, Context: 512, Sampling: inference.SamplingParams{Temperature: 0.9, TopP: 1}},
+		Policies: func(context.Context, string, int64) (Policy, error) { return Policy{Engine: eng, Tokenizer: tok, Experts: m.Cfg.Experts}, nil },
+	})
+	for _, tc := range []struct {
+		purpose string
+		want    float32
+	}{{schemas.PurposeTrain, 1.7}, {schemas.PurposeEval, 0.9}} {
+		req := schemas.RolloutRequestedPayload{TaskID: "greet", Purpose: tc.purpose, Suite: "s", Seed: 3}
+		rec := &testinfra.Recorder{Run: storeRun}
+		if err := stage.Handle(context.Background(), testinfra.RootEvent(t, storeRun, schemas.RolloutRequested, tc.purpose, req), rec); err != nil {
+			t.Fatal(err)
+		}
+		p := completed(t, rec.Events)
+		rows, err := schemas.ReadRows[schemas.TokenRow](context.Background(), st, p.TokenRows.Key, &p.TokenRows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			t.Fatalf("%s: no tokens rows", tc.purpose)
+		}
+		for _, r := range rows {
+			if r.Temperature != tc.want {
+				t.Fatalf("%s attempt sampled at temperature %v, want %v", tc.purpose, r.Temperature, tc.want)
+			}
+		}
 	}
 }
