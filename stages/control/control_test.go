@@ -382,6 +382,50 @@ func TestSkipUniformDrawsInformativeTasks(t *testing.T) {
 	}
 }
 
+// With fresh_tasks, an iteration draws the tasks no iteration has drawn
+// before others while enough are left; with skip_uniform too, the drawn
+// ones whose group differed come next and the uniform ones last.
+func TestFreshTasksDrawsUndrawnTasksFirst(t *testing.T) {
+	pool := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	st := newRunState("r")
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
+	st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
+	// Iteration 0 drew a–e: a, b earned one reward, c–e two.
+	for task, rs := range map[string][]float64{"a": {2, 2}, "b": {0, 0}, "c": {1, 3}, "d": {0, 2}, "e": {1, 0}} {
+		for a, r := range rs {
+			st.apply(event(t, fmt.Sprintf("score-%s-%d", task, a), schemas.RewardScored, schemas.RewardScoredPayload{
+				TaskID: task, Attempt: a, Purpose: schemas.PurposeTrain, Iteration: 0, Reward: r}))
+		}
+	}
+	draw := func(n int, skip bool) []string {
+		c := testConfig()
+		c.TasksPerIteration, c.FreshTasks, c.SkipUniform = n, true, skip
+		return (&stage{cfg: StageConfig{Config: c}}).tasksFor(st, 1)
+	}
+	if got := draw(2, false); len(got) != 2 || !slices.Contains([]string{"f", "g", "h"}, got[0]) || !slices.Contains([]string{"f", "g", "h"}, got[1]) {
+		t.Fatalf("drew %v, want two of the undrawn f, g, h", got)
+	}
+	// Five wanted: f, g, h and two of the drawn; with skip_uniform, two of
+	// c–e rather than a or b.
+	got := draw(5, true)
+	if len(got) != 5 || !slices.IsSorted(got) {
+		t.Fatalf("drew %v", got)
+	}
+	for _, task := range got {
+		if task == "a" || task == "b" {
+			t.Fatalf("drew %v: %s's group earned one reward while c–e's did not", got, task)
+		}
+	}
+	for _, task := range []string{"f", "g", "h"} {
+		if !slices.Contains(got, task) {
+			t.Fatalf("drew %v without the undrawn %s", got, task)
+		}
+	}
+	if again := draw(5, true); !slices.Equal(again, got) {
+		t.Fatalf("drawn again: %v, before %v", again, got)
+	}
+}
+
 // A continued branch whose configuration asks for more attempts per
 // iteration than its parent's did expects, at the iteration it took over,
 // the attempts the parent requested: counting them from its own

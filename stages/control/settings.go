@@ -43,6 +43,12 @@ type Settings struct {
 	// — a group the group baseline gives no advantage — while there are
 	// enough of them; tasks not drawn yet count as informative.
 	SkipUniform bool `yaml:"skip_uniform"`
+	// FreshTasks draws each iteration's tasks (after the first) from those
+	// no iteration has drawn yet while there are enough of them, so RL
+	// meets as many different tasks as its iterations hold rather than
+	// drilling the same ones (with SkipUniform, the drawn ones it still
+	// judges informative come next).
+	FreshTasks bool `yaml:"fresh_tasks"`
 }
 
 // DefaultSettings is a small run for a laptop.

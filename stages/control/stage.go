@@ -415,12 +415,14 @@ func (s *stage) split(st *runState) poolSplit {
 }
 
 // tasksFor is iteration i's sample of the tasks the iterations train on.
-// With SkipUniform, the sample is drawn from the tasks not known to be
-// uniform (uniformTasks) as long as there are enough of them, and topped
-// up with a draw of the uniform ones when there are not.
+// With SkipUniform or FreshTasks, the sample is drawn from tiers in turn,
+// each topped up from the next when it holds too few: with FreshTasks,
+// tasks no iteration has drawn first; then, with SkipUniform, tasks not
+// known to be uniform (uniformTasks); then the rest.
 func (s *stage) tasksFor(st *runState, i int) []string {
 	tasks := s.split(st).rl
-	n := s.cfg.Config.TasksPerIteration
+	c := s.cfg.Config
+	n := c.TasksPerIteration
 	if n <= 0 || n >= len(tasks) {
 		return tasks
 	}
@@ -431,24 +433,60 @@ func (s *stage) tasksFor(st *runState, i int) []string {
 		}
 		return out
 	}
-	if !s.cfg.Config.SkipUniform || i == 0 {
+	if !(c.SkipUniform || c.FreshTasks) || i == 0 {
 		return pick(tasks, n, "iteration", i)
 	}
-	uniform := uniformTasks(st, i)
-	var open, settled []string
+	uniform, drawn := map[string]bool{}, map[string]bool{}
+	if c.SkipUniform {
+		uniform = uniformTasks(st, i)
+	}
+	if c.FreshTasks {
+		drawn = drawnTasks(st, i)
+	}
+	// The first tier draws on the stream a plain iteration draws on;
+	// SkipUniform's two tiers keep the streams they had before FreshTasks.
+	tiers := []struct {
+		stream string
+		tasks  []string
+	}{{stream: "iteration"}, {stream: "iteration-drawn"}, {stream: "iteration-uniform"}}
 	for _, t := range tasks {
-		if uniform[t] {
-			settled = append(settled, t)
-		} else {
-			open = append(open, t)
+		switch {
+		case uniform[t]:
+			tiers[2].tasks = append(tiers[2].tasks, t)
+		case c.FreshTasks && drawn[t]:
+			tiers[1].tasks = append(tiers[1].tasks, t)
+		default:
+			tiers[0].tasks = append(tiers[0].tasks, t)
 		}
 	}
-	if len(open) >= n {
-		return pick(open, n, "iteration", i)
+	var out []string
+	for _, tier := range tiers {
+		left := n - len(out)
+		if left <= 0 {
+			break
+		}
+		if len(tier.tasks) <= left {
+			out = append(out, tier.tasks...)
+		} else {
+			out = append(out, pick(tier.tasks, left, tier.stream, i)...)
+		}
 	}
-	out := append(open, pick(settled, n-len(open), "iteration-uniform", i)...)
 	slices.SortFunc(out, func(a, b string) int { return slices.Index(tasks, a) - slices.Index(tasks, b) })
 	return out
+}
+
+// drawnTasks is the set of tasks an iteration before i trained on.
+func drawnTasks(st *runState, i int) map[string]bool {
+	drawn := map[string]bool{}
+	for j := 0; j < i; j++ {
+		for _, sc := range st.iter(j).scored {
+			drawn[sc.TaskID] = true
+		}
+		for _, c := range st.iter(j).completed {
+			drawn[c.TaskID] = true
+		}
+	}
+	return drawn
 }
 
 // uniformTasks is the set of tasks whose attempts in the latest of the

@@ -173,8 +173,10 @@ func TestTrainingAttemptsSampleAtTheTrainTemperature(t *testing.T) {
 	eng := inference.NewReference(m, tok, moe.BF16, "v0")
 	stage := NewStage(StageConfig{
 		Store: st, Trial: trial.Options{Backend: testinfra.Bubblewrap(t)}, TempDir: t.TempDir(), TrainTemperature: 1.7,
-		Episode:  agent.Config{MaxTurns: 1, MaxNewTokens: 8, Context: 512, Sampling: inference.SamplingParams{Temperature: 0.9, TopP: 1}},
-		Policies: func(context.Context, string, int64) (Policy, error) { return Policy{Engine: eng, Tokenizer: tok, Experts: m.Cfg.Experts}, nil },
+		Episode: agent.Config{MaxTurns: 1, MaxNewTokens: 8, Context: 512, Sampling: inference.SamplingParams{Temperature: 0.9, TopP: 1}},
+		Policies: func(context.Context, string, int64) (Policy, error) {
+			return Policy{Engine: eng, Tokenizer: tok, Experts: m.Cfg.Experts}, nil
+		},
 	})
 	for _, tc := range []struct {
 		purpose string
