@@ -221,6 +221,10 @@ func sameBranch(a, b schemas.BranchPoint) bool {
 // iteration — the pool, the model, the demonstrations — or the number of
 // iterations, so a variant that sets one needs a run of its own.
 var variantStages = map[string]string{
+	// Only training attempts sample at train_temperature, and the control
+	// settings below choose the tasks of iterations after the first.
+	"stages.rollout.train_temperature": "rollout",
+	"stages.control.skip_uniform":      "rollout", "stages.control.fresh_tasks": "rollout",
 	"stages.reward.": "reward",
 	// The critic stage warms the critic up and computes the advantages
 	// the actor update trains on.

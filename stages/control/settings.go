@@ -48,7 +48,7 @@ type Settings struct {
 	// meets as many different tasks as its iterations hold rather than
 	// drilling the same ones (with SkipUniform, the drawn ones it still
 	// judges informative come next).
-	FreshTasks bool `yaml:"fresh_tasks"`
+	FreshTasks bool `yaml:"fresh_tasks" json:",omitzero"`
 }
 
 // DefaultSettings is a small run for a laptop.
