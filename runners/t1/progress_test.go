@@ -49,14 +49,14 @@ func TestProgressOfAContinuedBranch(t *testing.T) {
 		counts map[string]uint64
 		want   string
 	}{
-		{newBranchStart("rollout", engine.BranchResult{Inputs: 128}), map[string]uint64{}, "] rollout (iteration 1/3) · rollouts 0/128 scored"},
-		{newBranchStart("rollout", engine.BranchResult{Inputs: 128}), map[string]uint64{schemas.RewardScored: 372, schemas.RolloutRequested: 256, schemas.BatchReady: 2},
-			"] train (iteration 1/3) · rollouts 372/384 scored"},
-		{newBranchStart("eval", engine.BranchResult{Inputs: 3, Emitted: 576}), map[string]uint64{schemas.RolloutRequested: 576, schemas.RewardScored: 8},
-			"] eval · rollouts 8/576 scored"},
-		{newBranchStart("ppo", engine.BranchResult{Inputs: 1}), map[string]uint64{}, "] train (iteration 1/3) · rollouts 0/0 scored"},
-		{newBranchStart("sft", engine.BranchResult{Inputs: 1}), map[string]uint64{}, "] sft (fine-tuning on demonstrations) · rollouts 0/0 scored"},
-		{newBranchStart("sft", engine.BranchResult{Inputs: 1}), map[string]uint64{schemas.SFTCompleted: 1, schemas.RolloutRequested: 64}, "] rollout (iteration 1/3) · rollouts 0/64 scored"},
+		{newBranchStart("rollout", engine.BranchResult{Inputs: 128}, 1), map[string]uint64{}, "] rollout (iteration 1/3) · rollouts 0/128 scored (0.0/min) · policy v1 "},
+		{newBranchStart("rollout", engine.BranchResult{Inputs: 128}, 1), map[string]uint64{schemas.RewardScored: 372, schemas.RolloutRequested: 256, schemas.BatchReady: 2, schemas.PolicyUpdated: 2},
+			"] train (iteration 3/3) · rollouts 372/384 scored (0.0/min) · policy v3 "},
+		{newBranchStart("eval", engine.BranchResult{Inputs: 3, Emitted: 576}, 4), map[string]uint64{schemas.RolloutRequested: 576, schemas.RewardScored: 8},
+			"] eval · rollouts 8/576 scored (0.0/min) · policy v4 "},
+		{newBranchStart("ppo", engine.BranchResult{Inputs: 1}, 1), map[string]uint64{}, "] train (iteration 1/3) · rollouts 0/0 scored"},
+		{newBranchStart("sft", engine.BranchResult{Inputs: 1}, 0), map[string]uint64{}, "] sft (fine-tuning on demonstrations) · rollouts 0/0 scored"},
+		{newBranchStart("sft", engine.BranchResult{Inputs: 1}, 0), map[string]uint64{schemas.SFTCompleted: 1, schemas.RolloutRequested: 64}, "] rollout (iteration 1/3) · rollouts 0/64 scored (0.0/min) · policy v1 "},
 	} {
 		var b bytes.Buffer
 		p := newPipelineProgress(&b, sc)

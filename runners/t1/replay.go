@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/schemas"
 )
 
 func replayCmd(g *globals) *cobra.Command {
@@ -141,10 +143,24 @@ func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipelin
 		return out, err
 	}
 	printReplay(w, out)
+	var version int64
+	err = lineage.History(ctx, in.Log, o.Into, []string{schemas.SFTCompleted, schemas.PolicyUpdated}, func(ev engine.Event) error {
+		var p struct {
+			PolicyVersion int64 `json:"policy_version"`
+		}
+		if err := ev.Decode(&p); err != nil {
+			return err
+		}
+		version = max(version, p.PolicyVersion)
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
 	// The branch runs on as a run of its own, on the same servers.
 	bin := *in
 	bin.Config.Run.ID = o.Into
-	out.Branch, err = executePipeline(ctx, w, &bin, at, newBranchStart(o.Stage, out.BranchResult))
+	out.Branch, err = executePipeline(ctx, w, &bin, at, newBranchStart(o.Stage, out.BranchResult, version))
 	return out, err
 }
 

@@ -321,16 +321,19 @@ func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
 }
 
 // branchStart is what a continued branch's progress needs of its start:
-// the stage it re-ran and how many of its attempts were its parent's
+// the stage it re-ran, how many of its attempts were its parent's
 // requests (re-run at rollout or re-scored at reward), which its own
-// rollout.requested events do not count.
+// rollout.requested events do not count, and the latest policy version
+// it took over, which its own sft.completed and policy.updated events
+// count on from.
 type branchStart struct {
 	stage     string
 	inherited uint64
+	version   int64
 }
 
-func newBranchStart(stage string, res engine.BranchResult) *branchStart {
-	b := &branchStart{stage: stage}
+func newBranchStart(stage string, res engine.BranchResult, version int64) *branchStart {
+	b := &branchStart{stage: stage, version: version}
 	if stage == "rollout" || stage == "reward" {
 		b.inherited = uint64(res.Inputs)
 	}
@@ -340,8 +343,11 @@ func newBranchStart(stage string, res engine.BranchResult) *branchStart {
 func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 	stage := "synth"
 	requested := c[schemas.RolloutRequested]
+	// Every fine-tuning and every update, a skipped one too, makes a version.
+	version := int64(c[schemas.SFTCompleted] + c[schemas.PolicyUpdated])
 	if p.branch != nil {
 		requested += p.branch.inherited
+		version += p.branch.version
 	}
 	switch {
 	case c[schemas.RunCompleted]+c[schemas.RunFailed] > 0:
@@ -387,7 +393,7 @@ func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
 	}
 	line := fmt.Sprintf("[%s] %s%s · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
 		elapsed.Round(time.Second), stage, tasks,
-		c[schemas.RewardScored], requested, rate, c[schemas.PolicyUpdated], c[schemas.EvalCompleted], failedTotal(c))
+		c[schemas.RewardScored], requested, rate, version, c[schemas.EvalCompleted], failedTotal(c))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 	} else {
