@@ -68,3 +68,16 @@ func TestReportCountsUnscoredAttempts(t *testing.T) {
 		t.Fatalf("report does not count the unscored attempt:\n%s", md)
 	}
 }
+
+// Fine-tuning that left demonstrations out because their replay failed
+// the verifier says how many.
+func TestReportCountsUnsolvedDemonstrations(t *testing.T) {
+	r := &Run{ID: "r", Status: "completed", SFT: []SFT{{PolicyVersion: 1, Demonstrations: 40, Unsolved: 2}}}
+	md, _, err := Render([]*Run{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "on demonstrations of 40 tasks (2 left out: their replay failed the verifier)") {
+		t.Fatalf("report does not count the unsolved demonstrations:\n%s", md)
+	}
+}
