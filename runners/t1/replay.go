@@ -143,8 +143,13 @@ func continueBranch(ctx context.Context, w io.Writer, in *local.Infra, o pipelin
 		return out, err
 	}
 	printReplay(w, out)
+	// The latest version the branch took over; the versions its re-run
+	// stage just made are its own, which its progress counts.
 	var version int64
 	err = lineage.History(ctx, in.Log, o.Into, []string{schemas.SFTCompleted, schemas.PolicyUpdated}, func(ev engine.Event) error {
+		if ev.Run == o.Into {
+			return nil
+		}
 		var p struct {
 			PolicyVersion int64 `json:"policy_version"`
 		}
