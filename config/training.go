@@ -52,15 +52,9 @@ type Training struct {
 	// usually start) or CriticFresh (a seeded random model).
 	CriticInit string `yaml:"critic_init"`
 	// Replay turns rollout routing replay (R³) on in the actor update.
-	Replay bool `yaml:"replay"`
-	// FreezeRouter leaves the routers' weights out of the actor update.
-	// Replay keeps the update's own ratios on the sampler's experts, but
-	// the next rollout routes live: a step that moves the routers can
-	// switch the experts of many tokens at once, a change of policy the
-	// update's clip and KL, measured on replayed routes, never see.
-	FreezeRouter bool           `yaml:"freeze_router" json:",omitzero"`
-	Warmup       CriticWarmup   `yaml:"warmup"`
-	Trainer      TrainerBackend `yaml:"trainer"`
+	Replay  bool           `yaml:"replay"`
+	Warmup  CriticWarmup   `yaml:"warmup"`
+	Trainer TrainerBackend `yaml:"trainer"`
 }
 
 // CriticWarmup trains a fresh critic on the first batch before any actor

@@ -217,13 +217,6 @@ func newModel(cfg Config) *Model {
 // ZeroGrad clears the accumulated gradients.
 func (m *Model) ZeroGrad() { m.G.Zero() }
 
-// ZeroRouterGrad clears the routers' gradients only.
-func (m *Model) ZeroRouterGrad() {
-	for _, l := range m.G.Layers {
-		clear(l.Router)
-	}
-}
-
 // Clone returns a deep copy of the model's parameters (gradients zeroed).
 func (m *Model) Clone() *Model {
 	c := newModel(m.Cfg)

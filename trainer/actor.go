@@ -215,11 +215,6 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 					return met, err
 				}
 			}
-			if o.FreezeRouter {
-				// With its gradient 0 from the first step on, Adam's moments
-				// for the routers stay 0 and so does their step.
-				m.ZeroRouterGrad()
-			}
 			norm := opt.Update(o.MaxGradNorm)
 			if l := step.MeanLoss(); math.IsNaN(l) || math.IsInf(l, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
 				return met, Bad(fmt.Errorf("%w: epoch %d step %d: loss %v, gradient norm %v", ErrDivergent, epoch, met.Steps, l, norm))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -106,40 +105,6 @@ func TestPPOMovesTowardRewardedActions(t *testing.T) {
 				t.Fatalf("log-prob of the rewarded attempt moved %+g, of the unrewarded one %+g", up0, up1)
 			}
 		})
-	}
-}
-
-// With freeze_router, an update moves every weight but the routers'.
-func TestPPOFreezeRouterStepsAllButTheRouters(t *testing.T) {
-	ctx := context.Background()
-	st := testinfra.Store(t)
-	m := policy(t, st)
-	man, vals := sampled(t, st, m)
-	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
-	man, _, _, err := WithValues(ctx, st, man, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, freeze := range []bool{false, true} {
-		tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 2, Minibatches: 2, Clip: 0.2, Adam: adam(2e-3),
-			MaxGradNorm: 1, Replay: true, FreezeRouter: freeze}})
-		res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for l := range m.W.Layers {
-			router := slices.Equal(ck.Model.W.Layers[l].Router, m.W.Layers[l].Router)
-			if router != freeze {
-				t.Fatalf("freeze_router %v: layer %d's router unchanged: %v", freeze, l, router)
-			}
-			if slices.Equal(ck.Model.W.Layers[l].Wq, m.W.Layers[l].Wq) {
-				t.Fatalf("freeze_router %v: layer %d's attention did not move", freeze, l)
-			}
-		}
 	}
 }
 

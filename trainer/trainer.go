@@ -276,9 +276,6 @@ type ActorOptions struct {
 	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Replay turns rollout routing replay (R³) on.
 	Replay bool `json:"replay"`
-	// FreezeRouter steps every weight but the routers' (config.Training's
-	// freeze_router says why).
-	FreezeRouter bool `json:"freeze_router,omitempty"`
 }
 
 // CriticOptions configure the reference critic.
