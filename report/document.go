@@ -75,6 +75,7 @@ var labels = map[string]string{
 	ColRewardMean: "reward mean", ColResolveRate: "resolve rate", ColExplainedVariance: "explained variance",
 	ColLogProbGap: "log-prob gap", ColClipFraction: "clip fraction", ColPolicyLoss: "policy loss", ColValueLoss: "value loss",
 	ColRoutingFlips: "routing flip rate", ColApproxKL: "approx KL", ColGradNorm: "grad norm",
+	ColLiveKL: "KL routing live", ColExpertsSwitched: "experts switched",
 	ColRoutingMismatches: "routing mismatches", ColLossDrift: "loss drift", "trajectories": "attempts", "tokens": "tokens",
 	ColStrictPrefix: "strict prefix", ColClippedNorm: "clipped normalisation", ColTextRetokened: "text retokenised",
 	ColNewChunk: "new chunk", "logprob_gap_max": "max log-prob gap", "routing_sets": "routing sets", "actions": "loss tokens",
@@ -786,7 +787,7 @@ func variantsSection(runs []*Run) (*section, error) {
 		}
 		return "–"
 	})
-	for _, col := range []string{ColRoutingFlips, ColApproxKL, ColGradNorm} {
+	for _, col := range []string{ColRoutingFlips, ColApproxKL, ColLiveKL, ColExpertsSwitched, ColGradNorm} {
 		for _, r := range runs {
 			if r.Metrics.Has(col) {
 				row("final "+label(col), last(col))

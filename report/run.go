@@ -158,6 +158,8 @@ const (
 	ColRoutingFlips      = "routing_flip_rate"
 	ColApproxKL          = "approx_kl"
 	ColGradNorm          = "grad_norm"
+	ColLiveKL            = "live_kl"
+	ColExpertsSwitched   = "experts_switched"
 	ColRoutingMismatches = "routing_mismatches"
 	ColLossDrift         = "loss_drift"
 	ColStrictPrefix      = "repairs_strict_prefix"

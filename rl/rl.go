@@ -106,6 +106,18 @@ type PolicyStats struct {
 	KL      float64 // Σ (ρ − 1) − log ρ, the k3 estimator of KL(old‖new)
 }
 
+// AddKL adds one chunk's actions to the KL estimate alone: oldLP and
+// newLP are two policies' log-probs of the same tokens.
+func (s *PolicyStats) AddKL(loss []bool, oldLP, newLP []float32) {
+	for t, l := range loss {
+		if l {
+			logRatio := float64(newLP[t]) - float64(oldLP[t])
+			s.Tokens++
+			s.KL += (math.Exp(logRatio) - 1) - logRatio
+		}
+	}
+}
+
 // MeanLoss is the token-level mean surrogate loss.
 func (s PolicyStats) MeanLoss() float64 { return div(s.Loss, s.Tokens) }
 

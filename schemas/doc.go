@@ -105,7 +105,9 @@
 // value_loss, repairs_strict_prefix, repairs_clipped_norm,
 // repairs_text_retokened, repairs_new_chunk, routing_flip_rate; schema
 // 1.1 adds approx_kl, grad_norm, logprob_gap_max, routing_mismatches,
-// routing_sets, loss_drift, replay, actions, critic_warmup_steps.
+// routing_sets, loss_drift, replay, actions, critic_warmup_steps; schema
+// 1.2 adds live_kl and experts_switched (the update's change with each
+// policy routing on its own).
 //
 // eval_results — grain: attempt; partition: policy (the policy version).
 // Columns: run, suite, task_id, attempt, policy_version, reward, passed,

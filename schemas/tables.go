@@ -54,7 +54,7 @@ var (
 	RoutingTable      = Table{Name: "routing", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
 	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
 	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
-	MetricsTable      = Table{Name: "metrics", Version: Version{1, 1}, Partition: "iter", Grain: "iteration"}
+	MetricsTable      = Table{Name: "metrics", Version: Version{1, 2}, Partition: "iter", Grain: "iteration"}
 	EvalResultsTable  = Table{Name: "eval_results", Version: Version{1, 0}, Partition: "policy", Grain: "attempt"}
 )
 
@@ -335,6 +335,10 @@ type MetricRow struct {
 	Replay            bool    `parquet:"replay"`     // routing replay (R³) in the update
 	Actions           int64   `parquet:"actions"`    // loss tokens trained on
 	CriticWarmupSteps int32   `parquet:"critic_warmup_steps"`
+	// Schema 1.2: the update's change of the policy as it will be sampled,
+	// each version routing on its own (trainer.ActorMetrics).
+	LiveKL          float64 `parquet:"live_kl"`
+	ExpertsSwitched float64 `parquet:"experts_switched"`
 }
 
 // Table implements Row.

@@ -76,6 +76,10 @@ type prepared struct {
 	oldLP   []float32          // trainer's pre-update log-prob per token
 	adv     []float32
 	sampled []float32
+	// The pre-update policy routing on its own: its action log-probs and
+	// experts, for LiveKL and ExpertsSwitched.
+	liveLP      []float32
+	liveRouting moe.Routing
 }
 
 func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *Batch, seed int64) (ActorMetrics, error) {
@@ -157,6 +161,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			return met, Bad(err)
 		}
 		gap.Add(p.loss, p.oldLP, p.sampled)
+		p.liveLP, p.liveRouting = p.oldLP, pass.Routing // live unless replayed (below)
 		mis.Add(moe.CompareRouting(p.c.Routing.Slice(0, len(p.ids)-1), pass.Routing.Slice(0, len(p.ids)-1)))
 		for t, l := range p.loss {
 			if l && int32(pass.IDs[t]) != p.c.Tokens.TokenIDs[t] {
@@ -173,6 +178,18 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	if !signal {
 		met.Skipped = "every advantage is 0"
 		return met, nil
+	}
+	for _, p := range chunks {
+		if p.opt.Replay == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return met, err
+		}
+		var err error
+		if p.liveLP, p.liveRouting, err = liveForward(m, p); err != nil {
+			return met, err
+		}
 	}
 	// Epochs × minibatches steps; each epoch visits the chunks in an order
 	// drawn from the job's seed, so a rerun trains identically.
@@ -228,6 +245,20 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	if met.Steps == 0 {
 		return met, Bad(errors.New("trainer: no minibatch has a loss token"))
 	}
+	var live rl.PolicyStats
+	var switched rl.Mismatch
+	for _, p := range chunks {
+		if err := ctx.Err(); err != nil {
+			return met, err
+		}
+		lp, routing, err := liveForward(m, p)
+		if err != nil {
+			return met, err
+		}
+		live.AddKL(p.loss, p.liveLP, lp)
+		switched.Add(moe.CompareRouting(p.liveRouting.Slice(0, len(p.ids)-1), routing.Slice(0, len(p.ids)-1)))
+	}
+	met.LiveKL, met.ExpertsSwitched = live.ApproxKL(), switched.Rate()
 	met.PolicyLoss = lossSum / float64(met.Steps)
 	met.GradNorm = normSum / float64(met.Steps)
 	met.ClipFraction = ps.ClipFraction()
@@ -249,4 +280,18 @@ func minibatches(order []int, k int) [][]int {
 		out = append(out, order[lo:hi])
 	}
 	return out
+}
+
+// liveForward is m's action log-probs and experts for p's tokens with
+// every expert chosen by m's own routers, as the sampler chooses them.
+func liveForward(m *moe.Model, p *prepared) ([]float32, moe.Routing, error) {
+	pass, err := m.Forward(p.ids, moe.ForwardOptions{Temperature: p.opt.Temperature})
+	if err != nil {
+		return nil, moe.Routing{}, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+	}
+	lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
+	if err != nil {
+		return nil, moe.Routing{}, Bad(err)
+	}
+	return lp, pass.Routing, nil
 }

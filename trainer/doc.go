@@ -135,7 +135,7 @@
 //	{"kind": "actor", "checkpoint": "/scratch/train/r1/policy-v000003",
 //	 "metrics": {"steps": 8, "actions": 812, "policy_loss": -0.013, "clip_fraction": 0.04, "approx_kl": 0.002, "grad_norm": 0.61,
 //	             "logprob_gap": 0, "logprob_gap_max": 0, "routing_mismatches": 0, "routing_sets": 1624, "mismatch_rate": 0,
-//	             "loss_drift": 0, "replay": true}}
+//	             "live_kl": 0.004, "experts_switched": 0.05, "loss_drift": 0, "replay": true}}
 //
 //	{"kind": "critic", "checkpoint": "runs/r1/critic/v000003",
 //	 "values": [{"task_id": "t-1f3a", "attempt": 0, "chunk": 0, "values": [0, 0, 0.41, 0.44], "advantages": [0, 0, 0.59, 0.56], "returns": [0, 0, 1, 1]}],

@@ -100,7 +100,13 @@ func TestPPOMovesTowardRewardedActions(t *testing.T) {
 				t.Fatal(err)
 			}
 			up0, up1 := meanLogProb(t, ctx, ck.Model, b, 0)-meanLogProb(t, ctx, m, b, 0), meanLogProb(t, ctx, ck.Model, b, 1)-meanLogProb(t, ctx, m, b, 1)
-			t.Logf("rewarded attempt %+.4f, unrewarded %+.4f, clip fraction %.3f, KL %.4f", up0, up1, met.ClipFraction, met.ApproxKL)
+			t.Logf("rewarded attempt %+.4f, unrewarded %+.4f, clip fraction %.3f, KL %.4f, routing live %.4f, experts switched %.4f",
+				up0, up1, met.ClipFraction, met.ApproxKL, met.LiveKL, met.ExpertsSwitched)
+			// Measured again with each policy routing on its own, the
+			// update changed the policy too.
+			if met.LiveKL <= 0 || met.ExpertsSwitched < 0 || met.ExpertsSwitched > 1 {
+				t.Fatalf("KL routing live %g, experts switched %g", met.LiveKL, met.ExpertsSwitched)
+			}
 			if up0 <= 0 || up1 >= 0 {
 				t.Fatalf("log-prob of the rewarded attempt moved %+g, of the unrewarded one %+g", up0, up1)
 			}
@@ -127,7 +133,7 @@ func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Metrics.Steps != 0 || res.Metrics.Skipped == "" {
+	if res.Metrics.Steps != 0 || res.Metrics.Skipped == "" || res.Metrics.LiveKL != 0 || res.Metrics.ExpertsSwitched != 0 {
 		t.Fatalf("metrics %+v, want a skipped update", res.Metrics)
 	}
 	ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)

@@ -80,6 +80,15 @@ type ActorMetrics struct {
 	RoutingMismatches int64   `json:"routing_mismatches"`
 	RoutingSets       int64   `json:"routing_sets"`
 	MismatchRate      float64 `json:"mismatch_rate"`
+	// LiveKL and ExpertsSwitched compare the updated policy with the one
+	// before, each routing on its own as the next rollout samples it: the
+	// k3 estimate of KL(old ‖ new) over every action, and the fraction of
+	// (token, layer) expert sets that changed. Under replay the update's
+	// own ratios hold the sampler's experts fixed and see neither; a step
+	// that leaves ApproxKL tiny can still switch a fifth of the experts
+	// and change the sampled policy by far more.
+	LiveKL          float64 `json:"live_kl"`
+	ExpertsSwitched float64 `json:"experts_switched"`
 	// LossDrift counts loss tokens whose ids differ between the tokens
 	// table and what the trainer trained on; anything but 0 is a bug.
 	LossDrift int64 `json:"loss_drift"`

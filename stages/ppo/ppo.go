@@ -129,7 +129,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	}
 	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
 		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
-		"mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
+		"live_kl", res.Metrics.LiveKL, "experts_switched", res.Metrics.ExpertsSwitched, "mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
 	return ev, nil
 }
 
@@ -170,6 +170,7 @@ func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, 
 		LogProbGap: met.LogProbGap, ClipFraction: met.ClipFraction, PolicyLoss: met.PolicyLoss, RoutingFlips: met.MismatchRate,
 		ApproxKL: met.ApproxKL, GradNorm: met.GradNorm, LogProbGapMax: met.LogProbGapMax, RoutingMismatches: met.RoutingMismatches,
 		RoutingSets: met.RoutingSets, LossDrift: met.LossDrift, Replay: met.Replay, Actions: met.Actions, CriticWarmupSteps: int32(p.WarmupSteps),
+		LiveKL: met.LiveKL, ExpertsSwitched: met.ExpertsSwitched,
 	}
 	var solved int
 	for _, a := range b.Attempts {
