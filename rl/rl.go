@@ -111,12 +111,15 @@ type PolicyStats struct {
 func (s *PolicyStats) AddKL(loss []bool, oldLP, newLP []float32) {
 	for t, l := range loss {
 		if l {
-			logRatio := float64(newLP[t]) - float64(oldLP[t])
 			s.Tokens++
-			s.KL += (math.Exp(logRatio) - 1) - logRatio
+			s.KL += k3(float64(newLP[t]) - float64(oldLP[t]))
 		}
 	}
 }
+
+// k3 is the estimate (ρ − 1) − log ρ of KL(old ‖ new) from one action's
+// log ρ = log new − log old.
+func k3(logRatio float64) float64 { return math.Exp(logRatio) - 1 - logRatio }
 
 // MeanLoss is the token-level mean surrogate loss.
 func (s PolicyStats) MeanLoss() float64 { return div(s.Loss, s.Tokens) }
@@ -159,7 +162,7 @@ func PolicyGrad(s *PolicyStats, loss []bool, newLP, oldLP, adv []float32, eps fl
 		clipped := math.Max(1-eps, math.Min(1+eps, rho)) * a
 		s.Tokens++
 		s.Loss -= math.Min(unclipped, clipped)
-		s.KL += (rho - 1) - logRatio
+		s.KL += k3(logRatio)
 		if rho < 1-eps || rho > 1+eps {
 			s.Clipped++
 		}

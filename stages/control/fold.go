@@ -199,7 +199,8 @@ func (s *runState) apply(ev engine.Event) {
 				it.inherited++
 			}
 		}
-	case engine.FailedType(schemas.RolloutRequested):
+	case engine.FailedType(schemas.RolloutRequested), engine.FailedType(schemas.RolloutCompleted):
+		// A rollout that failed, or its scoring: the attempt has its outcome.
 		var f engine.Failure
 		if ev.Decode(&f) == nil {
 			if i, ok := s.requests[f.EventID]; ok && i == sftIteration {
@@ -217,15 +218,6 @@ func (s *runState) apply(ev engine.Event) {
 		if ev.Decode(&p) == nil && p.Purpose == "train" {
 			s.iter(p.Iteration).completed[attemptKey(p.TaskID, p.Attempt)] = p
 			s.requests[ev.ID] = p.Iteration
-		}
-	case engine.FailedType(schemas.RolloutCompleted):
-		var f engine.Failure
-		if ev.Decode(&f) == nil {
-			if i, ok := s.requests[f.EventID]; ok && i == sftIteration {
-				s.sftFailed++
-			} else if ok {
-				s.iter(i).failed++
-			}
 		}
 	case schemas.RewardScored:
 		var p schemas.RewardScoredPayload

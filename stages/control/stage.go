@@ -453,7 +453,7 @@ func (s *stage) tasksFor(st *runState, i int) []string {
 		switch {
 		case uniform[t]:
 			tiers[2].tasks = append(tiers[2].tasks, t)
-		case c.FreshTasks && drawn[t]:
+		case drawn[t]:
 			tiers[1].tasks = append(tiers[1].tasks, t)
 		default:
 			tiers[0].tasks = append(tiers[0].tasks, t)
