@@ -52,9 +52,15 @@ type Training struct {
 	// usually start) or CriticFresh (a seeded random model).
 	CriticInit string `yaml:"critic_init"`
 	// Replay turns rollout routing replay (R³) on in the actor update.
-	Replay  bool           `yaml:"replay"`
-	Warmup  CriticWarmup   `yaml:"warmup"`
-	Trainer TrainerBackend `yaml:"trainer"`
+	Replay bool `yaml:"replay"`
+	// MaxLiveKL (0: off) bounds how far one actor update may move the
+	// policy as the next rollout samples it, each version routing on its
+	// own: a larger step is halved until it does not, or not taken.
+	// Under replay the update's clip and approximate KL cannot see the
+	// experts a step switches.
+	MaxLiveKL float64        `yaml:"max_live_kl" json:",omitzero"`
+	Warmup    CriticWarmup   `yaml:"warmup"`
+	Trainer   TrainerBackend `yaml:"trainer"`
 }
 
 // CriticWarmup trains a fresh critic on the first batch before any actor
@@ -165,6 +171,9 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	}
 	if t.LossWeighting != LossPerToken && t.LossWeighting != LossPerAttempt {
 		bad("training.loss_weighting", "must be token or attempt, got %q", t.LossWeighting)
+	}
+	if t.MaxLiveKL < 0 {
+		bad("training.max_live_kl", "must not be negative (0 turns the trust region off), got %g", t.MaxLiveKL)
 	}
 	if t.MaxGradNorm < 0 {
 		bad("training.max_grad_norm", "must not be negative (0 turns clipping off), got %g", t.MaxGradNorm)

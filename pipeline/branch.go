@@ -233,6 +233,7 @@ var variantStages = map[string]string{
 	"training.critic_init": "critic", "training.warmup.": "critic", "training.warmup": "critic",
 	"training.lr": "ppo", "training.clip": "ppo", "training.epochs": "ppo", "training.minibatches": "ppo",
 	"training.normalize_advantages": "ppo", "training.loss_weighting": "ppo", "training.replay": "ppo",
+	"training.max_live_kl": "ppo",
 	// Fine-tuning runs before the first iteration, on demonstrations that
 	// do not depend on it; the gradient clip also bounds critic and actor.
 	"training.sft_lr": "sft", "training.sft_batch": "sft", "training.max_grad_norm": "sft",

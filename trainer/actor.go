@@ -191,6 +191,10 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			return met, err
 		}
 	}
+	var before [][]float32
+	if o.MaxLiveKL > 0 {
+		before = snapshot(m)
+	}
 	// Epochs × minibatches steps; each epoch visits the chunks in an order
 	// drawn from the job's seed, so a rerun trains identically.
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x70706f)) // "ppo"
@@ -245,25 +249,87 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 	if met.Steps == 0 {
 		return met, Bad(errors.New("trainer: no minibatch has a loss token"))
 	}
-	var live rl.PolicyStats
-	var switched rl.Mismatch
-	for _, p := range chunks {
-		if err := ctx.Err(); err != nil {
-			return met, err
-		}
-		lp, routing, err := liveForward(m, p)
-		if err != nil {
-			return met, err
-		}
-		live.AddKL(p.loss, p.liveLP, lp)
-		switched.Add(moe.CompareRouting(p.liveRouting.Slice(0, len(p.ids)-1), routing.Slice(0, len(p.ids)-1)))
+	var err error
+	if met.LiveKL, met.ExpertsSwitched, err = liveChange(ctx, m, chunks); err != nil {
+		return met, err
 	}
-	met.LiveKL, met.ExpertsSwitched = live.ApproxKL(), switched.Rate()
+	if o.MaxLiveKL > 0 && met.LiveKL > o.MaxLiveKL {
+		if err := backtrack(ctx, m, before, chunks, o.MaxLiveKL, &met); err != nil {
+			return met, err
+		}
+	}
 	met.PolicyLoss = lossSum / float64(met.Steps)
 	met.GradNorm = normSum / float64(met.Steps)
 	met.ClipFraction = ps.ClipFraction()
 	met.ApproxKL = ps.ApproxKL()
 	return met, nil
+}
+
+// liveChange compares m with the policy before the update as the next
+// rollout will sample it, each routing on its own: the k3 KL over the
+// batch's actions and the fraction of expert sets that switched.
+func liveChange(ctx context.Context, m *moe.Model, chunks []*prepared) (kl, switchedRate float64, err error) {
+	var live rl.PolicyStats
+	var switched rl.Mismatch
+	for _, p := range chunks {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		lp, routing, err := liveForward(m, p)
+		if err != nil {
+			return 0, 0, err
+		}
+		live.AddKL(p.loss, p.liveLP, lp)
+		switched.Add(moe.CompareRouting(p.liveRouting.Slice(0, len(p.ids)-1), routing.Slice(0, len(p.ids)-1)))
+	}
+	return live.ApproxKL(), switched.Rate(), nil
+}
+
+// maxBacktracks bounds the trust region's halvings: a step scaled to
+// 1/32 that still moves the sampled policy too far is not taken.
+const maxBacktracks = 5
+
+// backtrack halves the update's step (the parameters' move from before)
+// until the policy as sampled moves by at most bound, measured as
+// liveChange measures it. Replay makes the update's ratios, clip and
+// ApproxKL blind to experts that switch; the live measure is not. When
+// no scale down to 1/2^maxBacktracks is within bound the policy is
+// restored and met.Skipped says why.
+func backtrack(ctx context.Context, m *moe.Model, before [][]float32, chunks []*prepared, bound float64, met *ActorMetrics) error {
+	after := snapshot(m)
+	scale := float32(1)
+	for met.Backtracks < maxBacktracks {
+		scale /= 2
+		met.Backtracks++
+		for i, t := range m.W.Tensors {
+			b, a := before[i], after[i]
+			for j := range t.Data {
+				t.Data[j] = b[j] + scale*(a[j]-b[j])
+			}
+		}
+		var err error
+		if met.LiveKL, met.ExpertsSwitched, err = liveChange(ctx, m, chunks); err != nil {
+			return err
+		}
+		if met.LiveKL <= bound {
+			return nil
+		}
+	}
+	for i, t := range m.W.Tensors {
+		copy(t.Data, before[i])
+	}
+	met.Skipped = fmt.Sprintf("the step scaled to 1/%d still moved the policy as sampled by KL %.3g, above training.max_live_kl %g", 1<<maxBacktracks, met.LiveKL, bound)
+	met.LiveKL, met.ExpertsSwitched = 0, 0
+	return nil
+}
+
+// snapshot copies m's parameters, tensor by tensor.
+func snapshot(m *moe.Model) [][]float32 {
+	out := make([][]float32, len(m.W.Tensors))
+	for i, t := range m.W.Tensors {
+		out[i] = slices.Clone(t.Data)
+	}
+	return out
 }
 
 // ErrDivergent marks an update whose loss or gradient stopped being a

@@ -93,6 +93,10 @@
 //	                               "max_grad_norm": 1, "replay": true},
 //	                     "temperature": "per_token"}}
 //
+// ("max_live_kl": a trust region on live_kl, below, appears when set: the
+// step is halved until the policy as sampled moves by at most that much,
+// "backtracks" in the result counting the halvings),
+//
 // a critic job ("critic" absent: a fresh critic, from "policy" when the
 // run's critic_init is policy, else a seeded random one of the model
 // shape given; warmed up for at most warmup_steps):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -146,6 +147,65 @@ func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
 			if a[i] != b[i] {
 				t.Fatalf("%s[%d] changed: %g → %g", name, i, a[i], b[i])
 			}
+		}
+	}
+}
+
+// The trust region on the policy as sampled halves a step that moves it
+// too far until it does not, keeping its direction, and takes no step at
+// all when even 1/32 of it would.
+func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m := policy(t, st)
+	man, vals := sampled(t, st, m)
+	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
+	man, _, _, err := WithValues(ctx, st, man, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadBatch(ctx, st, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every update is version 1's, which seeds its minibatches' order.
+	train := func(bound float64, out int64) (ActorMetrics, *moe.Model) {
+		t.Helper()
+		tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 4, Minibatches: 4, Clip: 0.2, Adam: adam(2e-2),
+			MaxGradNorm: 1, Replay: true, NormalizeAdvantages: true, MaxLiveKL: bound}})
+		res, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, out), Version: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Metrics, ck.Model
+	}
+	full, _ := train(0, 1)
+	bound := full.LiveKL / 8
+	met, scaled := train(bound, 2)
+	up0, up1 := meanLogProb(t, ctx, scaled, b, 0)-meanLogProb(t, ctx, m, b, 0), meanLogProb(t, ctx, scaled, b, 1)-meanLogProb(t, ctx, m, b, 1)
+	t.Logf("full step: KL routing live %.4f, experts switched %.3f; bound %.4f: %d halvings, KL %.4f, experts switched %.3f, rewarded %+.4f, unrewarded %+.4f",
+		full.LiveKL, full.ExpertsSwitched, bound, met.Backtracks, met.LiveKL, met.ExpertsSwitched, up0, up1)
+	if full.Backtracks != 0 || met.Backtracks == 0 || met.LiveKL > bound || met.LiveKL <= 0 || met.Skipped != "" {
+		t.Fatalf("full step %+v; bounded step %+v", full, met)
+	}
+	if met.ApproxKL != full.ApproxKL {
+		t.Fatalf("the bounded update took other steps: approximate KL %g, full %g", met.ApproxKL, full.ApproxKL)
+	}
+	if up0 <= 0 || up1 >= 0 {
+		t.Fatalf("the scaled step moved the rewarded attempt's log-prob %+g, the unrewarded one's %+g", up0, up1)
+	}
+
+	met, kept := train(1e-12, 3)
+	if met.Skipped == "" || met.Backtracks != maxBacktracks {
+		t.Fatalf("a bound no step meets: %+v", met)
+	}
+	for i, tn := range m.W.Tensors {
+		if !slices.Equal(tn.Data, kept.W.Tensors[i].Data) {
+			t.Fatalf("%s changed although the step was rejected", tn.Name)
 		}
 	}
 }

@@ -89,12 +89,17 @@ type ActorMetrics struct {
 	// and change the sampled policy by far more.
 	LiveKL          float64 `json:"live_kl"`
 	ExpertsSwitched float64 `json:"experts_switched"`
+	// Backtracks is how many times ActorOptions.MaxLiveKL halved the
+	// step; LiveKL and ExpertsSwitched are the kept step's. ClipFraction,
+	// ApproxKL and PolicyLoss describe the full step.
+	Backtracks int `json:"backtracks,omitzero"`
 	// LossDrift counts loss tokens whose ids differ between the tokens
 	// table and what the trainer trained on; anything but 0 is a bug.
 	LossDrift int64 `json:"loss_drift"`
 	Replay    bool  `json:"replay"`
-	// Skipped, when set, says why no step was taken (every advantage 0):
-	// the policy is the one the job started from.
+	// Skipped, when set, says why no step was taken (every advantage 0,
+	// or a step the trust region rejected): the policy is the one the job
+	// started from.
 	Skipped string `json:"skipped,omitempty"`
 }
 
@@ -285,6 +290,11 @@ type ActorOptions struct {
 	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Replay turns rollout routing replay (R³) on.
 	Replay bool `json:"replay"`
+	// MaxLiveKL, when above 0, is a trust region on the policy as
+	// sampled: an update whose LiveKL exceeds it is scaled back, halving
+	// its step until it does not, and not taken when 1/32 of it still
+	// does (ActorMetrics.Backtracks, Skipped).
+	MaxLiveKL float64 `json:"max_live_kl,omitzero"`
 }
 
 // CriticOptions configure the reference critic.

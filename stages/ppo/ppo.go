@@ -129,7 +129,7 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 	}
 	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
 		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
-		"live_kl", res.Metrics.LiveKL, "experts_switched", res.Metrics.ExpertsSwitched, "mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
+		"live_kl", res.Metrics.LiveKL, "experts_switched", res.Metrics.ExpertsSwitched, "backtracks", res.Metrics.Backtracks, "mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
 	return ev, nil
 }
 
