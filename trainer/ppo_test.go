@@ -11,6 +11,7 @@ import (
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // withAdvantages sets every action's advantage to adv(attempt).
@@ -47,16 +48,12 @@ func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *Batch, a in
 	return sum / float64(n)
 }
 
-func adam(lr float64) moe.AdamConfig {
-	return moe.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
-}
-
-// PPO raises the probability of what earned more than expected and lowers
-// that of what earned less; minibatches and epochs take several steps,
-// and a large learning rate moves the ratio past the clip.
-func TestPPOMovesTowardRewardedActions(t *testing.T) {
+// rewardedBatch samples a batch from a fresh policy m, whose attempt 0
+// earned more than expected (advantage 1), attempt 1 less (−1) and
+// attempt 2 what was expected (0).
+func rewardedBatch(t *testing.T, st store.ObjectStore) (*moe.Model, *schemas.BatchManifest, *Batch) {
+	t.Helper()
 	ctx := context.Background()
-	st := testinfra.Store(t)
 	m := policy(t, st)
 	man, vals := sampled(t, st, m)
 	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
@@ -68,6 +65,20 @@ func TestPPOMovesTowardRewardedActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, man, b
+}
+
+func adam(lr float64) moe.AdamConfig {
+	return moe.AdamConfig{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+}
+
+// PPO raises the probability of what earned more than expected and lowers
+// that of what earned less; minibatches and epochs take several steps,
+// and a large learning rate moves the ratio past the clip.
+func TestPPOMovesTowardRewardedActions(t *testing.T) {
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	m, man, b := rewardedBatch(t, st)
 	for _, c := range []struct {
 		name             string
 		lr               float64
@@ -157,17 +168,7 @@ func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
 func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
 	ctx := context.Background()
 	st := testinfra.Store(t)
-	m := policy(t, st)
-	man, vals := sampled(t, st, m)
-	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
-	man, _, _, err := WithValues(ctx, st, man, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := LoadBatch(ctx, st, man)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, man, b := rewardedBatch(t, st)
 	// Every update is version 1's, which seeds its minibatches' order.
 	train := func(bound float64, out int64) (ActorMetrics, *moe.Model) {
 		t.Helper()
