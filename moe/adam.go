@@ -33,6 +33,29 @@ func NewAdam(m *Model, cfg AdamConfig) *Adam {
 	return &Adam{Cfg: cfg, m: m, mom: newWeights(m.Cfg), vel: newWeights(m.Cfg)}
 }
 
+// Mark returns a function that puts the moments and the step count back
+// as they are now, so that an update that is not taken leaves the
+// optimiser as it found it.
+func (a *Adam) Mark() (restore func()) {
+	mom, vel, step := CloneData(a.mom.Tensors), CloneData(a.vel.Tensors), a.step
+	return func() {
+		for i := range mom {
+			copy(a.mom.Tensors[i].Data, mom[i])
+			copy(a.vel.Tensors[i].Data, vel[i])
+		}
+		a.step = step
+	}
+}
+
+// CloneData copies the tensors' values, tensor by tensor.
+func CloneData(ts []*Tensor) [][]float32 {
+	out := make([][]float32, len(ts))
+	for i, t := range ts {
+		out[i] = slices.Clone(t.Data)
+	}
+	return out
+}
+
 // Steps is the number of updates applied.
 func (a *Adam) Steps() int { return a.step }
 

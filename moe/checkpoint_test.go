@@ -293,3 +293,31 @@ func TestCheckpointConfigLayouts(t *testing.T) {
 		t.Fatalf("an unknown field: %v", err)
 	}
 }
+
+// Mark's restore puts the moments and step count back as they were, so
+// that an update the trainer does not take leaves no trace in the optimiser
+// it saves.
+func TestAdamMarkRestores(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Context = 64
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := NewAdam(m, DefaultAdam())
+	seqs := chatSeqs(t, 32, 2)
+	nllStep(t, m, opt, seqs)
+	want := CloneData(opt.stateTensors())
+	restore := opt.Mark()
+	nllStep(t, m, opt, seqs)
+	nllStep(t, m, opt, seqs)
+	restore()
+	if opt.Steps() != 1 {
+		t.Fatalf("%d steps after restoring, want 1", opt.Steps())
+	}
+	for i, tn := range opt.stateTensors() {
+		if !slices.Equal(tn.Data, want[i]) {
+			t.Fatalf("%s differs after restoring", tn.Name)
+		}
+	}
+}

@@ -192,8 +192,9 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		}
 	}
 	var before [][]float32
+	var restoreOpt func()
 	if o.MaxLiveKL > 0 {
-		before = snapshot(m)
+		before, restoreOpt = moe.CloneData(m.W.Tensors), opt.Mark()
 	}
 	// Epochs × minibatches steps; each epoch visits the chunks in an order
 	// drawn from the job's seed, so a rerun trains identically.
@@ -254,7 +255,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		return met, err
 	}
 	if o.MaxLiveKL > 0 && met.LiveKL > o.MaxLiveKL {
-		if err := backtrack(ctx, m, before, chunks, o.MaxLiveKL, &met); err != nil {
+		if err := backtrack(ctx, m, before, restoreOpt, chunks, o.MaxLiveKL, &met); err != nil {
 			return met, err
 		}
 	}
@@ -293,10 +294,10 @@ const maxBacktracks = 5
 // until the policy as sampled moves by at most bound, measured as
 // liveChange measures it. Replay makes the update's ratios, clip and
 // ApproxKL blind to experts that switch; the live measure is not. When
-// no scale down to 1/2^maxBacktracks is within bound the policy is
-// restored and met.Skipped says why.
-func backtrack(ctx context.Context, m *moe.Model, before [][]float32, chunks []*prepared, bound float64, met *ActorMetrics) error {
-	after := snapshot(m)
+// no scale down to 1/2^maxBacktracks is within bound the policy and the
+// optimiser (restoreOpt) are restored and met.Skipped says why.
+func backtrack(ctx context.Context, m *moe.Model, before [][]float32, restoreOpt func(), chunks []*prepared, bound float64, met *ActorMetrics) error {
+	after := moe.CloneData(m.W.Tensors)
 	scale := float32(1)
 	for met.Backtracks < maxBacktracks {
 		scale /= 2
@@ -318,18 +319,10 @@ func backtrack(ctx context.Context, m *moe.Model, before [][]float32, chunks []*
 	for i, t := range m.W.Tensors {
 		copy(t.Data, before[i])
 	}
+	restoreOpt()
 	met.Skipped = fmt.Sprintf("the step scaled to 1/%d still moved the policy as sampled by KL %.3g, above training.max_live_kl %g", 1<<maxBacktracks, met.LiveKL, bound)
 	met.LiveKL, met.ExpertsSwitched = 0, 0
 	return nil
-}
-
-// snapshot copies m's parameters, tensor by tensor.
-func snapshot(m *moe.Model) [][]float32 {
-	out := make([][]float32, len(m.W.Tensors))
-	for i, t := range m.W.Tensors {
-		out[i] = slices.Clone(t.Data)
-	}
-	return out
 }
 
 // ErrDivergent marks an update whose loss or gradient stopped being a

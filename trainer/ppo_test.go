@@ -170,7 +170,7 @@ func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
 	st := testinfra.Store(t)
 	m, man, b := rewardedBatch(t, st)
 	// Every update is version 1's, which seeds its minibatches' order.
-	train := func(bound float64, out int64) (ActorMetrics, *moe.Model) {
+	train := func(bound float64, out int64) (ActorMetrics, *moe.Checkpoint) {
 		t.Helper()
 		tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Epochs: 4, Minibatches: 4, Clip: 0.2, Adam: adam(2e-2),
 			MaxGradNorm: 1, Replay: true, NormalizeAdvantages: true, MaxLiveKL: bound}})
@@ -182,11 +182,16 @@ func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.Metrics, ck.Model
+		return res.Metrics, ck
+	}
+	start, err := LoadCheckpoint(ctx, st, keys.Policy(run, 0))
+	if err != nil {
+		t.Fatal(err)
 	}
 	full, _ := train(0, 1)
 	bound := full.LiveKL / 8
-	met, scaled := train(bound, 2)
+	met, ck := train(bound, 2)
+	scaled := ck.Model
 	up0, up1 := meanLogProb(t, ctx, scaled, b, 0)-meanLogProb(t, ctx, m, b, 0), meanLogProb(t, ctx, scaled, b, 1)-meanLogProb(t, ctx, m, b, 1)
 	t.Logf("full step: KL routing live %.4f, experts switched %.3f; bound %.4f: %d halvings, KL %.4f, experts switched %.3f, rewarded %+.4f, unrewarded %+.4f",
 		full.LiveKL, full.ExpertsSwitched, bound, met.Backtracks, met.LiveKL, met.ExpertsSwitched, up0, up1)
@@ -205,9 +210,18 @@ func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
 		t.Fatalf("a bound no step meets: %+v", met)
 	}
 	for i, tn := range m.W.Tensors {
-		if !slices.Equal(tn.Data, kept.W.Tensors[i].Data) {
+		if !slices.Equal(tn.Data, kept.Model.W.Tensors[i].Data) {
 			t.Fatalf("%s changed although the step was rejected", tn.Name)
 		}
+	}
+	// The optimiser too (moe.TestAdamMarkRestores): the next update steps
+	// from the state it would have had if this one had never run.
+	steps := 0
+	if start.Optimizer != nil {
+		steps = start.Optimizer.Steps()
+	}
+	if kept.Optimizer == nil || kept.Optimizer.Steps() != steps {
+		t.Fatalf("the rejected step left the optimiser at %v steps, from %d", kept.Optimizer, steps)
 	}
 }
 
