@@ -20,13 +20,7 @@ func trainedCheckpoint(t *testing.T) *Checkpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.Context = 64
-	m, err := NewModel(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := NewAdam(m, DefaultAdam())
+	m, opt := trainable(t)
 	for i := 0; i < 2; i++ {
 		nllStep(t, m, opt, chatSeqs(t, 32, 2))
 	}
@@ -172,13 +166,7 @@ func TestCheckpointResumesTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.Context = 64
-	m, err := NewModel(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := NewAdam(m, DefaultAdam())
+	m, opt := trainable(t)
 	seqs := chatSeqs(t, 32, 2)
 	step := func(m *Model, opt *Adam) {
 		nllStep(t, m, opt, seqs)
@@ -298,13 +286,7 @@ func TestCheckpointConfigLayouts(t *testing.T) {
 // that an update the trainer does not take leaves no trace in the optimiser
 // it saves.
 func TestAdamMarkRestores(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Context = 64
-	m, err := NewModel(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt := NewAdam(m, DefaultAdam())
+	m, opt := trainable(t)
 	seqs := chatSeqs(t, 32, 2)
 	nllStep(t, m, opt, seqs)
 	want := CloneData(opt.stateTensors())
@@ -320,4 +302,16 @@ func TestAdamMarkRestores(t *testing.T) {
 			t.Fatalf("%s differs after restoring", tn.Name)
 		}
 	}
+}
+
+// trainable is a default model of a 64-token context and a fresh Adam for it.
+func trainable(t *testing.T) (*Model, *Adam) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Context = 64
+	m, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, NewAdam(m, DefaultAdam())
 }
