@@ -98,8 +98,8 @@ type ActorMetrics struct {
 	LossDrift int64 `json:"loss_drift"`
 	Replay    bool  `json:"replay"`
 	// Skipped, when set, says why no step was taken (every advantage 0,
-	// or a step the trust region rejected): the policy is the one the job
-	// started from.
+	// or a step the trust region rejected): the policy, and its
+	// optimiser state, are the ones the job started from.
 	Skipped string `json:"skipped,omitempty"`
 }
 
