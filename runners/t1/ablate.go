@@ -50,21 +50,27 @@ type ablationSummary struct {
 	// seeds: the seeds' policies differ more from each other than one
 	// stage's step, so the step is judged seed by seed.
 	Gains []gainRow `json:"gains,omitempty"`
+	// results are the eval_results of every run of the ablation, by run,
+	// which Gains pairs attempt by attempt.
+	results map[string][]report.EvalResult
 }
 
 // gainRow is one variant's step between two stages of the recipe over the
 // seeds that evaluated both: mean, lowest and highest of the per-seed
 // differences in resolve rate, next to the spread between the seeds at
-// the earlier stage (highest − lowest resolve rate there).
+// the earlier stage (highest − lowest resolve rate there), and the
+// attempts the step changed, paired over every seed (report.Paired).
 type gainRow struct {
-	Variant string  `json:"variant"`
-	From    string  `json:"from"`
-	To      string  `json:"to"`
-	Seeds   int     `json:"seeds"`
-	Mean    float64 `json:"gain_mean"`
-	Min     float64 `json:"gain_min"`
-	Max     float64 `json:"gain_max"`
-	Spread  float64 `json:"from_spread"`
+	Variant string        `json:"variant"`
+	From    string        `json:"from"`
+	To      string        `json:"to"`
+	Seeds   int           `json:"seeds"`
+	Mean    float64       `json:"gain_mean"`
+	Min     float64       `json:"gain_min"`
+	Max     float64       `json:"gain_max"`
+	Spread  float64       `json:"from_spread"`
+	Paired  report.Paired `json:"paired"`
+	SignP   float64       `json:"sign_test_p"`
 }
 
 // spreadRow is one variant's stage of the recipe over the seeds.
@@ -119,8 +125,10 @@ func spread(names []string, runs map[string][]*pipelineSummary) []spreadRow {
 }
 
 // gains returns, for each variant of names, the steps base → SFT and
-// SFT → RL of its runs' recipes, each seed's step taken within the seed.
-func gains(names []string, runs map[string][]*pipelineSummary) []gainRow {
+// SFT → RL of its runs' recipes, each seed's step taken within the seed
+// and, where results holds both evaluations (a branch's earlier one is
+// its ancestor's), attempt by attempt.
+func gains(names []string, runs map[string][]*pipelineSummary, results map[string][]report.EvalResult) []gainRow {
 	var out []gainRow
 	steps := [][2]string{{report.StageBase, report.StageSFT}, {report.StageSFT, report.StageRL}}
 	for _, n := range names {
@@ -128,20 +136,23 @@ func gains(names []string, runs map[string][]*pipelineSummary) []gainRow {
 			row := gainRow{Variant: n, From: st[0], To: st[1], Min: math.Inf(1), Max: math.Inf(-1)}
 			lo, hi := math.Inf(1), math.Inf(-1)
 			for _, s := range runs[n] {
-				from, okF := recipeRate(s.Recipe, st[0])
-				to, okT := recipeRate(s.Recipe, st[1])
+				from, okF := recipeEval(s.Recipe, st[0])
+				to, okT := recipeEval(s.Recipe, st[1])
 				if !okF || !okT {
 					continue
 				}
-				d := to - from
+				d := to.ResolveRate - from.ResolveRate
+				row.Paired = row.Paired.Add(report.Pair(from.Suite, results[cmp.Or(from.From, s.Run)], from.PolicyVersion,
+					results[cmp.Or(to.From, s.Run)], to.PolicyVersion))
 				row.Seeds++
 				row.Mean += d
 				row.Min, row.Max = min(row.Min, d), max(row.Max, d)
-				lo, hi = min(lo, from), max(hi, from)
+				lo, hi = min(lo, from.ResolveRate), max(hi, from.ResolveRate)
 			}
 			if row.Seeds > 0 {
 				row.Mean /= float64(row.Seeds)
 				row.Spread = hi - lo
+				row.SignP = row.Paired.SignP()
 				out = append(out, row)
 			}
 		}
@@ -149,15 +160,15 @@ func gains(names []string, runs map[string][]*pipelineSummary) []gainRow {
 	return out
 }
 
-// recipeRate is stage's resolve rate in rows; with several suites, the
+// recipeEval is stage's evaluation in rows; with several suites, the
 // first suite's.
-func recipeRate(rows []report.RecipeRow, stage string) (float64, bool) {
+func recipeEval(rows []report.RecipeRow, stage string) (report.Eval, bool) {
 	for _, r := range rows {
 		if r.Stage == stage {
-			return r.ResolveRate, true
+			return r.Eval, true
 		}
 	}
-	return 0, false
+	return report.Eval{}, false
 }
 
 func ablateCmd(g *globals) *cobra.Command {
@@ -181,7 +192,10 @@ Runs that already completed are not run again, so an interrupted ablation resume
 stopped. With --seeds, the base run and every variant run once per seed, as
 run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
 same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
-mean and the lowest and highest over the seeds. --base-only runs no variant: the base run's
+mean and the lowest and highest over the seeds, and each step's gain within each seed beside the
+attempts it changed: the held-out attempts (the same task, attempt index and sampling seed) solved
+only after the step and only before it, over every seed, with the exact sign test's p-value for
+that split. --base-only runs no variant: the base run's
 spread over the seeds alone. --rl-seeds instead runs RL again at each seed from each base run's
 one fine-tuned policy, as run <base run>-rl<seed> (a continued branch at sft with that run seed;
 the base run is its own seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
@@ -284,7 +298,7 @@ keeps about half of two cores busy.`,
 					byVariant[variantOf[r.Run]] = append(byVariant[variantOf[r.Run]], r)
 				}
 				sum.Spread = spread(groups, byVariant)
-				sum.Gains = gains(groups, byVariant)
+				sum.Gains = gains(groups, byVariant, sum.results)
 			}
 			if g.json {
 				return printJSON(cmd, sum)
@@ -387,12 +401,14 @@ func ablate(ctx context.Context, w io.Writer, in *local.Infra, plan []ablationRu
 		sum.Runs = append(sum.Runs, s)
 	}
 	runs := make([]*report.Run, len(plan))
+	sum.results = map[string][]report.EvalResult{}
 	for i, p := range plan {
 		r, err := report.Load(ctx, in.Log, in.Store, p.Config.Run.ID)
 		if err != nil {
 			return nil, err
 		}
 		runs[i] = r
+		sum.results[r.ID] = r.EvalResults
 	}
 	md, html, err := report.Render(runs)
 	if err != nil {
@@ -549,9 +565,13 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	}
 	if len(s.Gains) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "%s\tstep\tseeds\tgain within each seed: mean [lowest, highest]\tspread between seeds before it\n", groupHeader(s))
+		fmt.Fprintf(tw, "%s\tstep\tseeds\tgain within each seed: mean [lowest, highest]\tspread between seeds before it\tattempts solved only after / only before\tsign test p\n", groupHeader(s))
 		for _, r := range s.Gains {
-			fmt.Fprintf(tw, "%s\t%s → %s\t%d\t%+.3f [%+.3f, %+.3f]\t%.3f\n", cmp.Or(r.Variant, "base"), r.From, r.To, r.Seeds, r.Mean, r.Min, r.Max, r.Spread)
+			paired, p := "-", "-"
+			if r.Paired.Pairs > 0 {
+				paired, p = fmt.Sprintf("%d / %d of %d", r.Paired.Improved, r.Paired.Worsened, r.Paired.Pairs), fmt.Sprintf("%.2g", r.SignP)
+			}
+			fmt.Fprintf(tw, "%s\t%s → %s\t%d\t%+.3f [%+.3f, %+.3f]\t%.3f\t%s\t%s\n", cmp.Or(r.Variant, "base"), r.From, r.To, r.Seeds, r.Mean, r.Min, r.Max, r.Spread, paired, p)
 		}
 		tw.Flush()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/t1pipe/t1/config"
@@ -44,24 +45,44 @@ func TestAblationSpread(t *testing.T) {
 
 // A step's gain is taken within each seed: the seeds' fine-tuned policies
 // may differ by more than RL moves any one of them, and the row shows both.
+// The attempts a step changed are paired within each seed, a branch's
+// earlier evaluation being its ancestor's, and pooled over the seeds.
 func TestAblationGains(t *testing.T) {
+	seed := 0
 	run := func(base, sft, rl float64) *pipelineSummary {
-		return &pipelineSummary{Recipe: []report.RecipeRow{
-			{Stage: report.StageBase, Eval: report.Eval{ResolveRate: base}},
-			{Stage: report.StageSFT, Eval: report.Eval{ResolveRate: sft}},
-			{Stage: report.StageRL, Eval: report.Eval{ResolveRate: rl}},
+		seed++
+		id := fmt.Sprintf("r-s%d", seed)
+		return &pipelineSummary{Run: id, Recipe: []report.RecipeRow{
+			{Stage: report.StageBase, Eval: report.Eval{Suite: "s", PolicyVersion: 0, ResolveRate: base}},
+			{Stage: report.StageSFT, Eval: report.Eval{Suite: "s", PolicyVersion: 1, ResolveRate: sft, From: "parent-" + id}},
+			{Stage: report.StageRL, Eval: report.Eval{Suite: "s", PolicyVersion: 3, ResolveRate: rl}},
 		}}
 	}
 	noSFT := &pipelineSummary{Recipe: []report.RecipeRow{
 		{Stage: report.StageBase, Eval: report.Eval{ResolveRate: 0.5}},
 		{Stage: report.StageRL, Eval: report.Eval{ResolveRate: 0.9}},
 	}}
+	res := func(v int64, solved ...bool) []report.EvalResult {
+		var out []report.EvalResult
+		for i, s := range solved {
+			out = append(out, report.EvalResult{Suite: "s", TaskID: "t", Attempt: i, PolicyVersion: v, Solved: s})
+		}
+		return out
+	}
+	results := map[string][]report.EvalResult{
+		// Seed 1: one attempt up, one down; seed 2: one up; seed 3's
+		// ancestor is missing, so it has no pairs.
+		"parent-r-s1": res(1, false, true, false), "r-s1": res(3, true, false, false),
+		"parent-r-s2": res(1, false, true), "r-s2": res(3, true, true),
+		"r-s3": res(3, true),
+	}
 	rows := gains([]string{""}, map[string][]*pipelineSummary{
 		"": {run(0, 0.6, 0.7), run(0, 0.8, 0.85), run(0.1, 0.7, 0.65), noSFT},
-	})
+	}, results)
 	want := []gainRow{
-		{From: report.StageBase, To: report.StageSFT, Seeds: 3, Mean: (0.6 + 0.8 + 0.6) / 3, Min: 0.6, Max: 0.8, Spread: 0.1},
-		{From: report.StageSFT, To: report.StageRL, Seeds: 3, Mean: (0.1 + 0.05 - 0.05) / 3, Min: -0.05, Max: 0.1, Spread: 0.2},
+		{From: report.StageBase, To: report.StageSFT, Seeds: 3, Mean: (0.6 + 0.8 + 0.6) / 3, Min: 0.6, Max: 0.8, Spread: 0.1, SignP: 1},
+		{From: report.StageSFT, To: report.StageRL, Seeds: 3, Mean: (0.1 + 0.05 - 0.05) / 3, Min: -0.05, Max: 0.1, Spread: 0.2,
+			Paired: report.Paired{Pairs: 5, Improved: 2, Worsened: 1}, SignP: 1},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows: %+v", len(rows), rows)
@@ -69,7 +90,7 @@ func TestAblationGains(t *testing.T) {
 	for i, w := range want {
 		g := rows[i]
 		if g.From != w.From || g.To != w.To || g.Seeds != w.Seeds || !near(g.Mean, w.Mean) || !near(g.Min, w.Min) ||
-			!near(g.Max, w.Max) || !near(g.Spread, w.Spread) {
+			!near(g.Max, w.Max) || !near(g.Spread, w.Spread) || g.Paired != w.Paired || !near(g.SignP, w.SignP) {
 			t.Errorf("row %d: %+v, want %+v", i, g, w)
 		}
 	}
