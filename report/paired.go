@@ -58,13 +58,12 @@ func (p Paired) Add(q Paired) Paired {
 // were each change as likely to go either way. 1 when nothing changed.
 func (p Paired) SignP() float64 {
 	n := p.Improved + p.Worsened
-	k := min(p.Improved, p.Worsened)
-	var tail float64
-	for i := 0; i <= k && n > 0; i++ {
-		tail += math.Exp(lchoose(n, i) - float64(n)*math.Ln2)
-	}
 	if n == 0 {
 		return 1
+	}
+	var tail float64
+	for i := range min(p.Improved, p.Worsened) + 1 {
+		tail += math.Exp(lchoose(n, i) - float64(n)*math.Ln2)
 	}
 	return min(1, 2*tail)
 }
