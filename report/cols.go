@@ -135,3 +135,26 @@ func (c *cols) str(name string, i int) string {
 	}
 	return ""
 }
+
+// checks reads a list<struct<name, passed>> column: an attempt's verifier
+// checks (schemas.Assertion). A missing column or a null reads as none.
+func (c *cols) checks(name string, i int) []schemas.Assertion {
+	l, ok := c.arrs[name].(*array.List)
+	if !ok || l.IsNull(i) {
+		return nil
+	}
+	st, ok := l.ListValues().(*array.Struct)
+	if !ok {
+		return nil
+	}
+	sub := &cols{arrs: map[string]arrow.Array{}}
+	for f, field := range st.DataType().(*arrow.StructType).Fields() {
+		sub.arrs[field.Name] = st.Field(f)
+	}
+	start, end := l.ValueOffsets(i)
+	out := make([]schemas.Assertion, 0, end-start)
+	for j := int(start); j < int(end); j++ {
+		out = append(out, schemas.Assertion{Name: sub.str("name", j), Passed: sub.bool("passed", j)})
+	}
+	return out
+}

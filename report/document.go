@@ -680,6 +680,9 @@ func evalSection(r *Run) (*section, error) {
 			s.add(t)
 		}
 	}
+	if t := checksTable(r); t != nil {
+		s.add(t)
+	}
 	if t := perTaskTable(r); t != nil {
 		s.add(t)
 	}
@@ -698,51 +701,103 @@ func evalSuites(r *Run) []string {
 	return out
 }
 
+// checksTable shows, from the rewards of the evaluations' attempts, how
+// often each verifier check passed per policy version: which skill a
+// version gained or lost, where the resolve rate only says how many tasks.
+// The checks are named as the verifier reports them, so a suite's tasks
+// that share a check (a family of synthesised tasks) share a row.
+func checksTable(r *Run) *table {
+	type attempt struct {
+		task    string
+		attempt int
+		version int64
+	}
+	suite := map[attempt]string{}
+	for _, e := range r.EvalResults {
+		suite[attempt{e.TaskID, e.Attempt, e.PolicyVersion}] = e.Suite
+	}
+	p := newPivot()
+	for _, w := range r.Rewards {
+		su, ok := suite[attempt{w.TaskID, w.Attempt, w.PolicyVersion}]
+		if w.Purpose != schemas.PurposeEval || !ok {
+			continue
+		}
+		for _, c := range w.Checks {
+			p.add(pivotKey{su, c.Name}, w.PolicyVersion, c.Passed)
+		}
+	}
+	return p.table("by check (evaluation attempts whose verifier passed the check / attempts with it)", []string{"suite", "check"}, nil)
+}
+
 // perTaskTable shows, from eval_results, each task's solved attempts per
 // policy version: which tasks a version gained or lost.
 func perTaskTable(r *Run) *table {
-	if len(r.EvalResults) == 0 {
+	p := newPivot()
+	meta := map[pivotKey][]string{}
+	for _, e := range r.EvalResults {
+		k := pivotKey{e.Suite, e.TaskID}
+		p.add(k, e.PolicyVersion, e.Solved)
+		meta[k] = []string{e.Difficulty, e.Category}
+	}
+	return p.table("per task (solved / attempts, from eval_results)", []string{"suite", "task", "difficulty", "category"},
+		func(k pivotKey) []string { return meta[k] })
+}
+
+// pivot counts, per row and policy version, the attempts that hit
+// something (solved a task, passed a check) among those that had it.
+type pivot struct {
+	versions []int64
+	cells    map[pivotKey]map[int64]*[2]int // hits, attempts
+}
+
+// pivotKey is a row: a suite and what the row counts in it.
+type pivotKey struct{ suite, name string }
+
+func newPivot() *pivot { return &pivot{cells: map[pivotKey]map[int64]*[2]int{}} }
+
+func (p *pivot) add(k pivotKey, version int64, hit bool) {
+	if p.cells[k] == nil {
+		p.cells[k] = map[int64]*[2]int{}
+	}
+	c := p.cells[k][version]
+	if c == nil {
+		c = &[2]int{}
+		p.cells[k][version] = c
+	}
+	c[1]++
+	if hit {
+		c[0]++
+	}
+	if !slices.Contains(p.versions, version) {
+		p.versions = append(p.versions, version)
+	}
+}
+
+// table has a row per key, sorted, with extra's columns after the key's
+// (nil: none) and a "hits/attempts" column per version; nil when empty.
+func (p *pivot) table(caption string, head []string, extra func(pivotKey) []string) *table {
+	if len(p.cells) == 0 {
 		return nil
 	}
-	type key struct{ suite, task string }
-	type cellAgg struct{ solved, n int }
-	var versions []int64
-	tasks := map[key]map[int64]*cellAgg{}
-	meta := map[key][2]string{}
-	for _, e := range r.EvalResults {
-		k := key{e.Suite, e.TaskID}
-		if tasks[k] == nil {
-			tasks[k] = map[int64]*cellAgg{}
-			meta[k] = [2]string{e.Difficulty, e.Category}
-		}
-		if tasks[k][e.PolicyVersion] == nil {
-			tasks[k][e.PolicyVersion] = &cellAgg{}
-		}
-		c := tasks[k][e.PolicyVersion]
-		c.n++
-		if e.Solved {
-			c.solved++
-		}
-		if !slices.Contains(versions, e.PolicyVersion) {
-			versions = append(versions, e.PolicyVersion)
-		}
-	}
-	slices.Sort(versions)
-	t := &table{caption: "per task (solved / attempts, from eval_results)", head: []string{"suite", "task", "difficulty", "category"}}
-	for _, v := range versions {
+	slices.Sort(p.versions)
+	t := &table{caption: caption, head: head}
+	for _, v := range p.versions {
 		t.head = append(t.head, fmt.Sprintf("v%d", v))
 	}
-	keys := slices.SortedFunc(maps.Keys(tasks), func(a, b key) int {
+	keys := slices.SortedFunc(maps.Keys(p.cells), func(a, b pivotKey) int {
 		if a.suite != b.suite {
 			return strings.Compare(a.suite, b.suite)
 		}
-		return strings.Compare(a.task, b.task)
+		return strings.Compare(a.name, b.name)
 	})
 	for _, k := range keys {
-		row := []string{k.suite, k.task, meta[k][0], meta[k][1]}
-		for _, v := range versions {
-			if c := tasks[k][v]; c != nil {
-				row = append(row, fmt.Sprintf("%d/%d", c.solved, c.n))
+		row := []string{k.suite, k.name}
+		if extra != nil {
+			row = append(row, extra(k)...)
+		}
+		for _, v := range p.versions {
+			if c := p.cells[k][v]; c != nil {
+				row = append(row, fmt.Sprintf("%d/%d", c[0], c[1]))
 			} else {
 				row = append(row, "–")
 			}

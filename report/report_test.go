@@ -138,6 +138,15 @@ func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 				Reward: float64(v), Passed: int32(v), Total: 2, Solved: v == 2 && a > 0, Turns: 3, Difficulty: "easy", Category: "files"})
 		}
 		ref := write(t, st, run, int(v), rows)
+		// The verifier's checks of each attempt: v2 writes the file in
+		// every attempt and the right word in two of three.
+		var rewards []schemas.RewardRow
+		for a := range 3 {
+			rewards = append(rewards, schemas.RewardRow{Run: run, TaskID: "eval-0", Attempt: int32(a), Purpose: schemas.PurposeEval,
+				PolicyVersion: v, Passed: int32(v), Total: 2, Scale: 1, Reward: float64(v), Assertions: []schemas.Assertion{
+					{Name: "test_outputs::test_exists", Passed: v == 2}, {Name: "test_outputs::test_holds_word", Passed: v == 2 && a > 0}}})
+		}
+		write(t, st, run, int(v), rewards)
 		publish(t, l, run, schemas.EvalCompleted, fmt.Sprint(v), schemas.EvalCompletedPayload{Suite: "builtin", PolicyVersion: v, Tasks: 1, Attempts: 3,
 			ResolveRate: float64(v) / 3, MeanReward: float64(v) / 2, MeanTurns: 3,
 			ByDifficulty: map[string]schemas.Breakdown{"easy": {Attempts: 3, ResolveRate: float64(v) / 3, MeanReward: float64(v) / 2}},
@@ -194,7 +203,7 @@ func TestLoadAndRender(t *testing.T) {
 	if v, _ := m.Rows[0].Value(ColLogProbGap); v != 0.013 || m.Rows[0].Replay == nil || !*m.Rows[0].Replay {
 		t.Errorf("row 1 %+v", m.Rows[0])
 	}
-	if len(r.Attempts) != 8 || len(r.Rewards) != 8 || len(r.EvalResults) != 6 || len(r.Evals) != 2 || len(r.Pools) != 1 {
+	if len(r.Attempts) != 8 || len(r.Rewards) != 14 || len(r.EvalResults) != 6 || len(r.Evals) != 2 || len(r.Pools) != 1 {
 		t.Fatalf("%d attempts, %d rewards, %d eval results, %d evals, %d pools", len(r.Attempts), len(r.Rewards), len(r.EvalResults), len(r.Evals), len(r.Pools))
 	}
 	if e := r.Evals[1]; e.PolicyVersion != 2 || e.ByDifficulty["easy"].Attempts != 3 || r.Pools[0].Categories["files"] != 3 {
@@ -216,7 +225,8 @@ func TestLoadAndRender(t *testing.T) {
 	if bytes.Contains(html, []byte("no data")) || regexp.MustCompile(`(?i)(src|href)="?(https?:)?//`).Match(html) {
 		t.Error("the page has a no-data figure or fetches something")
 	}
-	for _, want := range []string{"approx KL", "grad norm", "routing mismatches", "| 1 | v1 |", "eval-0", "files 3", "| reward.scored.failed | 1 |"} {
+	for _, want := range []string{"approx KL", "grad norm", "routing mismatches", "| 1 | v1 |", "eval-0", "files 3", "| reward.scored.failed | 1 |",
+		"| builtin | test_outputs::test_exists | 0/3 | 3/3 |", "| builtin | test_outputs::test_holds_word | 0/3 | 2/3 |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

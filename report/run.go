@@ -214,6 +214,8 @@ type Reward struct {
 	Passed        int     `json:"passed"`
 	Total         int     `json:"total"`
 	Fallback      bool    `json:"fallback"`
+	// Checks are the verifier's assertions, each passed or not.
+	Checks []schemas.Assertion `json:"checks,omitempty"`
 }
 
 // Eval is one eval.completed: a suite against one policy version.
@@ -525,7 +527,7 @@ func (r *Run) loadRewards(ctx context.Context, st store.ObjectStore) error {
 	r.Rewards, err = loadRows(ctx, st, r.ID, schemas.RewardsTable, func(c *cols, i int) Reward {
 		return Reward{TaskID: c.str("task_id", i), Attempt: c.int("attempt", i), Iteration: c.int("iteration", i),
 			Purpose: c.str("purpose", i), PolicyVersion: int64(c.int("policy_version", i)), Reward: c.float("reward", i),
-			Passed: c.int("passed", i), Total: c.int("total", i), Fallback: c.bool("fallback", i)}
+			Passed: c.int("passed", i), Total: c.int("total", i), Fallback: c.bool("fallback", i), Checks: c.checks("assertions", i)}
 	})
 	sort.SliceStable(r.Rewards, func(i, j int) bool {
 		a, b := r.Rewards[i], r.Rewards[j]
