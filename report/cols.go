@@ -45,6 +45,9 @@ func readObject(ctx context.Context, st store.ObjectStore, key string, t schemas
 type cols struct {
 	names []string
 	arrs  map[string]arrow.Array
+	// fields holds a struct list column's fields as columns of their own,
+	// made on the first row that reads it.
+	fields map[string]*cols
 }
 
 func newCols(rec arrow.RecordBatch) *cols {
@@ -143,13 +146,20 @@ func (c *cols) checks(name string, i int) []schemas.Assertion {
 	if !ok || l.IsNull(i) {
 		return nil
 	}
-	st, ok := l.ListValues().(*array.Struct)
-	if !ok {
-		return nil
-	}
-	sub := &cols{arrs: map[string]arrow.Array{}}
-	for f, field := range st.DataType().(*arrow.StructType).Fields() {
-		sub.arrs[field.Name] = st.Field(f)
+	sub := c.fields[name]
+	if sub == nil {
+		st, ok := l.ListValues().(*array.Struct)
+		if !ok {
+			return nil
+		}
+		sub = &cols{arrs: map[string]arrow.Array{}}
+		for f, field := range st.DataType().(*arrow.StructType).Fields() {
+			sub.arrs[field.Name] = st.Field(f)
+		}
+		if c.fields == nil {
+			c.fields = map[string]*cols{}
+		}
+		c.fields[name] = sub
 	}
 	start, end := l.ValueOffsets(i)
 	out := make([]schemas.Assertion, 0, end-start)

@@ -747,26 +747,29 @@ func perTaskTable(r *Run) *table {
 // something (solved a task, passed a check) among those that had it.
 type pivot struct {
 	versions []int64
-	cells    map[pivotKey]map[int64]*[2]int // hits, attempts
+	cells    map[pivotKey]map[int64]*tally
 }
 
 // pivotKey is a row: a suite and what the row counts in it.
 type pivotKey struct{ suite, name string }
 
-func newPivot() *pivot { return &pivot{cells: map[pivotKey]map[int64]*[2]int{}} }
+// tally is one cell: attempts that hit, of those counted.
+type tally struct{ hits, n int }
+
+func newPivot() *pivot { return &pivot{cells: map[pivotKey]map[int64]*tally{}} }
 
 func (p *pivot) add(k pivotKey, version int64, hit bool) {
 	if p.cells[k] == nil {
-		p.cells[k] = map[int64]*[2]int{}
+		p.cells[k] = map[int64]*tally{}
 	}
 	c := p.cells[k][version]
 	if c == nil {
-		c = &[2]int{}
+		c = &tally{}
 		p.cells[k][version] = c
 	}
-	c[1]++
+	c.n++
 	if hit {
-		c[0]++
+		c.hits++
 	}
 	if !slices.Contains(p.versions, version) {
 		p.versions = append(p.versions, version)
@@ -797,7 +800,7 @@ func (p *pivot) table(caption string, head []string, extra func(pivotKey) []stri
 		}
 		for _, v := range p.versions {
 			if c := p.cells[k][v]; c != nil {
-				row = append(row, fmt.Sprintf("%d/%d", c[0], c[1]))
+				row = append(row, fmt.Sprintf("%d/%d", c.hits, c.n))
 			} else {
 				row = append(row, "–")
 			}
