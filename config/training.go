@@ -27,6 +27,11 @@ type Training struct {
 	// a step costs a slice of the pool rather than all of it.
 	SFTLR    float64 `yaml:"sft_lr"`
 	SFTBatch int     `yaml:"sft_batch"`
+	// SFTSchedule is how the fine-tuning's learning rate moves over its
+	// steps: constant, or cosine (from SFTLR down to 0 at the last step);
+	// SFTWeightDecay is its AdamW decay per unit of learning rate (0: none).
+	SFTSchedule    string  `yaml:"sft_schedule"`
+	SFTWeightDecay float64 `yaml:"sft_weight_decay"`
 	// Epochs are the actor's passes over the batch per iteration, each
 	// of Minibatches optimiser steps over disjoint sets of chunks;
 	// CriticEpochs the critic's optimiser steps over the whole batch.
@@ -101,7 +106,7 @@ const (
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, SFTSchedule: "constant", Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
 		Baseline: BaselineGroup, LossWeighting: LossPerToken,
 		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
@@ -120,6 +125,7 @@ func (t Training) Adam() moe.AdamConfig {
 func (t Training) SFTAdam() moe.AdamConfig {
 	a := moe.DefaultAdam()
 	a.LR = t.SFTLR
+	a.WeightDecay = t.SFTWeightDecay
 	return a
 }
 
@@ -151,6 +157,12 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 		if f.v <= 0 || f.v > 1 {
 			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
 		}
+	}
+	if t.SFTSchedule != "constant" && t.SFTSchedule != "cosine" {
+		bad("training.sft_schedule", "must be constant or cosine, got %q", t.SFTSchedule)
+	}
+	if t.SFTWeightDecay < 0 || t.SFTLR*t.SFTWeightDecay >= 1 {
+		bad("training.sft_weight_decay", "must be at least 0 and below 1/sft_lr, got %g", t.SFTWeightDecay)
 	}
 	if t.SFTBatch < 0 {
 		bad("training.sft_batch", "must not be negative (0 trains every step on every demonstration), got %d", t.SFTBatch)

@@ -35,6 +35,8 @@ func TestTrainingErrors(t *testing.T) {
 		{"training:\n  trainer:\n    backend: exec\n    command: [python, train.py, \"{manifest}\", \"{out}\"]\n", `training.trainer.command: must pass {job} or {kind}`},
 		{"training:\n  baseline: value\n", `p.yaml:2:13: training.baseline: must be critic or group, got "value"`},
 		{"training:\n  loss_weighting: turn\n", `p.yaml:2:19: training.loss_weighting: must be token or attempt, got "turn"`},
+		{"training:\n  sft_schedule: linear\n", `p.yaml:2:17: training.sft_schedule: must be constant or cosine, got "linear"`},
+		{"training:\n  sft_weight_decay: -1\n", `p.yaml:2:21: training.sft_weight_decay: must be at least 0 and below 1/sft_lr, got -1`},
 		{"training:\n  warmup:\n    stpes: 3\n", `unknown key "stpes" in training.warmup (did you mean "steps"?)`},
 	} {
 		_, err := Parse("p.yaml", []byte(tc.src))

@@ -7,13 +7,17 @@ import (
 	"strconv"
 )
 
-// AdamConfig is Adam with a constant learning rate (no schedule, no weight
-// decay), as the recipe prescribes.
+// AdamConfig is Adam at the learning rate LR (a trainer that schedules it
+// sets LR before each step). WeightDecay, when above 0, is AdamW's
+// decoupled decay: each step first shrinks every matrix by LR·WeightDecay
+// of itself, leaving the norms' gains alone. The recipe's PPO and critic
+// updates use neither a schedule nor decay.
 type AdamConfig struct {
-	LR    float64 `json:"lr"`
-	Beta1 float64 `json:"beta1"`
-	Beta2 float64 `json:"beta2"`
-	Eps   float64 `json:"eps"`
+	LR          float64 `json:"lr"`
+	Beta1       float64 `json:"beta1"`
+	Beta2       float64 `json:"beta2"`
+	Eps         float64 `json:"eps"`
+	WeightDecay float64 `json:"weight_decay,omitzero"`
 }
 
 // DefaultAdam is lr 1e-3, β 0.9/0.95, ε 1e-8.
@@ -67,7 +71,13 @@ func (a *Adam) Step() {
 	bc1 := 1 - math.Pow(c.Beta1, float64(a.step))
 	bc2 := 1 - math.Pow(c.Beta2, float64(a.step))
 	k := [8]float64{c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.LR, bc1, bc2, c.Eps}
+	shrink := float32(1 - c.LR*c.WeightDecay)
 	for i, t := range a.m.W.Tensors {
+		if c.WeightDecay > 0 && len(t.Shape) > 1 {
+			for j := range t.Data {
+				t.Data[j] *= shrink
+			}
+		}
 		adamStep(t.Data, a.m.G.Tensors[i].Data, a.mom.Tensors[i].Data, a.vel.Tensors[i].Data, &k)
 	}
 }

@@ -191,3 +191,27 @@ func TestPolicyGradientWithReplay(t *testing.T) {
 		t.Fatalf("sequence log-prob %.4f -> %.4f", before, after)
 	}
 }
+
+// Weight decay shrinks every matrix by lr·decay of itself before the Adam
+// step and leaves the norms' gains alone: with zero gradients that is
+// all a step does.
+func TestAdamWeightDecayShrinksMatrices(t *testing.T) {
+	m, err := NewModel(tinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := CloneData(m.W.Tensors)
+	opt := NewAdam(m, AdamConfig{LR: 0.01, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 5})
+	opt.Step()
+	for i, tn := range m.W.Tensors {
+		want := float32(1)
+		if len(tn.Shape) > 1 {
+			want = float32(1 - 0.01*5)
+		}
+		for j, w := range tn.Data {
+			if w != before[i][j]*want {
+				t.Fatalf("%s[%d]: %g after a zero-gradient step from %g, want ×%g", tn.Name, j, w, before[i][j], want)
+			}
+		}
+	}
+}

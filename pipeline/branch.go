@@ -236,7 +236,7 @@ var variantStages = map[string]string{
 	"training.max_live_kl": "ppo",
 	// Fine-tuning runs before the first iteration, on demonstrations that
 	// do not depend on it; the gradient clip also bounds critic and actor.
-	"training.sft_lr": "sft", "training.sft_batch": "sft", "training.max_grad_norm": "sft",
+	"training.sft_lr": "sft", "training.sft_batch": "sft", "training.sft_schedule": "sft", "training.sft_weight_decay": "sft", "training.max_grad_norm": "sft",
 }
 
 // VariantBranch is the stage a variant setting keys (config.Variant's

@@ -17,6 +17,7 @@ func TestVariantBranch(t *testing.T) {
 		{[]string{"training.replay", "stages.reward.mode"}, "reward"},
 		{[]string{"training.lr", "training.sft_lr"}, "sft"},
 		{[]string{"training.max_grad_norm"}, "sft"},
+		{[]string{"training.sft_schedule", "training.sft_weight_decay", "training.max_live_kl"}, "sft"},
 		{[]string{"stages.rollout.train_temperature", "stages.control.fresh_tasks"}, "rollout"},
 		{[]string{"stages.control.skip_uniform", "training.lr"}, "rollout"},
 		{[]string{"stages.rollout.temperature"}, ""},

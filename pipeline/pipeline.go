@@ -139,7 +139,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, WeighAttempts: tc.LossWeighting == config.LossPerAttempt, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay, MaxLiveKL: tc.MaxLiveKL},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
 				MaxGradNorm: tc.MaxGradNorm, WarmupSteps: tc.Warmup.Steps, WarmupEV: tc.Warmup.EV},
-			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
+			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), Schedule: tc.SFTSchedule, MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
 		}})
 	if err != nil {
 		return nil, err

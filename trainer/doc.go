@@ -48,7 +48,8 @@
 //	           whole batch with routing replay on or off and gradient-norm
 //	           clipping. Critic: warm-up of a fresh critic, the values,
 //	           then Epochs steps of the clipped value loss. SFT: Steps
-//	           steps of masked NLL over minibatches taken in turn. Each
+//	           steps of masked NLL over minibatches taken in turn, the
+//	           learning rate constant or on a cosine to 0. Each
 //	           saves its checkpoint, with optimiser state except for SFT,
 //	           under Out. Every update is deterministic.
 //	Exec       an external command (torchrun, a Slurm wrapper …) that gets

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -14,7 +15,7 @@ import (
 
 // TrainSFT reads the token rows of job.Data in (task, attempt, chunk)
 // order, loads the policy and runs job.Steps Adam steps (a fresh
-// optimiser at Opt.SFT.Adam) of SFTStep on the rows' loss regions, each
+// optimiser at Opt.SFT.Adam, its learning rate on Opt.SFT.Schedule) of SFTStep on the rows' loss regions, each
 // step on the next Opt.SFT.Batch of them (minibatch), and saves the
 // result under job.Out without optimiser state, so that PPO starts its
 // own.
@@ -70,6 +71,7 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		opt.Cfg.LR = sftLR(r.Opt.SFT, step, job.Steps)
 		bs, bm := minibatch(seqs, masks, step, r.Opt.SFT.Batch)
 		if met.Loss, err = SFTStep(ck.Model, opt, bs, bm, r.Opt.SFT.MaxGradNorm); err != nil {
 			return nil, Bad(err)
@@ -85,6 +87,14 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		return nil, fmt.Errorf("sft checkpoint: %w", err)
 	}
 	return &SFTResult{Checkpoint: job.Out, Metrics: met}, nil
+}
+
+// sftLR is the learning rate of step k of n under o's schedule.
+func sftLR(o SFTOptions, k, n int) float64 {
+	if o.Schedule == ScheduleCosine {
+		return o.Adam.LR * 0.5 * (1 + math.Cos(math.Pi*float64(k)/float64(n)))
+	}
+	return o.Adam.LR
 }
 
 // SFTStep runs one supervised step over a batch: loss = −Σ mask·logp / N

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -77,6 +78,35 @@ func TestMinibatchTakesDemonstrationsInTurn(t *testing.T) {
 	for _, size := range []int{0, 5, 9} {
 		if bs, _ := minibatch(seqs, masks, 3, size); len(bs) != len(seqs) {
 			t.Fatalf("size %d: %d sequences", size, len(bs))
+		}
+	}
+}
+
+// The cosine schedule starts at the configured rate and falls
+// monotonically to near 0 at the last step; constant keeps the rate.
+func TestSFTScheduleCosine(t *testing.T) {
+	o := SFTOptions{Adam: moe.AdamConfig{LR: 1e-3}, Schedule: ScheduleCosine}
+	const n = 100
+	if got := sftLR(o, 0, n); got != 1e-3 {
+		t.Fatalf("first step at %g, want 1e-3", got)
+	}
+	if got := sftLR(o, n/2, n); math.Abs(got-5e-4) > 1e-12 {
+		t.Fatalf("middle step at %g, want 5e-4", got)
+	}
+	prev := math.Inf(1)
+	for k := range n {
+		lr := sftLR(o, k, n)
+		if lr >= prev || lr <= 0 {
+			t.Fatalf("step %d at %g after %g", k, lr, prev)
+		}
+		prev = lr
+	}
+	if prev > 1e-6 {
+		t.Fatalf("last step at %g, want near 0", prev)
+	}
+	for _, s := range []string{"", ScheduleConstant} {
+		if got := sftLR(SFTOptions{Adam: moe.AdamConfig{LR: 1e-3}, Schedule: s}, n-1, n); got != 1e-3 {
+			t.Fatalf("schedule %q: last step at %g", s, got)
 		}
 	}
 }

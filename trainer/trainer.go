@@ -271,6 +271,12 @@ type ReferenceOptions struct {
 	Log *slog.Logger `json:"-"`
 }
 
+// The fine-tuning's learning-rate schedules (SFTOptions.Schedule).
+const (
+	ScheduleConstant = "constant"
+	ScheduleCosine   = "cosine"
+)
+
 // ActorOptions configure the reference actor update.
 type ActorOptions struct {
 	Epochs int `json:"epochs"` // passes over the batch; default 1
@@ -319,8 +325,14 @@ type CriticOptions struct {
 
 // SFTOptions configure the reference fine-tuning.
 type SFTOptions struct {
-	// Adam is the optimiser, at a constant learning rate.
+	// Adam is the optimiser; its LR is the peak of Schedule.
 	Adam moe.AdamConfig `json:"adam"`
+	// Schedule is how the learning rate moves over the steps:
+	// ScheduleConstant ("" too) keeps Adam.LR; ScheduleCosine decays it
+	// from Adam.LR at the first step to 0 after the last, so the policy
+	// ends where small steps settled it, not where the last minibatches
+	// pushed it.
+	Schedule string `json:"schedule,omitempty"`
 	// MaxGradNorm clips the gradient norm (0: no clipping).
 	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Batch is the number of demonstrations each step trains on, taken in
