@@ -33,7 +33,10 @@
 //     the actor trains on, and then the critic is trained on those
 //     returns;
 //   - sft: trains on the loss-region tokens of the token rows, Steps
-//     optimiser steps, and saves the policy without optimiser state.
+//     optimiser steps (the learning rate constant, or on a cosine from
+//     adam.lr to 0 with "schedule": "cosine"; "weight_decay" in adam is
+//     AdamW's, on matrices only), and saves the policy without optimiser
+//     state.
 //
 // Errors caused by the input — tables that disagree, a checkpoint that
 // does not load, an external trainer that exits non-zero or reports
@@ -129,7 +132,7 @@
 //	 "data": [{"key": "runs/r1/tokens/iter=0000/part-5b1c….parquet", "table": "tokens", "schema_version": "1.1",
 //	           "rows": 96, "bytes": 61200, "sha256": "5b1c…"}],
 //	 "steps": 20,
-//	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "max_grad_norm": 1, "batch": 16},
+//	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "schedule": "cosine", "max_grad_norm": 1, "batch": 16},
 //	                     "temperature": "per_token"}}
 //
 // The command exits 0 after writing {out}, the result, which names the
