@@ -132,7 +132,7 @@
 //	 "data": [{"key": "runs/r1/tokens/iter=0000/part-5b1c….parquet", "table": "tokens", "schema_version": "1.1",
 //	           "rows": 96, "bytes": 61200, "sha256": "5b1c…"}],
 //	 "steps": 20,
-//	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "schedule": "cosine", "max_grad_norm": 1, "batch": 16},
+//	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "max_grad_norm": 1, "batch": 16},
 //	                     "temperature": "per_token"}}
 //
 // The command exits 0 after writing {out}, the result, which names the
