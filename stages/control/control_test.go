@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -476,4 +477,51 @@ func parentHistory(t *testing.T, run string) []engine.Event {
 		evs[i].Run = run
 	}
 	return evs
+}
+
+// With pool_seed, runs of different seeds ask synthesis for the same
+// pool and divide it alike, demonstrations and their seeds included;
+// without it, the run seed draws both.
+func TestPoolSeedFixesTheDataset(t *testing.T) {
+	var pool []string
+	for i := range 20 {
+		pool = append(pool, fmt.Sprintf("t%02d", i))
+	}
+	// dataset returns the synthesis seed asked for and the demonstrations
+	// (task and seed) of a run with run seed seed.
+	dataset := func(seed, poolSeed uint64) (uint64, map[string]uint64) {
+		c := testConfig()
+		c.SFTSteps, c.RLTasks, c.EvalSuite, c.EvalBaseline, c.PoolSeed = 10, 5, "", false, poolSeed
+		s := &stage{cfg: StageConfig{Config: c}}
+		st := newRunState("r")
+		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: seed}))
+		var req schemas.SynthRequestedPayload
+		if got := decide(t, s, st); len(got) != 1 || got[0].Decode(&req) != nil {
+			t.Fatalf("seed %d: %v", seed, got)
+		}
+		st = newRunState("r")
+		st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: seed}))
+		st.apply(event(t, "sealed", schemas.PoolSealed, schemas.PoolSealedPayload{PoolVersion: 1, TaskIDs: pool}))
+		demos := map[string]uint64{}
+		for _, ev := range decide(t, s, st) {
+			var p schemas.RolloutRequestedPayload
+			if ev.Type == schemas.RolloutRequested && ev.Decode(&p) == nil && p.Purpose == "sft" {
+				demos[p.TaskID] = p.Seed
+			}
+		}
+		if len(demos) != len(pool)-5 {
+			t.Fatalf("seed %d: %d demonstrations of %d tasks, 5 kept for RL", seed, len(demos), len(pool))
+		}
+		return req.Seed, demos
+	}
+	s7, d7 := dataset(7, 42)
+	s8, d8 := dataset(8, 42)
+	if s7 != 42 || s8 != 42 || !maps.Equal(d7, d8) {
+		t.Fatalf("pool seed 42: synthesis seeds %d and %d, demonstrations %v and %v", s7, s8, d7, d8)
+	}
+	s7, d7 = dataset(7, 0)
+	s8, d8 = dataset(8, 0)
+	if s7 != 7 || s8 != 8 || maps.Equal(d7, d8) {
+		t.Fatalf("no pool seed: synthesis seeds %d and %d, demonstrations %v and %v", s7, s8, d7, d8)
+	}
 }

@@ -49,6 +49,12 @@ type Settings struct {
 	// drilling the same ones (with SkipUniform, the drawn ones it still
 	// judges informative come next).
 	FreshTasks bool `yaml:"fresh_tasks" json:",omitzero"`
+	// PoolSeed, when above 0, draws the pool (synthesis), its division
+	// between demonstrations and RL tasks, and the demonstrations in
+	// place of the run seed, so runs of different seeds train on one
+	// dataset and differ only in what training draws: the initial model
+	// (inference.model.seed), the iterations' tasks and every sample.
+	PoolSeed uint64 `yaml:"pool_seed" json:",omitzero"`
 }
 
 // DefaultSettings is a small run for a laptop.

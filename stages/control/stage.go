@@ -150,7 +150,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 	if !st.sealed {
 		r0 := st.round(0)
 		if !r0.requested {
-			return emit(out, schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: c.Seeds, Seed: st.seed})
+			return emit(out, schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: c.Seeds, Seed: s.poolSeed(st)})
 		}
 		last, total := 0, 0
 		for r := 0; r < c.Rounds; r++ {
@@ -167,7 +167,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		cur := st.round(last)
 		if total < c.PoolTarget && last+1 < c.Rounds && len(cur.accepted) > 0 {
 			return emit(out, schemas.SynthRequested, fmt.Sprintf("round-%d", last+1), schemas.SynthRequestedPayload{
-				Round: last + 1, SeedIDs: cur.accepted, PerSeed: c.PerSeed, Seed: st.seed,
+				Round: last + 1, SeedIDs: cur.accepted, PerSeed: c.PerSeed, Seed: s.poolSeed(st),
 			})
 		}
 		return s.seal(ctx, run, st, out)
@@ -348,7 +348,7 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 		return false, nil
 	case st.sftRequested == 0:
 		for _, task := range s.split(st).sft {
-			p := schemas.RolloutRequestedPayload{TaskID: task, Purpose: "sft", Seed: seedFor(st.seed, "sft", task),
+			p := schemas.RolloutRequestedPayload{TaskID: task, Purpose: "sft", Seed: seedFor(s.poolSeed(st), "sft", task),
 				MaxTurns: 200, Bundle: st.taskBundle[task]}
 			if err := emit(out, schemas.RolloutRequested, "sft/"+task, p); err != nil {
 				return false, err
@@ -379,6 +379,15 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps, Unsolved: unsolved})
 }
 
+// poolSeed is the seed of the run's dataset: the pool, its split and
+// its demonstrations (Settings.PoolSeed, else the run seed).
+func (s *stage) poolSeed(st *runState) uint64 {
+	if s.cfg.Config.PoolSeed != 0 {
+		return s.cfg.Config.PoolSeed
+	}
+	return st.seed
+}
+
 // poolSplit is which pool tasks are demonstrated for fine-tuning and
 // which the iterations sample, each in pool order.
 type poolSplit struct{ sft, rl []string }
@@ -386,7 +395,7 @@ type poolSplit struct{ sft, rl []string }
 // split divides the sealed pool: with fine-tuning on and RLTasks above 0,
 // a seeded draw of RLTasks tasks goes to the iterations alone and the
 // rest to the demonstrations; otherwise both get the whole pool. It is a
-// function of the run seed and the pool, so a restarted control or a
+// function of the pool seed and the pool, so a restarted control or a
 // branch divides the same way.
 func (s *stage) split(st *runState) poolSplit {
 	if st.split != nil {
@@ -396,7 +405,8 @@ func (s *stage) split(st *runState) poolSplit {
 	sp := poolSplit{sft: st.pool, rl: st.pool}
 	if n := min(c.RLTasks, len(st.pool)-1); c.SFTSteps > 0 && n > 0 {
 		held := map[string]bool{}
-		for _, k := range seededSample(st.seed, seedFor(st.seed, "rl-tasks"), len(st.pool), n) {
+		ps := s.poolSeed(st)
+		for _, k := range seededSample(ps, seedFor(ps, "rl-tasks"), len(st.pool), n) {
 			held[st.pool[k]] = true
 		}
 		sp = poolSplit{}
