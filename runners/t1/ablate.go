@@ -42,6 +42,10 @@ type ablationSummary struct {
 	// fine-tuned policy: Spread and Gains have a row per base run (its id
 	// in Variant) over its RL seeds, RL's spread alone.
 	RLSeeds []uint `json:"rl_seeds,omitempty"`
+	// PoolSeed, when set, is the one seed every run's pool was drawn from
+	// (stages.control.pool_seed): the spread over seeds is then training's
+	// alone, not the pool's.
+	PoolSeed uint64 `json:"pool_seed,omitempty"`
 	// Spread is, with several seeds, each variant's recipe table over the
 	// seeds: mean, lowest and highest resolve rate per stage.
 	Spread []spreadRow `json:"spread,omitempty"`
@@ -291,6 +295,9 @@ keeps about half of two cores busy.`,
 			}
 			if len(rlSeeds) > 0 {
 				sum.RLSeeds = rlSeeds
+			}
+			if len(seeds) > 0 {
+				sum.PoolSeed = cfg.Stages.Control.PoolSeed
 			}
 			if len(seeds) > 0 || len(rlSeeds) > 0 {
 				byVariant := map[string][]*pipelineSummary{}
@@ -554,6 +561,9 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	tw.Flush()
 	if len(s.RLSeeds) > 0 {
 		fmt.Fprintf(w, "RL at seeds %s from each base run's one fine-tuned policy: the spread below is RL's alone\n", joinUints(s.RLSeeds))
+	}
+	if s.PoolSeed != 0 {
+		fmt.Fprintf(w, "every seed's pool, split and demonstrations drawn from pool seed %d: the spread below is training's alone, not the pool's\n", s.PoolSeed)
 	}
 	if len(s.Spread) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
