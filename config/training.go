@@ -98,6 +98,13 @@ const (
 	LossPerAttempt = "attempt"
 )
 
+// The fine-tuning's learning-rate schedules (trainer.SFTOptions.Schedule
+// takes them as they are).
+const (
+	ScheduleConstant = "constant"
+	ScheduleCosine   = "cosine"
+)
+
 // The critic's starting points.
 const (
 	CriticFromPolicy = "policy"
@@ -106,7 +113,7 @@ const (
 
 func defaultTraining() Training {
 	return Training{
-		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, SFTSchedule: "constant", Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
+		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, SFTSchedule: ScheduleConstant, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
 		Baseline: BaselineGroup, LossWeighting: LossPerToken,
 		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
@@ -158,7 +165,7 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 			bad("training."+f.key, "must lie in (0, 1], got %g", f.v)
 		}
 	}
-	if t.SFTSchedule != "constant" && t.SFTSchedule != "cosine" {
+	if t.SFTSchedule != ScheduleConstant && t.SFTSchedule != ScheduleCosine {
 		bad("training.sft_schedule", "must be constant or cosine, got %q", t.SFTSchedule)
 	}
 	if t.SFTWeightDecay < 0 || t.SFTLR*t.SFTWeightDecay >= 1 {

@@ -15,8 +15,9 @@ import (
 
 // TrainSFT reads the token rows of job.Data in (task, attempt, chunk)
 // order, loads the policy and runs job.Steps Adam steps (a fresh
-// optimiser at Opt.SFT.Adam, its learning rate on Opt.SFT.Schedule) of SFTStep on the rows' loss regions, each
-// step on the next Opt.SFT.Batch of them (minibatch), and saves the
+// optimiser at Opt.SFT.Adam, its learning rate on Opt.SFT.Schedule) of
+// SFTStep on the rows' loss regions, each step on the next
+// Opt.SFT.Batch of them (minibatch), and saves the
 // result under job.Out without optimiser state, so that PPO starts its
 // own.
 func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error) {
