@@ -55,7 +55,7 @@ func Build(refs []StepRef) (*Spec, error) {
 	default:
 		sp.Difficulty = "hard"
 	}
-	if LibraryOf(refs) == Basic {
+	if LibraryOf(refs) != Full {
 		sp.Instruction = briefInstruction(sp.Phrases)
 	} else {
 		sp.Instruction = instruction(sp.Phrases)

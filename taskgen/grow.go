@@ -33,16 +33,19 @@ func Seed(lib Library, rng *rand.Rand) []StepRef {
 	return append(refs, pickTransform(lib, rng, mustFold(refs), 0, nil))
 }
 
-// Extend returns parent grown by n steps that do work. Each new step
-// consumes an artifact the task already has, preferring the most recent
-// ones so the solution path gets longer rather than wider; now and then a
-// new source joins the environment and the next step consumes it. The new
-// steps come from the parent's library.
-func Extend(parent []StepRef, n int, rng *rand.Rand) ([]StepRef, error) {
+// Extend returns parent, a task of lib, grown by n steps of lib that do
+// work. Each new step consumes an artifact the task already has,
+// preferring the most recent ones so the solution path gets longer rather
+// than wider; now and then a new source joins the environment and the
+// next step consumes it. lib is named rather than read off the parent: a
+// parent of shared steps alone is in several libraries.
+func Extend(lib Library, parent []StepRef, n int, rng *rand.Rand) ([]StepRef, error) {
 	if _, err := Build(parent); err != nil {
 		return nil, fmt.Errorf("synth: parent: %w", err)
 	}
-	lib := LibraryOf(parent)
+	if !InLibrary(lib, parent) {
+		return nil, fmt.Errorf("synth: parent has steps outside the %s library", lib)
+	}
 	refs := slices.Clone(parent)
 	used := map[StepRef]bool{}
 	for _, r := range parent {
@@ -126,7 +129,7 @@ func Suite(lib Library, seed uint64, n, rounds int) [][]StepRef {
 	for i := range out {
 		refs := Seed(lib, rng)
 		for range rounds {
-			refs, _ = Extend(refs, 1+rng.IntN(2), rng)
+			refs, _ = Extend(lib, refs, 1+rng.IntN(2), rng)
 		}
 		out[i] = refs
 	}

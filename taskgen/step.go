@@ -131,7 +131,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // Library names a set of steps that grow tasks together: a task's steps
-// all come from one library.
+// all come from one library. A step may belong to several libraries.
 type Library string
 
 // The libraries.
@@ -142,10 +142,15 @@ const (
 	// Basic is one-command file work whose instruction carries every
 	// parameter (steps_basic.go): what the reference model can learn.
 	Basic Library = "basic"
+	// BasicRename is Basic with its move a rename within /app ("Move the
+	// file /app/log.txt to /app/test.txt.") instead of a move into a new
+	// directory, a command every seed of the reference model learns from
+	// its demonstrations (steps_basic.go).
+	BasicRename Library = "basic-rename"
 )
 
 // Libraries lists the library names.
-func Libraries() []Library { return []Library{Basic, Full} }
+func Libraries() []Library { return []Library{Basic, BasicRename, Full} }
 
 // ParseLibrary checks a library name.
 func ParseLibrary(s string) (Library, error) {
@@ -154,32 +159,57 @@ func ParseLibrary(s string) (Library, error) {
 			return l, nil
 		}
 	}
-	return "", fmt.Errorf("unknown step library %q (want basic or full)", s)
+	return "", fmt.Errorf("unknown step library %q (want basic, basic-rename or full)", s)
 }
 
-// registry is the step library by name; libraryOf says which library
-// each step belongs to.
+// registry is the step library by name; libraries is each library's step
+// names.
 var (
 	registry  = map[string]Step{}
-	libraryOf = map[string]Library{}
+	libraries = map[Library]map[string]bool{}
 )
 
-func register(s Step) { registerIn(Full, s) }
+func register(s Step) { registerIn(s, Full) }
 
-func registerIn(lib Library, s Step) {
+// registerIn adds s to the libraries libs. A name is one step: the
+// step's name is part of every task ID it is in (Spec.ID), so two
+// different steps may never share one.
+func registerIn(s Step, libs ...Library) {
 	if _, dup := registry[s.Name()]; dup {
 		panic("synth: step registered twice: " + s.Name())
 	}
 	registry[s.Name()] = s
-	libraryOf[s.Name()] = lib
+	for _, lib := range libs {
+		if libraries[lib] == nil {
+			libraries[lib] = map[string]bool{}
+		}
+		libraries[lib][s.Name()] = true
+	}
 }
 
-// LibraryOf returns the library of a task's steps.
+// InLibrary reports whether every step of refs belongs to lib.
+func InLibrary(lib Library, refs []StepRef) bool {
+	for _, r := range refs {
+		if !libraries[lib][r.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// LibraryOf returns the first library, in Libraries order, that holds
+// every step of a task (Full when none does): which one of several a task
+// of shared steps is in does not change how it is built.
 func LibraryOf(refs []StepRef) Library {
 	if len(refs) == 0 {
 		return Full
 	}
-	return libraryOf[refs[0].Name]
+	for _, lib := range Libraries() {
+		if InLibrary(lib, refs) {
+			return lib
+		}
+	}
+	return Full
 }
 
 // Lookup returns the named step.
@@ -189,7 +219,7 @@ func Lookup(name string) (Step, bool) { s, ok := registry[name]; return s, ok }
 func Steps(lib Library) []Step {
 	out := make([]Step, 0, len(registry))
 	for _, n := range sortedKeys(registry) {
-		if libraryOf[n] == lib {
+		if libraries[lib][n] {
 			out = append(out, registry[n])
 		}
 	}

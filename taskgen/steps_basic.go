@@ -29,12 +29,14 @@ var (
 const Word Kind = "word"
 
 func init() {
-	registerIn(Basic, &step{name: "basic.word", cat: CatFiles, apply: basicWord})
-	registerIn(Basic, &step{name: "basic.file", cat: CatFiles, apply: basicFile})
-	registerIn(Basic, &step{name: "basic.write", cat: CatFiles, consumes: []Kind{Word}, apply: basicWrite})
-	registerIn(Basic, &step{name: "basic.append", cat: CatText, consumes: []Kind{Text}, apply: basicAppend, envOnly: true})
-	registerIn(Basic, &step{name: "basic.copy", cat: CatFiles, consumes: []Kind{Text}, apply: basicCopy})
-	registerIn(Basic, &step{name: "basic.move", cat: CatFiles, consumes: []Kind{Text}, apply: basicMove, envOnly: true})
+	both := []Library{Basic, BasicRename}
+	registerIn(&step{name: "basic.word", cat: CatFiles, apply: basicWord}, both...)
+	registerIn(&step{name: "basic.file", cat: CatFiles, apply: basicFile}, both...)
+	registerIn(&step{name: "basic.write", cat: CatFiles, consumes: []Kind{Word}, apply: basicWrite}, both...)
+	registerIn(&step{name: "basic.append", cat: CatText, consumes: []Kind{Text}, apply: basicAppend, envOnly: true}, both...)
+	registerIn(&step{name: "basic.copy", cat: CatFiles, consumes: []Kind{Text}, apply: basicCopy}, both...)
+	registerIn(&step{name: "basic.move", cat: CatFiles, consumes: []Kind{Text}, apply: basicMove, envOnly: true}, Basic)
+	registerIn(&step{name: "basic.rename", cat: CatFiles, consumes: []Kind{Text}, apply: basicRename, envOnly: true}, BasicRename)
 }
 
 // basicPath is a fresh /app/<stem>.txt.
@@ -119,6 +121,22 @@ func basicMove(g *Gen, in *Artifact) Contribution {
 			{Name: "source_gone", Paths: []string{in.Path}, Body: []string{fmt.Sprintf("assert not Path(%s).exists(), %s", quote(in.Path), quote(in.Path+" is still there"))}},
 		},
 		Phrase:   fmt.Sprintf("Make the directory %s and move the file %s to %s.", dir, in.Path, p),
+		Produces: []*Artifact{{Path: p, Kind: Text, Data: in.Data}},
+		Replaces: true,
+	}
+}
+
+// basicRename is BasicRename's move: the file keeps its directory and
+// takes a fresh name, so the command is the instruction's two paths.
+func basicRename(g *Gen, in *Artifact) Contribution {
+	p := basicPath(g)
+	return Contribution{
+		Solution: []string{fmt.Sprintf("mv %s %s", in.Path, p)},
+		Checks: []Check{
+			{Name: "moved", Paths: []string{p}, Body: []string{fmt.Sprintf("assert Path(%s).read_bytes() == %s", quote(p), pyBytes(in.Data))}},
+			{Name: "source_gone", Paths: []string{in.Path}, Body: []string{fmt.Sprintf("assert not Path(%s).exists(), %s", quote(in.Path), quote(in.Path+" is still there"))}},
+		},
+		Phrase:   fmt.Sprintf("Move the file %s to %s.", in.Path, p),
 		Produces: []*Artifact{{Path: p, Kind: Text, Data: in.Data}},
 		Replaces: true,
 	}

@@ -18,7 +18,7 @@ func grow(t *testing.T, lib Library, seed uint64, n int) [][]StepRef {
 		out = append(out, refs)
 		for range i % 4 {
 			var err error
-			if refs, err = Extend(refs, 1+rng.IntN(2), rng); err != nil {
+			if refs, err = Extend(lib, refs, 1+rng.IntN(2), rng); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, refs)
@@ -127,10 +127,10 @@ func TestNoHiddenRequirement(t *testing.T) {
 }
 
 func testNoHiddenRequirement(t *testing.T, lib Library) {
-	// The full library quotes paths; the basic one spells them bare, so
+	// The full library quotes paths; the basic ones spell them bare, so
 	// that a path is the same tokens in the instruction and the command.
 	named := func(instr, p string) bool { return strings.Contains(instr, "`"+p+"`") }
-	if lib == Basic {
+	if lib != Full {
 		named = func(instr, p string) bool {
 			return strings.Contains(instr, " "+p+" ") || strings.Contains(instr, " "+p+".")
 		}
@@ -157,7 +157,7 @@ func testNoHiddenRequirement(t *testing.T, lib Library) {
 func TestExtendKeepsParent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	parent := Seed(Full, rng)
-	child, err := Extend(parent, 2, rng)
+	child, err := Extend(Full, parent, 2, rng)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ type Settings struct {
 	Rounds int    `yaml:"rounds"`
 	Seed   uint64 `yaml:"seed"`
 	// Library is the step library the built-in tasks grow from (taskgen:
-	// basic or full); training's is stages.synth.library.
+	// basic, basic-rename or full); training's is stages.synth.library.
 	Library string `yaml:"library"`
 	// Attempts is the attempts per task.
 	Attempts int `yaml:"attempts"`

@@ -23,11 +23,11 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := range 4 {
-		// Both libraries: the basic one's steps that change a file must
+		// Every library: the basic ones' steps that change a file must
 		// leave every earlier assertion true.
-		lib := taskgen.Libraries()[i%2]
+		lib := taskgen.Libraries()[i%len(taskgen.Libraries())]
 		parentRefs := taskgen.Seed(lib, rng)
-		childRefs, err := taskgen.Extend(parentRefs, 2, rng)
+		childRefs, err := taskgen.Extend(lib, parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestThreeRoundsGrowSolutions(t *testing.T) {
 		for round := range 3 {
 			if round > 0 {
 				var err error
-				if refs, err = taskgen.Extend(refs, 2, rng); err != nil {
+				if refs, err = taskgen.Extend(taskgen.Full, refs, 2, rng); err != nil {
 					t.Fatal(err)
 				}
 			}

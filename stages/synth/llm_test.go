@@ -104,7 +104,7 @@ type family struct {
 func newFamily(t *testing.T) family {
 	t.Helper()
 	refs := []taskgen.StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
-	childRefs, err := taskgen.Extend(refs, 2, rand.New(rand.NewPCG(3, 3)))
+	childRefs, err := taskgen.Extend(taskgen.Full, refs, 2, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func FuzzParseReply(f *testing.F) {
 	fam := family{}
 	refs := []taskgen.StepRef{{Name: "source.log", Seed: 1, Input: -1}, {Name: "text.count", Seed: 2, Input: 0}}
 	fam.parent, _ = taskgen.Build(refs)
-	childRefs, _ := taskgen.Extend(refs, 2, rand.New(rand.NewPCG(3, 3)))
+	childRefs, _ := taskgen.Extend(taskgen.Full, refs, 2, rand.New(rand.NewPCG(3, 3)))
 	fam.child, _ = taskgen.Build(childRefs)
 	parent, err := fam.parent.Task(0)
 	if err != nil {

@@ -18,7 +18,7 @@ type Settings struct {
 	// Round 0's fresh tasks come from the built-in steps either way.
 	Generator string `yaml:"generator"`
 	// Library is the step library round 0's tasks (and the builtin
-	// generator's extensions) come from: taskgen's basic or full.
+	// generator's extensions) come from: taskgen's basic, basic-rename or full.
 	Library string `yaml:"library"`
 	// Candidates is how many tasks the builtin generator draws for each
 	// one it keeps: the one whose reference solution writes the values

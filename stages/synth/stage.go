@@ -131,10 +131,17 @@ func (s *stage) fanOut(ctx context.Context, ev engine.Event, out engine.Emitter)
 		if lin.Generator == LLM {
 			return engine.Permanent(fmt.Errorf("seed %s was grown by the llm generator: it has no steps for the built-in one to extend", id))
 		}
+		// A parent grows in the configured library when it is one of its
+		// tasks (one of shared basic steps is in both basic libraries),
+		// else in its own.
+		lib := s.cfg.Library
+		if !taskgen.InLibrary(lib, lin.Steps) {
+			lib = taskgen.LibraryOf(lin.Steps)
+		}
 		for k := range p.PerSeed {
 			name := fmt.Sprintf("round-%d/%s/%d", p.Round, id, k)
 			refs, err := s.choose(cov, name, len(lin.Steps), func(rng *rand.Rand) ([]taskgen.StepRef, error) {
-				return taskgen.Extend(lin.Steps, s.cfg.StepsPerRound, rng)
+				return taskgen.Extend(lib, lin.Steps, s.cfg.StepsPerRound, rng)
 			}, p.Seed)
 			if err != nil {
 				return engine.Permanent(fmt.Errorf("seed %s: %w", id, err))

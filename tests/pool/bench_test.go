@@ -27,7 +27,7 @@ func BenchmarkSynthesizeAndAudit(b *testing.B) {
 	accepted := 0
 	for range b.N {
 		parentRefs := taskgen.Seed(taskgen.Full, rng)
-		refs, err := taskgen.Extend(parentRefs, 2, rng)
+		refs, err := taskgen.Extend(taskgen.Full, parentRefs, 2, rng)
 		if err != nil {
 			b.Fatal(err)
 		}
