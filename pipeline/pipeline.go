@@ -164,6 +164,9 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	if sc.Synth.AvoidEval {
+		sy.Avoid, sy.MaxSimilarity = refs, sc.Audit.MaxSimilarity
+	}
 	// A branch reads the checkpoints it did not make from its ancestors.
 	lineage := trainer.Lineage(log.Lineage)
 	external := ""

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/taskgen"
@@ -64,5 +65,42 @@ func TestFanOutCoversTheLibrarysValues(t *testing.T) {
 				t.Fatalf("seed %d: coverage changed the steps: %v against %v", i, eight[i], one[i])
 			}
 		}
+	}
+}
+
+// With AvoidEval's references, round 0 emits no task that audit would
+// exclude as a near-duplicate of the held-out suite; without them, some.
+func TestFanOutAvoidsTheSuite(t *testing.T) {
+	var refs []harbor.Reference
+	for _, steps := range taskgen.Suite(taskgen.Basic, 1000, 96, 0) {
+		sp, err := taskgen.Build(steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := sp.Task(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, harbor.Reference{Name: sp.ID(), Print: harbor.FingerprintOf(task)})
+	}
+	near := func(cfg Config) int {
+		ev := testinfra.RootEvent(t, "avoid", schemas.SynthRequested, "round-0", schemas.SynthRequestedPayload{Round: 0, Seeds: 192, Seed: 1})
+		n := 0
+		for _, c := range testinfra.Feed(t, New(cfg), ev) {
+			var p schemas.SynthCandidatePayload
+			if err := c.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if (&stage{cfg: Config{Avoid: refs, MaxSimilarity: 0.8}}).nearEval(p.Steps) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := near(Config{Candidates: 8}); n == 0 {
+		t.Fatal("no near-duplicate of the suite among 192 seeds drawn without references: the test shows nothing")
+	}
+	if n := near(Config{Candidates: 8, Avoid: refs, MaxSimilarity: 0.8}); n != 0 {
+		t.Errorf("%d of 192 seeds are near-duplicates of the suite with its references", n)
 	}
 }

@@ -26,6 +26,14 @@ type Settings struct {
 	// the pool's demonstrations sees every value of the library several
 	// times. 1 keeps every draw.
 	Candidates int `yaml:"candidates"`
+	// AvoidEval makes the builtin generator pass over candidates that
+	// audit would exclude as near-duplicates of the held-out suite
+	// (stages.audit.max_similarity), keeping the coverage choice among the
+	// rest: otherwise a quarter of a one-step pool is synthesised only to
+	// be excluded, and the exclusions take most from the values the suite
+	// asks for most, so the demonstrations write those least. Audit's
+	// check stays the guard either way.
+	AvoidEval bool `yaml:"avoid_eval"`
 	// LLM is the llm generator's endpoint and sampling.
 	LLM LLMSettings `yaml:"llm"`
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
@@ -40,6 +41,11 @@ type Config struct {
 	// one it emits, keeping the one whose values the round covers least
 	// (taskgen.Coverage); 1 emits every draw as it is.
 	Candidates int
+	// Avoid, when set, are the tasks (the held-out suite's) a candidate
+	// may not be more similar to than MaxSimilarity: choose passes over
+	// such candidates while any other is left (Settings.AvoidEval).
+	Avoid         []harbor.Reference
+	MaxSimilarity float64
 }
 
 // New returns the synth stage.
@@ -171,7 +177,33 @@ func (s *stage) choose(cov *taskgen.Coverage, name string, from int, draw func(*
 	for k := 1; k < s.cfg.Candidates; k++ {
 		cands = append(cands, taskgen.Revalue(first, from, rngFor(seed, fmt.Sprintf("%s/%d", name, k))))
 	}
+	if apart := slices.DeleteFunc(slices.Clone(cands), s.nearEval); len(apart) > 0 {
+		cands = apart
+	}
 	return cov.Choose(cands)
+}
+
+// nearEval reports whether audit would exclude refs' task as a
+// near-duplicate of a task in Avoid.
+func (s *stage) nearEval(refs []taskgen.StepRef) bool {
+	if len(s.cfg.Avoid) == 0 {
+		return false
+	}
+	sp, err := taskgen.Build(refs)
+	if err != nil {
+		return false
+	}
+	t, err := sp.Task(0)
+	if err != nil {
+		return false
+	}
+	fp := harbor.FingerprintOf(t)
+	for _, r := range s.cfg.Avoid {
+		if harbor.Similarity(fp, r.Print) > s.cfg.MaxSimilarity {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
