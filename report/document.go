@@ -269,7 +269,7 @@ func lastPoolTasks(r *Run) int {
 
 func poolSection(r *Run) (*section, error) {
 	s := &section{id: "pool", title: "Training pool"}
-	t := &table{head: []string{"version", "tasks", "excluded (eval overlap)", "categories"}}
+	t := &table{head: []string{"version", "tasks", "excluded (near-duplicates)", "categories"}}
 	for _, p := range r.Pools {
 		var cs []string
 		for _, c := range slices.Sorted(maps.Keys(p.Categories)) {

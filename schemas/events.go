@@ -186,7 +186,10 @@ type PoolSealedPayload struct {
 	Categories  map[string]int `json:"categories"` // histogram
 	// Pool lists the tasks-table objects of the sealed pool.
 	Pool []FileRef `json:"pool"`
-	// Excluded counts tasks dropped by the evaluation-overlap check.
+	// Excluded counts accepted tasks dropped at sealing as near-duplicates
+	// of an accepted task of a smaller id (stages.audit.max_similarity);
+	// audit's own check rejects near-duplicates of the held-out suite
+	// before they are accepted.
 	Excluded int `json:"excluded"`
 	// TaskIDs lists the pool's tasks, sorted.
 	TaskIDs []string `json:"task_ids"`

@@ -25,8 +25,8 @@ func poolCmd(g *globals) *cobra.Command {
 		Use:   "show --run R [--version N]",
 		Short: "A sealed pool's tasks with category and difficulty histograms and the top-five category share",
 		Long: `Reads the run's pool.sealed event (the latest version unless --version is given) and the
-tasks-table rows it claims, and prints the pool's size, the tasks the evaluation-overlap check
-excluded, histograms by category and by difficulty, the share of the pool held by its five
+tasks-table rows it claims, and prints the pool's size, the accepted tasks sealing dropped as
+near-duplicates of another, histograms by category and by difficulty, the share of the pool held by its five
 largest categories (1.0 means at most five categories: a narrow pool), and every task.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -190,7 +190,7 @@ func printPool(w io.Writer, s poolSummary) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "run\t%s\n", s.Run)
 	fmt.Fprintf(tw, "pool version\t%d\n", s.Version)
-	fmt.Fprintf(tw, "tasks\t%d (%d excluded by the evaluation-overlap check)\n", s.Tasks, s.Excluded)
+	fmt.Fprintf(tw, "tasks\t%d (%d excluded as near-duplicates of a pool task)\n", s.Tasks, s.Excluded)
 	fmt.Fprintf(tw, "top-five share\t%.2f\n", s.TopFiveShare)
 	for _, b := range s.Categories {
 		fmt.Fprintf(tw, "category %s\t%d\t%.2f\n", b.Name, b.Count, b.Share)

@@ -29,10 +29,10 @@ type Settings struct {
 	// AvoidEval makes the builtin generator pass over candidates that
 	// audit would exclude as near-duplicates of the held-out suite
 	// (stages.audit.max_similarity), keeping the coverage choice among the
-	// rest: otherwise a quarter of a one-step pool is synthesised only to
-	// be excluded, and the exclusions take most from the values the suite
-	// asks for most, so the demonstrations write those least. Audit's
-	// check stays the guard either way.
+	// rest: otherwise part of the pool (65 of 576 one-step basic tasks)
+	// is synthesised only to be rejected, and the rejections take most
+	// from the values the suite asks for most, so the demonstrations
+	// write those least. Audit's check stays the guard either way.
 	AvoidEval bool `yaml:"avoid_eval"`
 	// LLM is the llm generator's endpoint and sampling.
 	LLM LLMSettings `yaml:"llm"`
