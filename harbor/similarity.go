@@ -18,6 +18,18 @@ type Reference struct {
 	Print Fingerprint
 }
 
+// Nearest returns the reference most similar to fp and its similarity
+// (0 and "" when there is none): audit rejects a task whose nearest
+// reference is above its threshold, and synthesis avoids drawing one.
+func Nearest(fp Fingerprint, refs []Reference) (sim float64, name string) {
+	for _, r := range refs {
+		if s := Similarity(fp, r.Print); s > sim {
+			sim, name = s, r.Name
+		}
+	}
+	return sim, name
+}
+
 // FingerprintOf fingerprints a task.
 func FingerprintOf(t *Task) Fingerprint {
 	return FingerprintText(t.Instruction + "\n" + string(t.Files[SolutionPath].Data))

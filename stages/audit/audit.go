@@ -312,13 +312,7 @@ func (j *judge) novelty(t *harbor.Task, refs []harbor.Reference, cfg Settings) f
 	if len(refs) == 0 {
 		return 1
 	}
-	fp := harbor.FingerprintOf(t)
-	best, name := 0.0, ""
-	for _, r := range refs {
-		if sim := harbor.Similarity(fp, r.Print); sim > best {
-			best, name = sim, r.Name
-		}
-	}
+	best, name := harbor.Nearest(harbor.FingerprintOf(t), refs)
 	if best > cfg.MaxSimilarity {
 		j.v.NearDuplicateOf = name
 		j.reject(NearDuplicate, "similarity %.2f to reference task %s is above %.2f", best, name, cfg.MaxSimilarity)

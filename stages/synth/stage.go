@@ -197,13 +197,8 @@ func (s *stage) nearEval(refs []taskgen.StepRef) bool {
 	if err != nil {
 		return false
 	}
-	fp := harbor.FingerprintOf(t)
-	for _, r := range s.cfg.Avoid {
-		if harbor.Similarity(fp, r.Print) > s.cfg.MaxSimilarity {
-			return true
-		}
-	}
-	return false
+	sim, _ := harbor.Nearest(harbor.FingerprintOf(t), s.cfg.Avoid)
+	return sim > s.cfg.MaxSimilarity
 }
 
 func (s *stage) lineage(ctx context.Context, run, id string) (*Lineage, error) {
