@@ -143,7 +143,8 @@
 //	                   excluded, task_ids
 //	sft.requested      producer: control  consumers: ppo (trainer)
 //	                   policy_version, data ([]FileRef, tokens), epochs,
-//	                   unsolved (demonstrations left out: their verifier failed)
+//	                   unsolved (demonstrations left out: their verifier failed),
+//	                   seed (each pass's order over them; 0: sorted)
 //	sft.completed      producer: ppo (trainer)  consumers: control
 //	                   policy_version, checkpoint, loss
 //	rollout.requested  producer: control, eval  consumers: rollout

@@ -203,6 +203,10 @@ type SFTRequestedPayload struct {
 	// Unsolved counts demonstrations left out of Data because their
 	// replay through the harness did not pass the task's verifier.
 	Unsolved int `json:"unsolved,omitempty"`
+	// Seed, when above 0, draws the order of each pass over the
+	// demonstrations (the run seed under stages.control.sft_shuffle);
+	// 0 takes them in (task, attempt, chunk) order.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // SFTCompletedPayload reports the fine-tuned policy.

@@ -117,10 +117,12 @@ type JobFile struct {
 	Manifest *schemas.BatchManifest `json:"manifest,omitempty"`
 	// GAE is the advantage estimation the values must use (critic).
 	GAE *GAE `json:"gae,omitempty"`
-	// Data are the demonstrations' tokens-table objects and Steps the
-	// optimiser steps to take (sft).
+	// Data are the demonstrations' tokens-table objects, Steps the
+	// optimiser steps to take and Seed, when present, what draws the
+	// order of each pass over the demonstrations (sft; SFTJob.Seed).
 	Data  []schemas.FileRef `json:"data,omitempty"`
 	Steps int               `json:"steps,omitempty"`
+	Seed  uint64            `json:"seed,omitempty"`
 	// Hyperparameters are the settings to train with.
 	Hyperparameters *Hyperparameters `json:"hyperparameters"`
 }
@@ -148,7 +150,7 @@ func (e *Exec) TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, e
 // TrainSFT implements Trainer.
 func (e *Exec) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error) {
 	return execJob(ctx, e, JobFile{Kind: KindSFT, Run: job.Run, Policy: job.Policy, Checkpoint: job.Out, Version: job.Version,
-		Data: job.Data, Steps: job.Steps}, ParseSFTResult)
+		Data: job.Data, Steps: job.Steps, Seed: job.Seed}, ParseSFTResult)
 }
 
 // execJob writes the job's files, runs the command and parses its result.

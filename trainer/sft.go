@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -17,7 +18,8 @@ import (
 // order, loads the policy and runs job.Steps Adam steps (a fresh
 // optimiser at Opt.SFT.Adam, its learning rate on Opt.SFT.Schedule) of
 // SFTStep on the rows' loss regions, each step on the next
-// Opt.SFT.Batch of them (minibatch), and saves the
+// Opt.SFT.Batch of them (minibatch; each pass over them in an order drawn
+// from job.Seed, or in that order when it is 0), and saves the
 // result under job.Out without optimiser state, so that PPO starts its
 // own.
 func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error) {
@@ -68,12 +70,13 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 	}
 	opt := moe.NewAdam(ck.Model, r.Opt.SFT.Adam)
 	met := SFTMetrics{Sequences: len(seqs)}
+	order := &passOrder{seed: job.Seed, n: len(seqs)}
 	for step := range job.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		opt.Cfg.LR = sftLR(r.Opt.SFT, step, job.Steps)
-		bs, bm := minibatch(seqs, masks, step, r.Opt.SFT.Batch)
+		bs, bm := minibatch(seqs, masks, step, r.Opt.SFT.Batch, order)
 		if met.Loss, err = SFTStep(ck.Model, opt, bs, bm, r.Opt.SFT.MaxGradNorm); err != nil {
 			return nil, Bad(err)
 		}
@@ -147,17 +150,40 @@ func SFTStep(m *moe.Model, opt *moe.Adam, seqs [][]int, masks [][]float32, maxNo
 }
 
 // minibatch returns the demonstrations of step k: size of them, starting
-// where step k−1 stopped and wrapping around. No randomness is needed for
-// a replay to train identically, and every demonstration is used equally.
-func minibatch(seqs [][]int, masks [][]float32, k, size int) ([][]int, [][]float32) {
+// where step k−1 stopped in order's stream and wrapping around into the
+// next pass, so every demonstration is used equally.
+func minibatch(seqs [][]int, masks [][]float32, k, size int, order *passOrder) ([][]int, [][]float32) {
 	n := len(seqs)
 	if size <= 0 || size >= n {
 		return seqs, masks
 	}
 	bs, bm := make([][]int, size), make([][]float32, size)
 	for i := range size {
-		j := (k*size + i) % n
+		j := order.at(k*size + i)
 		bs[i], bm[i] = seqs[j], masks[j]
 	}
 	return bs, bm
+}
+
+// passOrder is the order demonstrations are taken in: position j of the
+// stream is in pass j/n, and each pass is a permutation of the n
+// demonstrations drawn from seed and the pass's index, so a rerun or a
+// replay trains identically and runs of other seeds see the same
+// demonstrations in other orders. Seed 0 takes them in sorted order on
+// every pass. Positions are asked for in increasing order.
+type passOrder struct {
+	seed uint64
+	n    int
+	pass int
+	perm []int
+}
+
+func (o *passOrder) at(j int) int {
+	if o.seed == 0 {
+		return j % o.n
+	}
+	if p := j / o.n; o.perm == nil || p != o.pass {
+		o.pass, o.perm = p, rand.New(rand.NewPCG(o.seed, uint64(p))).Perm(o.n)
+	}
+	return o.perm[j%o.n]
 }

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -53,7 +54,7 @@ func TestMinibatchTakesDemonstrationsInTurn(t *testing.T) {
 	var got [][]int
 	uses := make([]int, len(seqs))
 	for k := range 5 {
-		bs, bm := minibatch(seqs, masks, k, 2)
+		bs, bm := minibatch(seqs, masks, k, 2, &passOrder{n: len(seqs)})
 		var ids []int
 		for i := range bs {
 			if float32(bs[i][0]) != bm[i][0] {
@@ -76,9 +77,55 @@ func TestMinibatchTakesDemonstrationsInTurn(t *testing.T) {
 		}
 	}
 	for _, size := range []int{0, 5, 9} {
-		if bs, _ := minibatch(seqs, masks, 3, size); len(bs) != len(seqs) {
+		if bs, _ := minibatch(seqs, masks, 3, size, &passOrder{n: len(seqs)}); len(bs) != len(seqs) {
 			t.Fatalf("size %d: %d sequences", size, len(bs))
 		}
+	}
+}
+
+// A seeded order takes every demonstration once per pass, in an order
+// that differs between passes and between seeds and is the same on a
+// rerun.
+func TestMinibatchSeededPasses(t *testing.T) {
+	const n, size, steps = 7, 3, 14 // six passes
+	seqs, masks := make([][]int, n), make([][]float32, n)
+	for i := range n {
+		seqs[i], masks[i] = []int{i}, []float32{float32(i)}
+	}
+	stream := func(seed uint64) []int {
+		o := &passOrder{seed: seed, n: n}
+		var ids []int
+		for k := range steps {
+			bs, bm := minibatch(seqs, masks, k, size, o)
+			for i := range bs {
+				if float32(bs[i][0]) != bm[i][0] {
+					t.Fatalf("seed %d step %d: sequence %v paired with mask %v", seed, k, bs[i], bm[i])
+				}
+				ids = append(ids, bs[i][0])
+			}
+		}
+		return ids
+	}
+	a := stream(11)
+	passes := map[string]bool{}
+	for p := 0; p+n <= len(a); p += n {
+		pass := slices.Clone(a[p : p+n])
+		passes[fmt.Sprint(pass)] = true
+		slices.Sort(pass)
+		for i, id := range pass {
+			if id != i {
+				t.Fatalf("pass %d of seed 11 is not a permutation: %v", p/n, a[p:p+n])
+			}
+		}
+	}
+	if len(passes) < 2 {
+		t.Fatalf("every pass in one order: %v", a)
+	}
+	if !slices.Equal(a, stream(11)) {
+		t.Fatal("seed 11 drew another order on a rerun")
+	}
+	if slices.Equal(a, stream(12)) {
+		t.Fatal("seeds 11 and 12 drew the same order")
 	}
 }
 

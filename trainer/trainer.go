@@ -208,6 +208,9 @@ type SFTJob struct {
 	Policy  string
 	Out     string
 	Version int64
+	// Seed, when above 0, draws the order of each pass over the
+	// demonstrations (0: every pass in (task, attempt, chunk) order).
+	Seed uint64
 }
 
 // SFTResult is what a fine-tuning produced.
@@ -336,8 +339,9 @@ type SFTOptions struct {
 	// MaxGradNorm clips the gradient norm (0: no clipping).
 	MaxGradNorm float64 `json:"max_grad_norm"`
 	// Batch is the number of demonstrations each step trains on, taken in
-	// turn from the sorted rows so every one is seen once every
-	// ceil(n/Batch) steps; 0 or at least n trains each step on all.
+	// turn from the rows (sorted, or each pass in the order SFTJob.Seed
+	// draws) so every one is seen once every ceil(n/Batch) steps; 0 or at
+	// least n trains each step on all.
 	Batch int `json:"batch"`
 }
 

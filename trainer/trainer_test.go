@@ -400,6 +400,19 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 		t.Fatalf("exec sft %+v, reference %+v", gotS.Metrics, wantS.Metrics)
 	}
 	same("sft", wantS.Checkpoint, gotS.Checkpoint)
+	// A seeded order reaches the external trainer too.
+	sj.Seed, sj.Steps, sj.Out = 9, 6, keys.Policy(run, 1)+"-seeded"
+	if wantS, err = ref.TrainSFT(ctx, sj); err != nil {
+		t.Fatal(err)
+	}
+	sj.Out = keys.Policy(run, 1) + "-seeded-exec"
+	if gotS, err = ex.TrainSFT(ctx, sj); err != nil {
+		t.Fatal(err)
+	}
+	if gotS.Metrics != wantS.Metrics {
+		t.Fatalf("exec seeded sft %+v, reference %+v", gotS.Metrics, wantS.Metrics)
+	}
+	same("seeded sft", wantS.Checkpoint, gotS.Checkpoint)
 
 	withVals, _, _, err := WithValues(ctx, st, man, vals)
 	if err != nil {

@@ -46,6 +46,9 @@ type ablationSummary struct {
 	// (stages.control.pool_seed): the spread over seeds is then training's
 	// alone, not the pool's.
 	PoolSeed uint64 `json:"pool_seed,omitempty"`
+	// ModelSeed, when set, is the one initial model every seed started
+	// from (--model-seed): the seeds then differ in what training draws.
+	ModelSeed uint64 `json:"model_seed,omitempty"`
 	// Spread is, with several seeds, each variant's recipe table over the
 	// seeds: mean, lowest and highest resolve rate per stage.
 	Spread []spreadRow `json:"spread,omitempty"`
@@ -89,14 +92,16 @@ type spreadRow struct {
 }
 
 // seeded returns cfg run at seed: its own run id (<id>-s<seed>), the
-// run's seed and the fresh model's initialisation seed both set to it.
-// The held-out suite keeps its own seed, so every seed is measured on
-// the same tasks.
-func seeded(cfg config.Config, seed uint64) config.Config {
+// run's seed and the fresh model's initialisation seed both set to it,
+// or the latter to modelSeed when that is above 0, so that every seed
+// starts from one initial model as post-training runs start from one
+// pretrained checkpoint. The held-out suite keeps its own seed, so
+// every seed is measured on the same tasks.
+func seeded(cfg config.Config, seed, modelSeed uint64) config.Config {
 	c := cfg
 	c.Run.ID = fmt.Sprintf("%s-s%d", cfg.Run.ID, seed)
 	c.Run.Seed = seed
-	c.Inference.Model.Seed = seed
+	c.Inference.Model.Seed = cmp.Or(modelSeed, seed)
 	return c
 }
 
@@ -180,8 +185,9 @@ func ablateCmd(g *globals) *cobra.Command {
 	var baseOnly, fresh bool
 	var seeds, rlSeeds []uint
 	var jobs int
+	var modelSeed uint64
 	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--model-seed N] [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
 		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
 		Long: `Runs the configured run and then each variant of the configuration's variants list (by
 default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, in
@@ -200,7 +206,10 @@ mean and the lowest and highest over the seeds, and each step's gain within each
 attempts it changed: the held-out attempts (the same task, attempt index and sampling seed) solved
 only after the step and only before it, over every seed, with the exact sign test's p-value for
 that split. --base-only runs no variant: the base run's
-spread over the seeds alone. --rl-seeds instead runs RL again at each seed from each base run's
+spread over the seeds alone. --model-seed N starts every seed from the initial model of model seed N instead
+of its own, as every seed of a post-training run starts from one pretrained checkpoint; with
+stages.control.pool_seed and stages.control.sft_shuffle the seeds then differ only in what
+training draws: the fine-tuning's order, the iterations' tasks and every sample. --rl-seeds instead runs RL again at each seed from each base run's
 one fine-tuned policy, as run <base run>-rl<seed> (a continued branch at sft with that run seed;
 the base run is its own seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
 base run's, so the spread shown per base run is RL's alone, the one an RL paper reports over its
@@ -221,6 +230,9 @@ keeps about half of two cores busy.`,
 			if baseOnly && len(only) > 0 {
 				return errors.New("--base-only runs no variant: drop --variants")
 			}
+			if modelSeed > 0 && len(seeds) == 0 {
+				return errors.New("--model-seed starts every seed from one initial model: name the seeds with --seeds")
+			}
 			if baseOnly && len(seeds) == 0 {
 				return errors.New("--base-only compares the base run over seeds: name them with --seeds")
 			}
@@ -237,7 +249,7 @@ keeps about half of two cores busy.`,
 			if len(seeds) > 0 {
 				bases = bases[:0]
 				for _, s := range seeds {
-					bases = append(bases, seeded(cfg, uint64(s)))
+					bases = append(bases, seeded(cfg, uint64(s), modelSeed))
 				}
 			}
 			var plan []ablationRun
@@ -298,6 +310,7 @@ keeps about half of two cores busy.`,
 			}
 			if len(seeds) > 0 {
 				sum.PoolSeed = cfg.Stages.Control.PoolSeed
+				sum.ModelSeed = modelSeed
 			}
 			if len(seeds) > 0 || len(rlSeeds) > 0 {
 				byVariant := map[string][]*pipelineSummary{}
@@ -319,6 +332,7 @@ keeps about half of two cores busy.`,
 	cmd.Flags().BoolVar(&baseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
 	cmd.Flags().IntVar(&jobs, "jobs", 0, "with --seeds or --rl-seeds, run this many runs at once (default: every seed, at most 4)")
 	cmd.Flags().UintSliceVar(&rlSeeds, "rl-seeds", nil, "train each base run's fine-tuned policy again once per seed (a base run is its own seed's), and show RL's spread over them")
+	cmd.Flags().Uint64Var(&modelSeed, "model-seed", 0, "with --seeds, start every seed from the initial model of this model seed instead of its own")
 	cmd.Flags().UintSliceVar(&seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
 	return cmd
 }
@@ -564,6 +578,9 @@ func printAblation(w io.Writer, s *ablationSummary) {
 	}
 	if s.PoolSeed != 0 {
 		fmt.Fprintf(w, "every seed's pool, split and demonstrations drawn from pool seed %d: the spread below is training's alone, not the pool's\n", s.PoolSeed)
+	}
+	if s.ModelSeed != 0 {
+		fmt.Fprintf(w, "every seed started from the initial model of model seed %d: the spread below is not the initial weights'\n", s.ModelSeed)
 	}
 	if len(s.Spread) > 0 {
 		tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -208,10 +208,17 @@ func TestBranchFoldDecides(t *testing.T) {
 }
 
 // Fine-tuning waits until every demonstration is scored or has failed,
-// and trains only on those that solved their task.
+// and trains only on those that solved their task; with sft_shuffle it
+// asks for the passes over them in an order drawn from the run seed.
 func TestFineTuningWaitsForTheDemonstrationsScores(t *testing.T) {
+	for _, shuffle := range []bool{false, true} {
+		t.Run(fmt.Sprint("shuffle=", shuffle), func(t *testing.T) { fineTuningWaits(t, shuffle) })
+	}
+}
+
+func fineTuningWaits(t *testing.T, shuffle bool) {
 	c := testConfig()
-	c.SFTSteps, c.EvalSuite, c.EvalBaseline = 10, "", false
+	c.SFTSteps, c.EvalSuite, c.EvalBaseline, c.SFTShuffle = 10, "", false, shuffle
 	s := &stage{cfg: StageConfig{Config: c}}
 	st := newRunState("r")
 	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 7}))
@@ -247,6 +254,9 @@ func TestFineTuningWaitsForTheDemonstrationsScores(t *testing.T) {
 	}
 	if strings.Join(keys, ",") != "tokens-a,tokens-c" || req.Unsolved != 1 {
 		t.Fatalf("fine-tuning on %v with %d unsolved; want tokens-a,tokens-c and 1", keys, req.Unsolved)
+	}
+	if want := map[bool]uint64{false: 0, true: 7}[shuffle]; req.Seed != want {
+		t.Fatalf("sft_shuffle %v: order seed %d, want %d", shuffle, req.Seed, want)
 	}
 }
 

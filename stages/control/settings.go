@@ -32,6 +32,13 @@ type Settings struct {
 	// demonstrations of the pool's reference solutions before the first
 	// iteration (base → SFT → RL).
 	SFTSteps int `yaml:"sft_steps"`
+	// SFTShuffle takes each pass of the fine-tuning over the
+	// demonstrations in an order drawn from the run seed rather than in
+	// the pool's order, so that runs of one pool and one initial model
+	// (PoolSeed, inference.model.seed) still fine-tune differently, as
+	// training seeds of a post-training run from one pretrained
+	// checkpoint do.
+	SFTShuffle bool `yaml:"sft_shuffle" json:",omitzero"`
 	// RLTasks, with fine-tuning on, keeps this many pool tasks (a seeded
 	// draw) out of the demonstrations; the iterations sample only them, so
 	// RL trains on tasks the fine-tuned policy has to generalise to rather

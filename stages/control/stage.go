@@ -376,7 +376,11 @@ func (s *stage) sft(st *runState, out engine.Emitter) (done bool, err error) {
 		st.sftDone = true // nothing to learn from: go on from the initial policy
 		return true, nil
 	}
-	return false, emit(out, schemas.SFTRequested, "sft", schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps, Unsolved: unsolved})
+	req := schemas.SFTRequestedPayload{PolicyVersion: 0, Data: data, Epochs: s.cfg.Config.SFTSteps, Unsolved: unsolved}
+	if s.cfg.Config.SFTShuffle {
+		req.Seed = st.seed
+	}
+	return false, emit(out, schemas.SFTRequested, "sft", req)
 }
 
 // poolSeed is the seed of the run's dataset: the pool, its split and

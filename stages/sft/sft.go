@@ -72,7 +72,7 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 	next := p.PolicyVersion + 1
 	prefix := keys.Policy(run, next)
 	res, err := s.cfg.Trainer.TrainSFT(ctx, trainer.SFTJob{Run: run, Data: p.Data, Steps: max(p.Epochs, 1),
-		Policy: from, Out: prefix, Version: next})
+		Policy: from, Out: prefix, Version: next, Seed: p.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("sft policy %d: %w", p.PolicyVersion, err)
 	}

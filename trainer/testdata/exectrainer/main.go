@@ -100,7 +100,7 @@ func train(job trainer.JobFile, refPath string) (any, error) {
 		}
 		return map[string]any{"kind": job.Kind, "checkpoint": r.Checkpoint, "values": r.Values, "metrics": r.Metrics}, nil
 	case trainer.KindSFT:
-		r, err := tr.TrainSFT(ctx, trainer.SFTJob{Run: job.Run, Data: job.Data, Steps: job.Steps, Policy: job.Policy, Out: at, Version: job.Version})
+		r, err := tr.TrainSFT(ctx, trainer.SFTJob{Run: job.Run, Data: job.Data, Steps: job.Steps, Policy: job.Policy, Out: at, Version: job.Version, Seed: job.Seed})
 		if err != nil {
 			return nil, err
 		}
