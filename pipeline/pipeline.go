@@ -185,6 +185,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 			RewardScale: sc.Reward.Scale},
 		hash: ConfigHash(hashed{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
 	}
+	p.started.ConfigHash = p.hash
 	if sc.Eval.Suite != "" {
 		p.started.EvalSuites = []string{sc.Eval.Suite}
 	}

@@ -327,4 +327,14 @@ func TestRunPipelineInterruptResume(t *testing.T) {
 	if sum.Events["rollout.completed"] != sum.Events["rollout.requested"] || sum.Events["reward.scored"] != sum.Events["rollout.completed"] {
 		t.Errorf("attempts requested %d, completed %d, scored %d", sum.Events["rollout.requested"], sum.Events["rollout.completed"], sum.Events["reward.scored"])
 	}
+	// The run is this configuration's: another one under its id is
+	// refused, not shown the completed run's figures as its own.
+	other := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(other, []byte(strings.Replace(tinyPipeline, "sft_steps: 2", "sft_steps: 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = command(t, data, other, "run", "--log-level", "warn").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "run tiny was started from another configuration") {
+		t.Fatalf("run tiny under another configuration: %v\n%s", err, out)
+	}
 }

@@ -92,14 +92,19 @@ type spreadRow struct {
 }
 
 // seeded returns cfg run at seed: its own run id (<id>-s<seed>), the
-// run's seed and the fresh model's initialisation seed both set to it,
-// or the latter to modelSeed when that is above 0, so that every seed
-// starts from one initial model as post-training runs start from one
-// pretrained checkpoint. The held-out suite keeps its own seed, so
-// every seed is measured on the same tasks.
+// run's seed and the fresh model's initialisation seed both set to it.
+// With modelSeed above 0 the initial model is that seed's instead, so
+// that every seed starts from one initial model as post-training runs
+// start from one pretrained checkpoint, and the run id names it
+// (<id>-m<modelSeed>-s<seed>): runs from other initial models are other
+// runs. The held-out suite keeps its own seed, so every seed is measured
+// on the same tasks.
 func seeded(cfg config.Config, seed, modelSeed uint64) config.Config {
 	c := cfg
 	c.Run.ID = fmt.Sprintf("%s-s%d", cfg.Run.ID, seed)
+	if modelSeed > 0 {
+		c.Run.ID = fmt.Sprintf("%s-m%d-s%d", cfg.Run.ID, modelSeed, seed)
+	}
 	c.Run.Seed = seed
 	c.Inference.Model.Seed = cmp.Or(modelSeed, seed)
 	return c

@@ -209,7 +209,11 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 	if err != nil {
 		return nil, infraError(err)
 	}
-	if !exists {
+	if exists {
+		if err := sameConfig(ctx, in.Log, run, p.Hash()); err != nil {
+			return nil, err
+		}
+	} else {
 		root, err := engine.NewRootEvent(run, schemas.RunStarted, p.Hash(), p.Started())
 		if err != nil {
 			return nil, err
@@ -272,6 +276,20 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 		return nil, err
 	}
 	return &sum, nil
+}
+
+// sameConfig refuses to go on with run, started from a configuration of
+// another hash: resuming it would add events of this configuration to
+// the other's, and a completed run would stand for this configuration's
+// figures (t1 ablate skips completed runs). Branches record their own
+// hash and are resumed by t1 replay; runs started before the hash was
+// recorded are taken as they are.
+func sameConfig(ctx context.Context, log *engine.Log, run, hash string) error {
+	st, ok, err := lineage.Started(ctx, log, run)
+	if err != nil || !ok || st.Parent != "" || st.ConfigHash == "" || st.ConfigHash == hash {
+		return err
+	}
+	return fmt.Errorf("run %s was started from another configuration (hash %s, this one %s): run it with that configuration, or give this one another run.id or data directory", run, st.ConfigHash, hash)
 }
 
 // runEnded reports whether run has completed or failed.

@@ -41,7 +41,7 @@ func TestAblationSpread(t *testing.T) {
 	if c.Run.ID != "main-s7" || c.Run.Seed != 7 || c.Inference.Model.Seed != 7 {
 		t.Fatalf("seeded: %s seed %d model seed %d", c.Run.ID, c.Run.Seed, c.Inference.Model.Seed)
 	}
-	if c = seeded(config.Default(), 7, 3); c.Run.ID != "main-s7" || c.Run.Seed != 7 || c.Inference.Model.Seed != 3 {
+	if c = seeded(config.Default(), 7, 3); c.Run.ID != "main-m3-s7" || c.Run.Seed != 7 || c.Inference.Model.Seed != 3 {
 		t.Fatalf("seeded from model seed 3: %s seed %d model seed %d", c.Run.ID, c.Run.Seed, c.Inference.Model.Seed)
 	}
 }
