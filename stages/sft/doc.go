@@ -12,7 +12,8 @@
 // log-likelihood of the loss-region tokens: token t of a chunk counts when
 // its loss-mask entry is set, so the instruction and observations are
 // context, never targets. Each epoch is one optimiser step (the reference
-// backend's on training.sft_batch demonstrations taken in turn). The
+// backend's on training.sft_batch demonstrations taken in turn, each pass
+// in the order the request's seed draws, or in sorted order without one). The
 // request's policy version V is the starting point (version 0 is created
 // from the configured initial checkpoint when absent); the result is
 // version V+1, saved without optimiser state so that PPO starts its own.
