@@ -205,12 +205,12 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 			}
 		}()
 	}
-	exists, err := in.Log.HasEvent(ctx, run, schemas.RunStarted)
+	started, exists, err := lineage.Started(ctx, in.Log, run)
 	if err != nil {
 		return nil, infraError(err)
 	}
 	if exists {
-		if err := sameConfig(ctx, in.Log, run, p.Hash()); err != nil {
+		if err := sameConfig(run, started, p.Hash()); err != nil {
 			return nil, err
 		}
 	} else {
@@ -284,10 +284,9 @@ func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stage
 // figures (t1 ablate skips completed runs). Branches record their own
 // hash and are resumed by t1 replay; runs started before the hash was
 // recorded are taken as they are.
-func sameConfig(ctx context.Context, log *engine.Log, run, hash string) error {
-	st, ok, err := lineage.Started(ctx, log, run)
-	if err != nil || !ok || st.Parent != "" || st.ConfigHash == "" || st.ConfigHash == hash {
-		return err
+func sameConfig(run string, st schemas.RunStartedPayload, hash string) error {
+	if st.Parent != "" || st.ConfigHash == "" || st.ConfigHash == hash {
+		return nil
 	}
 	return fmt.Errorf("run %s was started from another configuration (hash %s, this one %s): run it with that configuration, or give this one another run.id or data directory", run, st.ConfigHash, hash)
 }
