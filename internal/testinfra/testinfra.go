@@ -245,7 +245,12 @@ func CheckFor(t testing.TB, total time.Duration, f func() error) {
 func Bubblewrap(t testing.TB) *sandbox.Bubblewrap {
 	t.Helper()
 	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
+	err := bw.Available()
+	if err == nil {
+		// Sandboxes with the default limits need a cgroup of their own.
+		err = sandbox.Cgroups()
+	}
+	if err != nil {
 		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
 			t.Fatalf("bubblewrap is required here: %v", err)
 		}
