@@ -1,12 +1,12 @@
 package batch
 
-import (
-	"errors"
-)
+import "errors"
 
 // BadInputError marks a failure caused by the input (a batch whose tables
 // disagree, a checkpoint that does not load, an external trainer that
-// exits non-zero): retrying cannot help, so stages fail the event.
+// exits non-zero): retrying cannot help, so stages fail the event. It
+// lives with the batch, the input every update starts from; package
+// checkpoint and the trainers classify their failures by it too.
 type BadInputError struct{ Err error }
 
 func (e *BadInputError) Error() string { return e.Err.Error() }

@@ -1,8 +1,6 @@
 package trainer
 
-import (
-	"github.com/t1pipe/t1/schemas"
-)
+import "github.com/t1pipe/t1/schemas"
 
 // TrainingReport is the trainer's full account of one actor update,
 // stored (as JSON) at keys.TrainingReport once the new policy and its
