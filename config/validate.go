@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/infra/telemetry"
 	objkeys "github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"

@@ -18,13 +18,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/eval"
-	"github.com/t1pipe/t1/trainer"
 )
 
 // evalSummary is what `t1 eval` prints when it ends.
@@ -152,8 +153,8 @@ func runEvalJob(ctx context.Context, cmd *cobra.Command, g *globals, run, policy
 		if err != nil {
 			return infraError(err)
 		}
-		_, err = trainer.EnsurePolicy(ctx, in.Store, lineage, version, nil)
-		if _, bad := errors.AsType[*trainer.BadInputError](err); bad {
+		_, err = checkpoint.EnsurePolicy(ctx, in.Store, lineage, version, nil)
+		if _, bad := errors.AsType[*batch.BadInputError](err); bad {
 			return configError("run %s has no policy v%d: %v", run, version, err)
 		} else if err != nil {
 			return infraError(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
@@ -21,7 +22,6 @@ import (
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/trainer"
 )
 
 func runCmd(g *globals) *cobra.Command {
@@ -53,7 +53,7 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 				if err != nil {
 					return err
 				}
-				if err := trainer.CheckInitial(ctx, dir); err != nil {
+				if err := checkpoint.CheckInitial(ctx, dir); err != nil {
 					return err
 				}
 			}

@@ -1,42 +1,16 @@
-package trainer
+package batch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"slices"
 
-	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
-
-// BadInputError marks a failure caused by the input (a batch whose tables
-// disagree, a checkpoint that does not load, an external trainer that
-// exits non-zero): retrying cannot help, so stages fail the event.
-type BadInputError struct{ Err error }
-
-func (e *BadInputError) Error() string { return e.Err.Error() }
-func (e *BadInputError) Unwrap() error { return e.Err }
-
-// Bad wraps err as a BadInputError (nil stays nil).
-func Bad(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &BadInputError{err}
-}
-
-// IsBad reports whether err, or anything it wraps, is a BadInputError.
-func IsBad(err error) bool {
-	var b *BadInputError
-	return errors.As(err, &b)
-}
 
 // Chunk is one training sequence of a batch: its token row, the routing
 // the sampler recorded for every token ([T, L, K]; the last token's row
@@ -103,11 +77,11 @@ type attemptKey struct {
 	attempt int32
 }
 
-// LoadBatch reads every object the manifest lists, verifying sizes and
+// Load reads every object the manifest lists, verifying sizes and
 // SHA-256, and joins tokens, routing, rewards and (when present) values
 // per chunk. Disagreements between the tables are BadInputErrors naming
 // the objects and the chunk; store failures are returned as they are.
-func LoadBatch(ctx context.Context, st store.ObjectStore, m *schemas.BatchManifest) (*Batch, error) {
+func Load(ctx context.Context, st store.ObjectStore, m *schemas.BatchManifest) (*Batch, error) {
 	if err := m.Validate(); err != nil {
 		return nil, Bad(err)
 	}
@@ -264,51 +238,6 @@ func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []s
 	return nil
 }
 
-// CheckpointRef is the claim check of a checkpoint stored under prefix:
-// the prefix as key, and the size and SHA-256 of its weights file (of an
-// external model's shard index when its weights are sharded).
-func CheckpointRef(ctx context.Context, st store.ObjectStore, prefix string) (schemas.ObjectRef, error) {
-	key := path.Join(prefix, moe.WeightsFile)
-	rc, _, err := st.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		// An external model's sharded weights: the index names every shard.
-		rc, _, err = st.Get(ctx, path.Join(prefix, moe.WeightsIndexFile))
-	}
-	if err != nil {
-		return schemas.ObjectRef{}, fmt.Errorf("checkpoint %s: %w", prefix, err)
-	}
-	defer rc.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, rc)
-	if err != nil {
-		return schemas.ObjectRef{}, fmt.Errorf("checkpoint %s: %w", prefix, err)
-	}
-	return schemas.ObjectRef{Key: prefix, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// LoadCheckpoint loads the checkpoint under prefix. A missing or
-// unreadable checkpoint is a BadInputError; a store that cannot be
-// reached is returned as is.
-func LoadCheckpoint(ctx context.Context, st store.ObjectStore, prefix string) (*moe.Checkpoint, error) {
-	if _, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile)); err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
-		}
-		if _, ierr := st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile)); ierr == nil {
-			return nil, Bad(fmt.Errorf("checkpoint %s holds sharded weights (%s), which t1's reference trainer and engine do not load: a model of another architecture takes training.trainer.backend: exec and inference.backend: sglang or vllm", prefix, moe.WeightsIndexFile))
-		}
-		return nil, Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
-	}
-	ck, err := moe.Load(ctx, st, prefix)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, Bad(fmt.Errorf("checkpoint %s does not load: %w", prefix, err))
-	}
-	return ck, nil
-}
-
 // ReadManifest reads and validates the batch manifest ref claims. A
 // manifest that is missing, does not match ref or does not validate is a
 // BadInputError; a store that cannot be reached is returned as is.
@@ -339,44 +268,4 @@ func ReadManifest(ctx context.Context, st store.ObjectStore, ref schemas.ObjectR
 		return nil, Bad(err)
 	}
 	return m, nil
-}
-
-// EnsurePolicy returns the prefix of policy version v for a run whose
-// lineage is runs (the run, then its ancestors: engine.Log.Lineage): the
-// nearest run that stores it, so a branch trains and samples the parent's
-// checkpoints it did not make itself. Version 0, stored by none, is
-// created from initial under runs[0]. Any other missing version (or a
-// missing version 0 without initial) is a BadInputError.
-func EnsurePolicy(ctx context.Context, st store.ObjectStore, runs []string, v int64, initial func(context.Context) (*moe.Checkpoint, error)) (string, error) {
-	if len(runs) == 0 {
-		return "", Bad(errors.New("policy: no run"))
-	}
-	for _, run := range runs {
-		prefix := keys.Policy(run, v)
-		_, err := st.Stat(ctx, path.Join(prefix, moe.WeightsFile))
-		if errors.Is(err, store.ErrNotFound) {
-			// An external model's sharded weights, stored after their shards.
-			_, err = st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile))
-		}
-		if err == nil {
-			return prefix, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("policy %d: %w", v, err)
-		}
-	}
-	prefix := keys.Policy(runs[0], v)
-	if v != 0 || initial == nil {
-		return "", Bad(fmt.Errorf("policy %d: no checkpoint at %s (lineage %v)", v, prefix, runs))
-	}
-	ck, err := initial(ctx)
-	if err != nil {
-		return "", Bad(fmt.Errorf("initial policy: %w", err))
-	}
-	ck.Meta = map[string]string{"policy_version": "0"}
-	ck.Optimizer = nil
-	if err := ck.Save(ctx, st, prefix); err != nil {
-		return "", fmt.Errorf("initial policy: %w", err)
-	}
-	return prefix, nil
 }

@@ -1,4 +1,4 @@
-package trainer
+package checkpoint
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/t1pipe/t1/batch"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/store"
@@ -52,13 +53,13 @@ func externalShape(ctx context.Context, st store.ObjectStore, where string) (c m
 			return moe.Config{}, "", false, nil
 		}
 		if filepath.IsAbs(where) {
-			return moe.Config{}, "", false, Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+			return moe.Config{}, "", false, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 		}
 		return moe.Config{}, "", false, fmt.Errorf("the trainer's checkpoint %s: %w", where, err)
 	}
 	c, modelType, err = moe.ParseShape(b)
 	if err != nil {
-		return moe.Config{}, "", false, Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+		return moe.Config{}, "", false, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 	}
 	return c, modelType, modelType != moe.ModelType, nil
 }
@@ -77,7 +78,7 @@ func adoptExternal(ctx context.Context, st store.ObjectStore, where, prefix stri
 		have[f.name] = true
 	}
 	if !have[moe.WeightsFile] && !have[moe.WeightsIndexFile] {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no weights: want %s or %s with its shards", where, modelType, moe.WeightsFile, moe.WeightsIndexFile))
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no weights: want %s or %s with its shards", where, modelType, moe.WeightsFile, moe.WeightsIndexFile))
 	}
 	if !have[moe.WeightsFile] {
 		if err := checkShards(files, have, where); err != nil {
@@ -101,18 +102,18 @@ func adoptExternal(ctx context.Context, st store.ObjectStore, where, prefix stri
 		tokFiles[f.name] = b
 	}
 	if _, ok := tokFiles[moe.TokenizerFile]; !ok {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no %s: rollouts tokenise with the model's own tokenizer, so a checkpoint carries it", where, modelType, moe.TokenizerFile))
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has no %s: rollouts tokenise with the model's own tokenizer, so a checkpoint carries it", where, modelType, moe.TokenizerFile))
 	}
 	tok, err := moe.ReadTokenizer(tokFiles)
 	if err != nil {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 	}
 	if tok.VocabSize() > c.Vocab {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s: its tokenizer has %d ids, its config.json vocab_size only %d", where, tok.VocabSize(), c.Vocab))
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: its tokenizer has %d ids, its config.json vocab_size only %d", where, tok.VocabSize(), c.Vocab))
 	}
 	if fits != nil {
 		if err := fits(c); err != nil {
-			return Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has %w", where, modelType, err))
+			return batch.Bad(fmt.Errorf("the trainer's checkpoint %s (model_type %q) has %w", where, modelType, err))
 		}
 	}
 	if where == prefix {
@@ -151,22 +152,22 @@ func listCheckpoint(ctx context.Context, st store.ObjectStore, where string) ([]
 	if filepath.IsAbs(where) {
 		entries, err := os.ReadDir(where)
 		if err != nil {
-			return nil, Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+			return nil, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 		}
 		for _, e := range entries {
 			p := filepath.Join(where, e.Name())
 			fi, err := os.Stat(p) // a model cache links its files
 			if err != nil {
-				return nil, Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+				return nil, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 			}
 			if fi.IsDir() {
 				if strings.HasPrefix(e.Name(), ".") {
 					continue
 				}
-				return nil, Bad(fmt.Errorf("the trainer's checkpoint %s holds a directory %s: a Hugging Face checkpoint is a flat directory of files", where, e.Name()))
+				return nil, batch.Bad(fmt.Errorf("the trainer's checkpoint %s holds a directory %s: a Hugging Face checkpoint is a flat directory of files", where, e.Name()))
 			}
 			if !fi.Mode().IsRegular() {
-				return nil, Bad(fmt.Errorf("the trainer's checkpoint %s: %s is not a regular file", where, e.Name()))
+				return nil, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %s is not a regular file", where, e.Name()))
 			}
 			files = append(files, checkpointFile{name: e.Name(), size: fi.Size(), open: func() (io.ReadCloser, error) { return os.Open(p) }})
 		}
@@ -197,7 +198,7 @@ func listCheckpoint(ctx context.Context, st store.ObjectStore, where string) ([]
 // stored byte for byte) under runs[0].
 func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []string, checkpoint string) (string, error) {
 	prefix, err := EnsurePolicy(ctx, st, runs, 0, nil)
-	if err == nil || !IsBad(err) || len(runs) == 0 {
+	if err == nil || !batch.IsBad(err) || len(runs) == 0 {
 		return prefix, err
 	}
 	prefix = keys.Policy(runs[0], 0)
@@ -236,7 +237,7 @@ func LoadTokenizer(ctx context.Context, st store.ObjectStore, prefix string) (to
 		}
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				err = Bad(err)
+				err = batch.Bad(err)
 			}
 			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
 		}
@@ -249,14 +250,14 @@ func LoadTokenizer(ctx context.Context, st store.ObjectStore, prefix string) (to
 	}
 	tok, err := moe.ReadTokenizer(files)
 	if err != nil {
-		return nil, Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
+		return nil, batch.Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
 	}
 	return tok, nil
 }
 
-// ExportCheckpoint copies the files of the checkpoint stored under prefix
+// Export copies the files of the checkpoint stored under prefix
 // into the local directory dir for an engine to load (ExportDir).
-func ExportCheckpoint(ctx context.Context, st store.ObjectStore, prefix, dir string) (string, error) {
+func Export(ctx context.Context, st store.ObjectStore, prefix, dir string) (string, error) {
 	files, err := listCheckpoint(ctx, st, prefix)
 	if err != nil {
 		return "", err
@@ -342,11 +343,11 @@ func checkShards(files []checkpointFile, have map[string]bool, where string) err
 	}
 	shards, err := moe.WeightShards(b)
 	if err != nil {
-		return Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 	}
 	for _, s := range shards {
 		if !have[s] {
-			return Bad(fmt.Errorf("the trainer's checkpoint %s: %s names the shard %s, which is not there", where, moe.WeightsIndexFile, s))
+			return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %s names the shard %s, which is not there", where, moe.WeightsIndexFile, s))
 		}
 	}
 	return nil

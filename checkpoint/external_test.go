@@ -1,4 +1,4 @@
-package trainer
+package checkpoint
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/t1pipe/t1/batch"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -86,12 +87,12 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 			t.Errorf("%s stored as %d bytes, want %d", name, len(got), len(want))
 		}
 	}
-	if ref, err := CheckpointRef(ctx, st, "runs/x/policy/v000001"); err != nil || ref.Bytes != int64(len(files[moe.WeightsFile])) {
+	if ref, err := Ref(ctx, st, "runs/x/policy/v000001"); err != nil || ref.Bytes != int64(len(files[moe.WeightsFile])) {
 		t.Fatalf("claim check %+v: %v", ref, err)
 	}
 	// Exported for an engine to load, file by file.
 	out := filepath.Join(t.TempDir(), "weights", "v000001")
-	if got, err := ExportCheckpoint(ctx, st, "runs/x/policy/v000001", out); err != nil || got != out {
+	if got, err := Export(ctx, st, "runs/x/policy/v000001", out); err != nil || got != out {
 		t.Fatalf("export: %s %v", got, err)
 	}
 	for name, want := range files {
@@ -114,7 +115,7 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 	if err := Adopt(ctx, st, sharded, "runs/x/policy/v000003", fits(dims)); err != nil {
 		t.Fatal(err)
 	}
-	if ref, err := CheckpointRef(ctx, st, "runs/x/policy/v000003"); err != nil || ref.Bytes != int64(len(shardIndex)) {
+	if ref, err := Ref(ctx, st, "runs/x/policy/v000003"); err != nil || ref.Bytes != int64(len(shardIndex)) {
 		t.Fatalf("sharded claim check %+v: %v", ref, err)
 	}
 	for _, name := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
@@ -167,7 +168,7 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 			tc.edit(d)
 		}
 		err := Adopt(ctx, st, d, "runs/x/policy/v000009", fits(tc.dims))
-		if err == nil || !IsBad(err) || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || !batch.IsBad(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a bad-input error naming %q", name, err, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package trainer
+package batch
 
 import (
 	"context"
@@ -17,11 +17,11 @@ type Rows struct {
 	Trajectories []schemas.TrajectoryRow
 }
 
-// WriteBatch writes rows as one object per table (routing re-encoded as
+// Write writes rows as one object per table (routing re-encoded as
 // packed, so a GPU trainer can view the ids without decoding), builds the
 // batch manifest, validates it and stores it. It returns the manifest and
 // its claim check.
-func WriteBatch(ctx context.Context, st store.ObjectStore, run string, iteration int, policyVersion int64, dims schemas.ModelDims, rows Rows) (*schemas.BatchManifest, schemas.ObjectRef, error) {
+func Write(ctx context.Context, st store.ObjectStore, run string, iteration int, policyVersion int64, dims schemas.ModelDims, rows Rows) (*schemas.BatchManifest, schemas.ObjectRef, error) {
 	m := &schemas.BatchManifest{
 		Format: schemas.ManifestFormat, Run: run, Iteration: iteration, PolicyVersion: policyVersion, Model: dims,
 		RoutingEncoding: routing.Packed.String(), RoutingDType: routing.DType(dims.Experts), SchemaVersions: map[string]string{},
