@@ -107,6 +107,7 @@ func (c Config) problems() []problem {
 	c.Stages.check(bad)
 	c.checkTokenizerDir(bad)
 	c.checkVariants(bad)
+	c.checkSetups(bad)
 	return ps
 }
 
