@@ -22,6 +22,7 @@ var tinyAblation = strings.NewReplacer("  id: tiny\n", "  id: abl\n", "    sft_s
 // run where it departs from it, and writes one report comparing them.
 func TestAblateRunsVariantsSideBySide(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := writeConfig(t, tinyAblation)
@@ -124,6 +125,7 @@ func TestAblateRunsVariantsSideBySide(t *testing.T) {
 // run's end), and every run is the run it is when its seed runs alone.
 func TestAblateRunsSeedsAtOnce(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	cfg := writeConfig(t, tinyAblation)
 	var progress bytes.Buffer
@@ -189,6 +191,7 @@ func TestAblateRunsSeedsAtOnce(t *testing.T) {
 // byte for byte, and its iterations sample from streams of its own seed.
 func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := writeConfig(t, strings.Replace(tinyPipeline, "  id: tiny\n", "  id: rls\n", 1))

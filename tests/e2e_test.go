@@ -130,6 +130,7 @@ func readStatus(t *testing.T, data, cfg string) (status, error) {
 // finishes the work without a duplicate event.
 func TestInterruptInspectResume(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
 	const n = 2000

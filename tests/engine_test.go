@@ -25,6 +25,7 @@ import (
 // evaluation: a stale engine would have served version 0's log-probs.
 func TestRunOnRemoteEngineSyncsWeights(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	serveCfg := writeConfig(t, "run:\n  id: server\n")
 	server := command(t, t.TempDir(), serveCfg, "serve-policy", "--addr", "127.0.0.1:0", "--precision", "f32", "--log-level", "info")

@@ -302,6 +302,7 @@ func (w *eventWatch) await(t *testing.T, limit time.Duration, what string, f fun
 // the run, stores exactly what the single-process run stores.
 func TestWorkersMatchOneProcess(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
@@ -318,6 +319,7 @@ func TestWorkersMatchOneProcess(t *testing.T) {
 // the attempt and a run equal to the uninterrupted one.
 func TestRolloutWorkerKilledMidEpisode(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
@@ -456,6 +458,7 @@ var crashPoints = []struct {
 // reward, policy version or event stored twice, nothing lost.
 func TestCrashRestartEquivalence(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	all := os.Getenv("T1_CRASH_POINTS") == "all"

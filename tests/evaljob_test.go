@@ -72,6 +72,7 @@ func runEval(t *testing.T, data, cfg string, interrupt bool, args ...string) (ev
 // a configuration error (2).
 func TestEvalJob(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
 	completeRun(t, data, cfg)
@@ -141,6 +142,7 @@ func streamMessages(t *testing.T, s status, name string) uint64 {
 // gone.
 func TestEvalJobHandlesItsEvaluationAlone(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	tiny := strings.Replace(tinyPipeline, "    sft_steps: 2\n", "    sft_steps: 0\n", 1)

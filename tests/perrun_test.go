@@ -24,6 +24,7 @@ import (
 // beside rb, which completes too.
 func TestSerialStagesArePerRun(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfgOf := func(run string) string {

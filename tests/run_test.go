@@ -49,6 +49,7 @@ training:
 // attempts export as ATIF.
 func TestRunPipelineEndToEnd(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
@@ -267,6 +268,7 @@ func checkReport(t *testing.T, data, cfg string) {
 // the run with every decision taken once and no attempt played twice.
 func TestRunPipelineInterruptResume(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")

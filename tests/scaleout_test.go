@@ -51,6 +51,7 @@ func streamCount(ctx context.Context, js jetstream.JetStream, typ string) uint64
 // restarted, and it stores exactly what the single-server run stores.
 func TestNATSClusterLosesANode(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	c := testinfra.StartCluster(t, 3)
@@ -117,6 +118,7 @@ const splitPipeline = equalPipeline + `  concurrency: 1
 // and the run stores exactly what the single-process run stores.
 func TestTwoRolloutWorkersSplitARun(t *testing.T) {
 	testinfra.Long(t)
+	t.Parallel()
 	testinfra.Bubblewrap(t)
 	want := baselineDigest(t)
 	data, cfg := t.TempDir(), writeConfig(t, splitPipeline)

@@ -59,6 +59,7 @@ func commandSetup(t *testing.T, yaml string) (bin, data, cfg string) {
 // branch at an overridden scale and runs the branch to its end in the
 // same process; `t1 runs` lists both runs with the branch's lineage.
 func TestReplayContinueCommand(t *testing.T) {
+	t.Parallel()
 	bin, data, cfg := commandSetup(t, tinyYAML)
 	t1 := func(args ...string) []byte {
 		t.Helper()
@@ -129,6 +130,7 @@ func TestReplayContinueCommand(t *testing.T) {
 // branch's process was handed the parent's whole history and redid every
 // rollout, critic and actor update of it before the branch's first.
 func TestReplayContinueAfterAblate(t *testing.T) {
+	t.Parallel()
 	bin, data, cfg := commandSetup(t, tinyYAML+"variants: []\n")
 	t1 := func(args ...string) string {
 		t.Helper()
