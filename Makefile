@@ -70,8 +70,10 @@ build: deps
 run: build
 	./$(BIN) run
 
+# The whole-run scenarios wait on processes, sandboxes and servers more
+# than they compute: four at a time per package keep two cores busy.
 test: setup
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -timeout 20m -parallel 4 $(PKGS)
 
 # The fast loop: unit and stage tests; whole-pipeline, fault and hostile
 # scenarios and the slowest sandbox cases skip with -short.

@@ -62,10 +62,15 @@ func fill(rng *rand.Rand, v reflect.Value, lens []int, row int) {
 // sampleRows makes n rows of T with list lengths cycling through 0, 1, 3
 // and a very long one.
 func sampleRows[T Row](seed uint64, n int) []T {
+	return sampleRowsOf[T](seed, n, []int{0, 1, 3, 20000, 0, 2})
+}
+
+// sampleRowsOf makes n rows of T with list lengths cycling through lens.
+func sampleRowsOf[T Row](seed uint64, n int, lens []int) []T {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	rows := make([]T, n)
 	for i := range rows {
-		fill(rng, reflect.ValueOf(&rows[i]).Elem(), []int{0, 1, 3, 20000, 0, 2}, i)
+		fill(rng, reflect.ValueOf(&rows[i]).Elem(), lens, i)
 	}
 	return rows
 }
