@@ -52,7 +52,7 @@ func internal(paths []string) []string {
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
 
 // The layering of ARCHITECTURE.md §3: stages talk through events only, the
-// core packages import no adapter, and nothing imports a runner.
+// core packages import no adapter, and nothing imports a command.
 func TestLayering(t *testing.T) {
 	pkgs := listPackages(t)
 	if len(pkgs) < 20 {
@@ -64,8 +64,8 @@ func TestLayering(t *testing.T) {
 			if under(name, "stages") && under(imp, "stages") && stageOf(name) != stageOf(imp) {
 				t.Errorf("stage %s imports stage %s", name, imp)
 			}
-			if under(imp, "runners") && !under(name, "runners") {
-				t.Errorf("%s imports %s: nothing imports a runner", name, imp)
+			if under(imp, "cmd") && !under(name, "cmd") {
+				t.Errorf("%s imports %s: nothing imports a command", name, imp)
 			}
 			if (name == "report" || name == "digest") && under(imp, "stages") {
 				t.Errorf("%s imports stage %s", name, imp)
