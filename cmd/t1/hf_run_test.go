@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/execute"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -79,11 +80,11 @@ inference:
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Logf("run took %s", time.Since(start).Round(time.Second))
-	var sum pipelineSummary
+	var sum execute.Summary
 	if err := json.Unmarshal([]byte(out[strings.LastIndex(out, "\n{")+1:]), &sum); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if sum.Status != "completed" || sum.Events[schemas.PolicyUpdated] != 2 || sum.Events[schemas.SFTCompleted] != 1 || failedTotal(sum.Events) != 0 {
+	if sum.Status != "completed" || sum.Events[schemas.PolicyUpdated] != 2 || sum.Events[schemas.SFTCompleted] != 1 || execute.FailedTotal(sum.Events) != 0 {
 		t.Fatalf("run %s (%s): %+v", sum.Status, sum.Reason, sum.Events)
 	}
 

@@ -1,19 +1,23 @@
-// Command t1 runs and inspects the t1 pipeline.
+// Command t1 runs and inspects the t1 pipeline. It parses the command
+// line and formats what it prints; the work lives in the packages it
+// calls, which mark their errors with the exit code they call for (exit).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/local"
 )
 
@@ -32,14 +36,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "t1: "+oneLine(err))
-		os.Exit(exitCode(ctx, err))
+		fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
+		os.Exit(exit.Code(ctx, err))
 	}
-}
-
-// oneLine keeps errors to a single readable line.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
 func newRoot() *cobra.Command {
@@ -50,7 +49,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitConfig, err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit.With(exit.Config, err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "pipeline configuration (default: $T1_CONFIG, else ./pipeline.yaml if present, else built-in defaults)")
 	pf.StringVar(&g.dataDir, "data", "", "data directory for embedded NATS and S3 (default: $T1_DATA, else the config's data, .t1)")
@@ -101,7 +100,7 @@ func (g *globals) open(ctx context.Context, opts local.Options) (*local.Infra, e
 // connect is local.Open whose failures are the infrastructure's (exit 3).
 func connect(ctx context.Context, cfg config.Config, opts local.Options) (*local.Infra, error) {
 	in, err := local.Open(ctx, cfg, opts)
-	return in, infraError(err)
+	return in, exit.InfraError(err)
 }
 
 // load resolves the configuration and applies flag and environment
@@ -109,7 +108,7 @@ func connect(ctx context.Context, cfg config.Config, opts local.Options) (*local
 // (exit 2).
 func (g *globals) load() (config.Config, error) {
 	cfg, err := g.loadConfig()
-	return cfg, withCode(exitConfig, err)
+	return cfg, exit.With(exit.Config, err)
 }
 
 func (g *globals) loadConfig() (config.Config, error) {
@@ -194,9 +193,90 @@ func versionCmd(g *globals) *cobra.Command {
 	}
 }
 
+// configName names where the configuration came from.
+func (g *globals) configName() string {
+	if g.configPath != "" {
+		return g.configPath
+	}
+	return "the configuration"
+}
+
+func printJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// emit prints v as JSON with --json, else as text writes it.
+func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer)) error {
+	if g.json {
+		return printJSON(cmd, v)
+	}
+	text(cmd.OutOrStdout())
+	return nil
+}
+
 func goVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		return bi.GoVersion
 	}
 	return "unknown"
+}
+
+func configCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "The pipeline configuration"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "defaults",
+		Short: "Print the built-in configuration as YAML (--json: as JSON)",
+		Long: `Prints the built-in configuration, every key with its default value: what a
+run uses for each key its pipeline.yaml leaves out. pipeline.yaml at the
+repository root spells out the same values with comments.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := config.Default()
+			out, err := c.YAML()
+			if g.json {
+				out, err = c.JSON()
+			}
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	})
+	return cmd
+}
+
+func infraCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "infra", Short: "Run the embedded infrastructure"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Run embedded NATS JetStream and S3 in the foreground until interrupted",
+		Long: "Runs the embedded servers on the data directory and prints their endpoints, which are also\n" +
+			"written to <data>/endpoints.json for other t1 processes and the nats CLI.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := g.open(cmd.Context(), local.Options{Serve: true})
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			if !in.Owner && (in.Config.Bus.Mode == "embedded" || in.Config.Store.Mode == "embedded") {
+				return fmt.Errorf("data directory %s is already served by process %d", in.DataDir, in.Endpoints.PID)
+			}
+			err = g.emit(cmd, in.Endpoints, func(out io.Writer) {
+				fmt.Fprintf(out, "nats:   %s\n", in.Endpoints.NATS)
+				fmt.Fprintf(out, "s3:     http://%s  bucket %s  credentials %s\n", in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials)
+				fmt.Fprintf(out, "data:   %s  (endpoints in %s)\n", in.DataDir, local.EndpointsPath(in.DataDir))
+				fmt.Fprintln(out, "serving; Ctrl-C stops")
+			})
+			if err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			return nil
+		},
+	})
+	return cmd
 }

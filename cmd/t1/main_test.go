@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/execute"
+	"github.com/t1pipe/t1/exit"
 )
 
 // t1 runs the command in process, as a user would from a shell.
@@ -34,7 +38,7 @@ func writeConfig(t *testing.T, body string) string {
 func TestRunDemoEndToEndAndResume(t *testing.T) {
 	data := t.TempDir()
 	cfg := writeConfig(t, "run:\n  id: e2e\nstages:\n  demo:\n    count: 25\n    payload_bytes: 1000\n")
-	var sums [2]runSummary
+	var sums [2]execute.DemoSummary
 	for i := range sums {
 		out, err := t1(t, "demo", "--json", "--data", data, "--config", cfg, "--log-level", "warn")
 		if err != nil {
@@ -57,7 +61,7 @@ func TestRunDemoEndToEndAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st statusReport
+	var st engine.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -85,7 +89,7 @@ func TestBadConfigIsOneLine(t *testing.T) {
 	if err == nil {
 		t.Fatal("unknown key accepted")
 	}
-	msg := oneLine(err)
+	msg := exit.Line(err)
 	if !strings.HasPrefix(msg, cfg+":3:1:") || !strings.Contains(msg, `"store"`) {
 		t.Fatalf("error %q", msg)
 	}

@@ -1,27 +1,23 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/ablation"
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/evaljob"
+	"github.com/t1pipe/t1/execute"
+	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/infra/inference"
-	"github.com/t1pipe/t1/lineage"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
-	"github.com/t1pipe/t1/report"
-	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/worker"
 )
 
 func runCmd(g *globals) *cobra.Command {
@@ -57,397 +53,325 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 					return err
 				}
 			}
+			at := execute.Elsewhere
 			if !noStages {
 				// An engine that is not there fails the run now, not at
 				// its first rollout after synthesis and audit.
 				if err := inference.Probe(ctx, pipeline.InferenceOptions(cfg.Inference)); err != nil {
-					return infraError(err)
+					return exit.InfraError(err)
 				}
+				at = execute.Shared
 			}
 			in, err := connect(ctx, cfg, local.Options{Serve: true})
 			if err != nil {
 				return err
 			}
 			defer in.Close()
-			return runPipeline(ctx, cmd, g, in, !noStages)
+			sum, err := execute.Run(ctx, cmd.ErrOrStderr(), in, at)
+			if err != nil {
+				return err
+			}
+			if sum == nil {
+				if g.json {
+					if err := printJSON(cmd, execute.Summary{Run: cfg.Run.ID, Status: "stopped", ExitCode: exit.Stopped}); err != nil {
+						return err
+					}
+				}
+				return exit.ErrStopped
+			}
+			if err := g.emit(cmd, sum, sum.WriteText); err != nil {
+				return err
+			}
+			if sum.Status == "failed" {
+				return exit.With(exit.Failed, fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&noStages, "no-stages", false, "start and follow the run only; t1 worker processes run its stages")
 	return cmd
 }
 
-type pipelineSummary struct {
-	Run    string            `json:"run"`
-	Status string            `json:"status"` // completed | failed | stopped
-	Reason string            `json:"reason,omitempty"`
-	Events map[string]uint64 `json:"events"`
-	Evals  []evalLine        `json:"evals,omitempty"`
-	// Recipe is the base → SFT → RL table (report.Recipe).
-	Recipe     []report.RecipeRow `json:"recipe,omitempty"`
-	Dead       uint64             `json:"dead_letters"`
-	Elapsed    time.Duration      `json:"elapsed_ns"`
-	PolicyLast int64              `json:"policy_version"`
-	// ExitCode is the code the command ends with (README's table).
-	ExitCode int `json:"exit_code"`
-	reportFiles
-}
+func replayCmd(g *globals) *cobra.Command {
+	var since string
+	var o pipeline.BranchOptions
+	cmd := &cobra.Command{
+		Use:   "replay --stage S --run R --into B [--from-seq N | --since T | --continue [--iteration I]] [--set key=value]...",
+		Short: "Re-run one stage over a run's past inputs into a branch, leaving the original untouched; --continue carries on from there",
+		Long: `Opens run B as a branch of run R and hands the inputs of stage S in R to the stage as if they
+belonged to B; what the stage emits goes into B. For example, re-score every attempt of a run
+with a fixed verifier without rolling anything out again:
 
-type evalLine struct {
-	Suite         string  `json:"suite"`
-	PolicyVersion int64   `json:"policy_version"`
-	Attempts      int     `json:"attempts"`
-	Unscored      int     `json:"unscored,omitempty"`
-	ResolveRate   float64 `json:"resolve_rate"`
-	MeanReward    float64 `json:"mean_reward"`
-	MeanTurns     float64 `json:"mean_turns"`
-}
+    t1 replay --stage reward --run main --into main-rescored
 
-// stagesAt says where the stages of a run that executePipeline follows
-// run.
-type stagesAt int
+B's run.started names its parent and branch point and keeps what R froze (seed, model, iterations,
+reward scale, pool); --set reward_scale=2, --set seed=9 or --set iterations=4 change one, and the
+branch records and reports the change beside R's value. The stage reads what R's events point at
+(bundles, snapshots, checkpoints, manifests) and writes under runs/B/; R is never written to.
 
-const (
-	// stagesElsewhere: t1 worker processes run them.
-	stagesElsewhere stagesAt = iota
-	// stagesShared: this process, on the log's consumers of every run, so
-	// t1 worker processes of a stage may share its load.
-	stagesShared
-	// stagesOwn: this process, for this run alone (every consumer is
-	// <stage>_<run>), so that runs of other configurations can run in the
-	// same process at once without one's stages handling the other's
-	// events.
-	stagesOwn
-)
+Without --continue the stage re-runs every input of R (from --from-seq or --since, else from the
+start) and nothing else runs: B's status is "replayed". With --continue the branch is R up to
+iteration I (default 0) of stage S and a run of its own from there: S re-runs its inputs of that
+iteration (sft: the fine-tuning before the first; eval: the evaluations from iteration I's policy
+on), then every stage runs in this process until B completes, on consumers of B's own
+(<stage>_<B>), as t1 ablate runs its branches — re-score, retrain and evaluate in the branch:
 
-func runPipeline(ctx context.Context, cmd *cobra.Command, g *globals, in *local.Infra, stages bool) error {
-	at := stagesElsewhere
-	if stages {
-		at = stagesShared
-	}
-	sum, err := executePipeline(ctx, cmd.ErrOrStderr(), in, at, nil)
-	if err != nil {
-		return err
-	}
-	if sum == nil {
-		if g.json {
-			if err := printJSON(cmd, pipelineSummary{Run: in.Config.Run.ID, Status: "stopped", ExitCode: exitStopped}); err != nil {
+    t1 replay --stage reward --run main --into main-fixed --continue
+
+S is one of rollout, reward, critic, ppo, sft or eval (without --continue also control, synth or
+audit). Replaying into B again with the same options resumes it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Stage == "" || o.Into == "" {
+				return fmt.Errorf("--stage and --into are required")
+			}
+			cfg, err := g.load()
+			if err != nil {
 				return err
 			}
-		}
-		return errStopped
-	}
-	if g.json {
-		if err := printJSON(cmd, sum); err != nil {
-			return err
-		}
-	} else {
-		printPipelineSummary(cmd.OutOrStdout(), *sum)
-	}
-	if sum.Status == "failed" {
-		return withCode(exitFailed, fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run))
-	}
-	return nil
-}
-
-// executePipeline runs in.Config's run to its end, its stages where at
-// says, writing progress to w, and returns its summary once the report is
-// written; nil when ctx ends first (a later call resumes the run). branch
-// is where a continued branch started (nil for a run of its own).
-func executePipeline(ctx context.Context, w io.Writer, in *local.Infra, at stagesAt, branch *branchStart) (*pipelineSummary, error) {
-	cfg := in.Config
-	run := cfg.Run.ID
-	p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
-	if err != nil {
-		return nil, err
-	}
-
-	stageCtx, stopStages := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopStages(); wg.Wait() }()
-	errs := make(chan error, len(p.Stages()))
-	mine := p.Stages()
-	ended, err := runEnded(ctx, in.Log, run)
-	if err != nil {
-		return nil, infraError(err)
-	}
-	// A run that ended needs no stage: consumers of its own (t1 ablate's
-	// <stage>_<run>) would deliver its whole history again, every handler
-	// redoing its work only to find its outputs stored.
-	if at == stagesElsewhere || ended {
-		mine = nil
-	}
-	// The stages that must run once per run (control, eval) run for this
-	// run alone, leased for it, so that no process elsewhere folds this
-	// run beside this one, while other processes run them for other runs.
-	var serial []engine.Stage
-	for _, s := range mine {
-		if isSerial(s) {
-			serial = append(serial, s)
-		}
-	}
-	release, err := holdLeases(stageCtx, in.Log, serial, run, defaultLeaseTTL, func(err error) {
-		select {
-		case errs <- infraError(fmt.Errorf("lease lost: %w", err)):
-		default:
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	for _, s := range mine {
-		r := engine.NewRunner(in.Log, s, runnerConfig(cfg, p, s, run, at == stagesOwn))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.Run(stageCtx); err != nil {
-				errs <- infraError(fmt.Errorf("stage %s: %w", s.Name(), err))
+			if o.Parent == "" {
+				o.Parent = cfg.Run.ID
 			}
-		}()
+			switch {
+			case o.From.Seq > 0 && since != "":
+				return fmt.Errorf("--from-seq and --since exclude each other")
+			case since != "":
+				if o.From.Time, err = time.Parse(time.RFC3339, since); err != nil {
+					return fmt.Errorf("--since: want an RFC 3339 time such as 2026-11-29T20:00:00Z: %w", err)
+				}
+			}
+			ctx := cmd.Context()
+			in, err := local.Open(ctx, cfg, local.Options{Serve: o.Continue})
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			if !o.Continue {
+				p, err := pipeline.Build(cfg, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
+				if err != nil {
+					return err
+				}
+				res, err := p.Branch(ctx, in.Log, o)
+				if err != nil {
+					return err
+				}
+				out := execute.Replay{BranchResult: res, Stage: o.Stage, Run: o.Parent, Into: o.Into}
+				return g.emit(cmd, out, out.WriteText)
+			}
+			// Consumers of the branch's own: the log's shared ones, made
+			// now in a data directory whose runs had consumers of their
+			// own (t1 ablate), would deliver every earlier run's history
+			// to this process's handlers, which redid all of its work
+			// before the branch's first rollout.
+			out, err := execute.Continue(ctx, cmd.ErrOrStderr(), in, o, execute.Own)
+			if err != nil || out.Branch == nil {
+				return err
+			}
+			if err := g.emit(cmd, out, out.Branch.WriteText); err != nil {
+				return err
+			}
+			if out.Branch.Status == "failed" {
+				return fmt.Errorf("branch %s failed: %s (t1 events list --run %s --type run.failed)", o.Into, out.Branch.Reason, o.Into)
+			}
+			return nil
+		},
 	}
-	started, exists, err := lineage.Started(ctx, in.Log, run)
-	if err != nil {
-		return nil, infraError(err)
-	}
-	if exists {
-		if err := sameConfig(run, started, p.Hash()); err != nil {
-			return nil, err
-		}
-	} else {
-		root, err := engine.NewRootEvent(run, schemas.RunStarted, p.Hash(), p.Started())
-		if err != nil {
-			return nil, err
-		}
-		if _, err := in.Log.Publish(ctx, root); err != nil {
-			return nil, err
-		}
-	}
-
-	begin := time.Now()
-	// The run's own iterations: a branch may have changed its parent's
-	// (t1 replay --set iterations=N), which the configuration does not say.
-	sc := cfg.Stages
-	if st, ok, err := lineage.Started(ctx, in.Log, run); err == nil && ok && st.Iterations > 0 {
-		sc.Control.Iterations = st.Iterations
-	}
-	prog := newPipelineProgress(w, sc)
-	prog.branch = branch
-	sum := pipelineSummary{Run: run}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	poller := newCountPoller(in.Log, run)
-	for {
-		counts, err := poller.poll(ctx)
-		if err != nil {
-			return nil, err
-		}
-		sum.Events = counts
-		prog.update(counts, time.Since(begin))
-		if counts[schemas.RunCompleted] > 0 {
-			sum.Status = "completed"
-			break
-		}
-		if counts[schemas.RunFailed] > 0 {
-			sum.Status, sum.ExitCode = "failed", exitFailed
-			break
-		}
-		select {
-		case <-ctx.Done():
-			prog.finish()
-			fmt.Fprintf(w, "stopped; run `t1 run` again to resume run %s\n", run)
-			return nil, nil
-		case err := <-errs:
-			return nil, err
-		case <-tick.C:
-		}
-	}
-	prog.finish()
-	sum.Elapsed = time.Since(begin)
-	r, err := report.Load(ctx, in.Log, in.Store, run)
-	if err != nil {
-		return nil, err
-	}
-	sum.Reason, sum.PolicyLast, sum.Dead = r.Reason, r.PolicyVersion, r.DeadLetters
-	for _, e := range r.Evals {
-		sum.Evals = append(sum.Evals, evalLine{e.Suite, e.PolicyVersion, e.Attempts, e.Unscored, e.ResolveRate, e.MeanReward, e.MeanTurns})
-	}
-	sum.Recipe = report.Recipe(r)
-	if sum.reportFiles, err = saveReport(ctx, in, []*report.Run{r}, ""); err != nil {
-		return nil, err
-	}
-	return &sum, nil
+	f := cmd.Flags()
+	f.StringVar(&o.Stage, "stage", "", "stage to re-run: rollout, reward, critic, ppo, sft or eval (without --continue also control, synth or audit)")
+	f.StringVar(&o.Parent, "run", "", "source run (default: the config's run.id)")
+	f.StringVar(&o.Into, "into", "", "the branch: a new run id the stage's outputs go to")
+	f.Uint64Var(&o.From.Seq, "from-seq", 0, "without --continue: start at this stream sequence")
+	f.StringVar(&since, "since", "", "without --continue: start at this time (RFC 3339)")
+	f.BoolVar(&o.Continue, "continue", false, "after the stage, run the branch's downstream stages to its end")
+	f.IntVar(&o.Iteration, "iteration", 0, "with --continue: the source run's iteration the branch re-runs the stage at")
+	f.StringToStringVar(&o.Set, "set", nil, "change a setting the source run froze: "+strings.Join(pipeline.OverridableSettings(), ", ")+" (repeatable)")
+	return cmd
 }
 
-// sameConfig refuses to go on with run, started from a configuration of
-// another hash: resuming it would add events of this configuration to
-// the other's, and a completed run would stand for this configuration's
-// figures (t1 ablate skips completed runs). Branches record their own
-// hash and are resumed by t1 replay; runs started before the hash was
-// recorded are taken as they are.
-func sameConfig(run string, st schemas.RunStartedPayload, hash string) error {
-	if st.Parent != "" || st.ConfigHash == "" || st.ConfigHash == hash {
-		return nil
+func ablateCmd(g *globals) *cobra.Command {
+	var o ablation.Options
+	cmd := &cobra.Command{
+		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--model-seed N] [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
+		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
+		Long: `Runs the configured run and then each variant of the configuration's variants list (by
+default replay-off, critic-cold, reward-fraction and reward-binary) as run <run.id>-<name>, in
+this process on the same infrastructure and seed, and writes a report that
+shows them side by side: runs/<run.id>/ablation.md and ablation.html, in the store and under
+the data directory. A variant whose settings change only what happens from an iteration on
+(reward, critic, advantages, the actor update; pipeline.VariantBranch) runs as a continued branch
+of the base run at the first stage it changes (t1 replay --continue at iteration 0): it shares the
+base run's pool, fine-tuning and base and fine-tuned evaluations, which are the same by
+construction, and re-runs only what differs. --fresh runs every variant from scratch instead.
+Runs that already completed are not run again, so an interrupted ablation resumes where it
+stopped. With --seeds, the base run and every variant run once per seed, as
+run <run.id>-s<seed> (and <run.id>-s<seed>-<name>), each with that run seed and model seed on the
+same held-out suite; the summary then shows each variant's base → SFT → RL resolve rate as the
+mean and the lowest and highest over the seeds, and each step's gain within each seed beside the
+attempts it changed: the held-out attempts (the same task, attempt index and sampling seed) solved
+only after the step and only before it, over every seed, with the exact sign test's p-value for
+that split. --base-only runs no variant: the base run's
+spread over the seeds alone. --model-seed N starts every seed from the initial model of model seed N instead
+of its own, as every seed of a post-training run starts from one pretrained checkpoint; with
+stages.control.pool_seed and stages.control.sft_shuffle the seeds then differ only in what
+training draws: the fine-tuning's order, the iterations' tasks and every sample. --rl-seeds instead runs RL again at each seed from each base run's
+one fine-tuned policy, as run <base run>-rl<seed> (a continued branch at sft with that run seed;
+the base run is its own seed's): its pool, fine-tuning and base and fine-tuned evaluations are the
+base run's, so the spread shown per base run is RL's alone, the one an RL paper reports over its
+seeds. With --seeds too, every seed's base run gets its RL seeds. The
+runs run at once (--jobs): first every base run, then every branch, each run with consumers of
+its own (<stage>_<run>), since most of a run's time is spent waiting on sandboxes and one run
+keeps about half of two cores busy.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			plan, err := ablation.NewPlan(cfg, o, g.configName())
+			if err != nil {
+				return err
+			}
+			in, err := connect(cmd.Context(), cfg, local.Options{Serve: true})
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			sum, err := ablation.Execute(cmd.Context(), cmd.ErrOrStderr(), in, plan)
+			if err != nil {
+				return err
+			}
+			return g.emit(cmd, sum, sum.WriteText)
+		},
 	}
-	return fmt.Errorf("run %s was started from another configuration (hash %s, this one %s): run it with that configuration, or give this one another run.id or data directory", run, st.ConfigHash, hash)
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Variants, "variants", nil, "variants to run, by name (default: every configured variant)")
+	f.BoolVar(&o.Fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
+	f.BoolVar(&o.BaseOnly, "base-only", false, "with --seeds, run only the base configuration, for its spread over the seeds")
+	f.IntVar(&o.Jobs, "jobs", 0, "with --seeds or --rl-seeds, run this many runs at once (default: every seed, at most 4)")
+	f.UintSliceVar(&o.RLSeeds, "rl-seeds", nil, "train each base run's fine-tuned policy again once per seed (a base run is its own seed's), and show RL's spread over them")
+	f.Uint64Var(&o.ModelSeed, "model-seed", 0, "with --seeds, start every seed from the initial model of this model seed instead of its own")
+	f.UintSliceVar(&o.Seeds, "seeds", nil, "run the base and every variant once per seed, and show the spread (default: the configuration's seed only)")
+	return cmd
 }
 
-// runEnded reports whether run has completed or failed.
-func runEnded(ctx context.Context, log *engine.Log, run string) (bool, error) {
-	for _, typ := range []string{schemas.RunCompleted, schemas.RunFailed} {
-		ok, err := log.HasEvent(ctx, run, typ)
-		if err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
-}
-
-// failedTotal counts the run's failed events of every type.
-func failedTotal(counts map[string]uint64) uint64 {
-	var n uint64
-	for t, c := range counts {
-		if strings.HasSuffix(t, ".failed") && t != schemas.RunFailed {
-			n += c
-		}
-	}
-	return n
-}
-
-type pipelineProgress struct {
-	w     io.Writer
-	sc    config.Stages
-	tty   bool
-	last  time.Time
-	stage string // of the last line
-	// branch is where a continued branch left its parent (nil: a run of
-	// its own).
-	branch *branchStart
-	// scored0 is the rewards already scored when this command began
-	// watching: a resumed run's rate counts only what it scored since.
-	scored0 *uint64
-}
-
-func newPipelineProgress(w io.Writer, sc config.Stages) *pipelineProgress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	return &pipelineProgress{w: w, sc: sc, tty: tty}
-}
-
-// branchStart is what a continued branch's progress needs of its start:
-// the stage it re-ran, how many of its attempts were its parent's
-// requests (re-run at rollout or re-scored at reward), which its own
-// rollout.requested events do not count, and the latest policy version
-// it took over, which its own sft.completed and policy.updated events
-// count on from.
-type branchStart struct {
-	stage     string
-	inherited uint64
-	version   int64
-}
-
-func newBranchStart(stage string, res engine.BranchResult, version int64) *branchStart {
-	b := &branchStart{stage: stage, version: version}
-	if stage == "rollout" || stage == "reward" {
-		b.inherited = uint64(res.Inputs)
-	}
-	return b
-}
-
-func (p *pipelineProgress) update(c map[string]uint64, elapsed time.Duration) {
-	stage := "synth"
-	requested := c[schemas.RolloutRequested]
-	// Every fine-tuning and every update, a skipped one too, makes a version.
-	version := int64(c[schemas.SFTCompleted] + c[schemas.PolicyUpdated])
-	if p.branch != nil {
-		requested += p.branch.inherited
-		version += p.branch.version
-	}
-	switch {
-	case c[schemas.RunCompleted]+c[schemas.RunFailed] > 0:
-		stage = "done"
-	case c[schemas.PolicyUpdated] > 0 || c[schemas.BatchReady] > 0:
-		stage = fmt.Sprintf("train (iteration %d/%d)", min(int(c[schemas.PolicyUpdated])+1, p.sc.Control.Iterations), p.sc.Control.Iterations)
-	case c[schemas.SFTRequested] > c[schemas.SFTCompleted]:
-		stage = "sft (fine-tuning on demonstrations)"
-	case c[schemas.PoolSealed] > 0 && c[schemas.RolloutRequested] > 0 && c[schemas.SFTRequested] == 0 && p.sc.Control.SFTSteps > 0:
-		stage = "sft (playing demonstrations)"
-	case c[schemas.PoolSealed] > 0:
-		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
-	case c[schemas.TaskAudited] > 0:
-		stage = "synth + audit"
-	case p.branch != nil && p.branch.stage == "eval":
-		// Re-evaluating the parent's policies before any training.
-		stage = "eval"
-	case p.branch != nil && p.branch.stage == "sft" && c[schemas.SFTCompleted] == 0:
-		stage = "sft (fine-tuning on demonstrations)"
-	case p.branch != nil && (p.branch.stage == "critic" || p.branch.stage == "ppo"):
-		stage = fmt.Sprintf("train (iteration 1/%d)", p.sc.Control.Iterations)
-	case p.branch != nil || (c[schemas.TaskSynthesized] == 0 && c[schemas.RolloutRequested] > 0):
-		// A continued branch: its pool and fine-tuning are its parent's.
-		stage = fmt.Sprintf("rollout (iteration 1/%d)", p.sc.Control.Iterations)
-	}
-	// Logs and CI get a line every few seconds and one at each change of
-	// stage, terminals a live line.
-	if !p.tty && time.Since(p.last) < 5*time.Second && stage == p.stage {
-		return
-	}
-	p.last, p.stage = time.Now(), stage
-	if p.scored0 == nil {
-		n := c[schemas.RewardScored]
-		p.scored0 = &n
-	}
-	rate := 0.0
-	if elapsed >= time.Second {
-		rate = float64(c[schemas.RewardScored]-*p.scored0) / elapsed.Minutes()
-	}
-	tasks := fmt.Sprintf(" · tasks %d synthesised, %d discarded, %d audited", c[schemas.TaskSynthesized], c[schemas.SynthDiscarded], c[schemas.TaskAudited])
-	if c[schemas.TaskSynthesized]+c[schemas.SynthDiscarded]+c[schemas.TaskAudited] == 0 && (p.branch != nil || requested > 0) {
-		tasks = "" // a continued branch's pool is its parent's
-	}
-	line := fmt.Sprintf("[%s] %s%s · rollouts %d/%d scored (%.1f/min) · policy v%d · evals %d · %d failed",
-		elapsed.Round(time.Second), stage, tasks,
-		c[schemas.RewardScored], requested, rate, version, c[schemas.EvalCompleted], failedTotal(c))
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-	} else {
-		fmt.Fprintln(p.w, line)
+func demoCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Run the two-stage smoke pipeline (producer and verifier) on the configured NATS and S3",
+		Long: "A producer writes seeded blobs to the object store with one claim-check event each; a verifier\n" +
+			"reads every blob back and checks its hash. It exercises the engine, bus and store alone, with\n" +
+			"live progress and a summary. Interrupting stops cleanly; running again resumes.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			in, err := connect(cmd.Context(), cfg, local.Options{Serve: true})
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			sum, err := execute.Demo(cmd.Context(), cmd.ErrOrStderr(), in)
+			if sum == nil {
+				return err
+			}
+			if perr := g.emit(cmd, sum, sum.WriteText); perr != nil {
+				return perr
+			}
+			return err
+		},
 	}
 }
 
-func (p *pipelineProgress) finish() {
-	if p.tty {
-		fmt.Fprintln(p.w)
+func workerCmd(g *globals) *cobra.Command {
+	var o worker.Options
+	cmd := &cobra.Command{
+		Use:   "worker --stage S [--run R] [--until-idle]",
+		Short: "Run one stage against the configured NATS and S3 (scale-out, cron, Slurm or Kubernetes jobs)",
+		Long: `Runs a single stage's consumer. Any number of workers of one stage share its work through
+its durable consumer, each running engine.concurrency handlers, with at most
+engine.max_ack_pending events of the stage out at once across all of them. A stage that must
+run once per run (control, eval) is leased: the worker first takes the stage's lease (a
+JetStream KV entry renewed while it runs, expiring --lease-ttl after a crash), and a second one
+exits 4 naming the holder. With --run R the worker runs that stage for run R alone, through a
+consumer of R's events, beside other processes that run it for other runs (t1 run, t1 eval,
+workers of other runs); without it, it runs the stage for every run and is refused while any
+process runs it for one run, and the reverse. --exclusive leases any stage over every run;
+--no-lease skips the lease.
+
+--until-idle makes the worker exit 0 once nothing of the stage is pending or in flight for
+--idle, for batch schedulers. --json prints a summary when the worker ends. Exit codes are
+README's: 0 idle or stopped, 1 failed, 2 configuration, 3 NATS or S3 lost, 4 leased elsewhere,
+5 interrupted before --until-idle found the stage idle.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Check(); err != nil {
+				return err
+			}
+			cfg, err := g.load()
+			if err != nil {
+				return err
+			}
+			sum, err := worker.Run(cmd.Context(), cmd.ErrOrStderr(), cfg, o)
+			if g.json {
+				if perr := printJSON(cmd, sum); perr != nil && err == nil {
+					return perr
+				}
+			}
+			return err
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.Stage, "stage", "", "stage to run: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
+	f.StringVar(&o.Run, "run", "", "with control or eval: run the stage for this run alone (default: for every run)")
+	f.BoolVar(&o.UntilIdle, "until-idle", false, "exit 0 once no event is pending or in flight")
+	f.DurationVar(&o.Idle, "idle", 10*time.Second, "with --until-idle, how long the stage must stay idle")
+	f.BoolVar(&o.NoLease, "no-lease", false, "take no lease, even for control or eval (their folds then break if two workers run)")
+	f.BoolVar(&o.Exclusive, "exclusive", false, "lease the stage whatever it is, so this worker is its only one")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a crashed worker's lease lasts (1s to 10m)")
+	return cmd
 }
 
-func printPipelineSummary(w io.Writer, s pipelineSummary) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "run\t%s (%s)\n", s.Run, s.Status)
-	if s.Reason != "" {
-		fmt.Fprintf(tw, "reason\t%s\n", s.Reason)
+func evalCmd(g *globals) *cobra.Command {
+	var o evaljob.Options
+	cmd := &cobra.Command{
+		Use:   "eval --run R --policy vN --suite NAME|DIR [--attempts k]",
+		Short: "Evaluate one policy version of a run on a suite, as a job of its own",
+		Long: `Evaluates policy version N of run R on a suite: the configured one by its name
+(stages.eval.suite), or a directory of Harbor tasks (a task, or a dataset root of them).
+The job writes eval_results and eval.completed under the run, as the run's own evaluations
+do, running the eval, rollout and reward stages in this process for this evaluation alone:
+on consumers of its own (<stage>_R_<id>, <id> beginning the id of its eval.requested), which
+start at that event and pass over every event of R that does not descend from it (R's
+training, its other evaluations); it deletes them once the evaluation has completed or
+failed. Where the log has shared consumers of rollout and reward (a t1 run made them), it
+works on those instead, beside any workers on them, so that each attempt runs once.
+
+It is idempotent: an evaluation the log already completed for the same run, suite and
+version is printed, not redone, and the job exits 0. Interrupted, it resumes where it
+stopped when run again. It holds the lease of the eval stage for run R while it works, so it
+exits 4 while another process runs eval for R (t1 run of R, t1 eval --run R, t1 worker --stage
+eval with --run R or for every run), and runs beside those of other runs. Exit codes: 0 done,
+1 the evaluation failed, 2 a bad run, version, suite or attempts, 3 NATS or S3 lost,
+4 eval of R runs elsewhere, 5 interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sum, err := evaljob.Run(cmd.Context(), cmd.ErrOrStderr(), g.load, o)
+			if g.json {
+				if perr := printJSON(cmd, sum); perr != nil && err == nil {
+					return perr
+				}
+			} else if err == nil {
+				sum.WriteText(cmd.OutOrStdout())
+			}
+			return err
+		},
 	}
-	for _, t := range []string{schemas.TaskSynthesized, schemas.SynthDiscarded, schemas.TaskAudited, schemas.RolloutCompleted,
-		schemas.RewardScored, schemas.PolicyUpdated, schemas.EvalCompleted} {
-		fmt.Fprintf(tw, "%s\t%d\n", t, s.Events[t])
-	}
-	fmt.Fprintf(tw, "failed events\t%d\n", failedTotal(s.Events))
-	fmt.Fprintf(tw, "dead letters\t%d\n", s.Dead)
-	for _, e := range s.Evals {
-		unscored := ""
-		if e.Unscored > 0 {
-			unscored = fmt.Sprintf(", %d unscored: their rollout or reward failed", e.Unscored)
-		}
-		fmt.Fprintf(tw, "eval %s v%d\tresolve %.2f  partial credit %.2f  turns %.1f  (%d attempts%s)\n", e.Suite, e.PolicyVersion, e.ResolveRate, e.MeanReward, e.MeanTurns, e.Attempts, unscored)
-	}
-	for _, row := range s.Recipe {
-		fmt.Fprintf(tw, "%s %s\tresolve %.2f  partial credit %.2f  turns %.1f  (v%d, %d attempts)\n", row.Suite, row.Label(), row.ResolveRate, row.MeanReward, row.MeanTurns, row.PolicyVersion, row.Attempts)
-	}
-	fmt.Fprintf(tw, "elapsed\t%s\n", s.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(tw, "report\t%s (object %s)\n", s.Report, s.ReportKey)
-	fmt.Fprintf(tw, "report html\t%s (object %s)\n", s.HTML, s.HTMLKey)
-	tw.Flush()
+	f := cmd.Flags()
+	f.StringVar(&o.Run, "run", "", "the run whose policy is evaluated and which receives the results")
+	f.StringVar(&o.Policy, "policy", "", "policy version: v0 (the initial policy), v1, … or a bare number")
+	f.StringVar(&o.Suite, "suite", "", "the configured suite's name, or a directory of Harbor tasks")
+	f.IntVar(&o.Attempts, "attempts", 0, "attempts per task (default: stages.eval.attempts)")
+	return cmd
 }

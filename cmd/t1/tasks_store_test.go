@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,23 +8,6 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/keys"
 )
-
-func TestTasksCheck(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap unavailable (make setup installs it)")
-	}
-	out, err := t1(t, "tasks", "check", "--json", "../../harbor/testdata/tasks/word-freq", "../../harbor/testdata/tasks/disk-report")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var rs []checkResult
-	if err := json.Unmarshal([]byte(out), &rs); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if len(rs) != 2 || !rs[0].Solved || rs[0].Total != 5 || rs[0].Reward != 5 || !rs[0].Offline || !rs[1].Solved || rs[1].Source != "reward.txt" {
-		t.Fatalf("%+v", rs)
-	}
-}
 
 func TestTasksImportExport(t *testing.T) {
 	data := t.TempDir()

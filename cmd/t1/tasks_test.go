@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/trial"
 )
 
 func TestTasksValidate(t *testing.T) {
@@ -24,7 +26,7 @@ func TestTasksValidate(t *testing.T) {
 	if err == nil || err.Error() != "2 of 3 tasks are invalid" {
 		t.Fatalf("err %v\n%s", err, out)
 	}
-	var checks []taskCheck
+	var checks []trial.Validation
 	if err := json.Unmarshal([]byte(out), &checks); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/image"
+	"github.com/t1pipe/t1/trial"
 )
 
 // imageConfig is a configuration that runs every sandbox on the image of
@@ -45,7 +46,7 @@ func TestRolloutOracleAgreesWithTasksCheckOnImages(t *testing.T) {
 	seen := 0
 	for _, d := range []string{tbTasks, "../../trial/testdata/tb-image"} {
 		out, err := t1(t, "--config", cfg, "tasks", "check", "--json", d)
-		var rs []checkResult
+		var rs []trial.CheckResult
 		if jerr := json.Unmarshal([]byte(out), &rs); jerr != nil {
 			t.Fatalf("%s: %v %v\n%s", d, err, jerr, out)
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/t1pipe/t1/trial"
 )
 
 // tbTasks are task directories in the shapes Terminal-Bench tasks take
@@ -30,7 +32,7 @@ func TestTasksCheckTerminalBenchShapes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var rs []checkResult
+	var rs []trial.CheckResult
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
