@@ -72,8 +72,17 @@ func TestLayering(t *testing.T) {
 			}
 			// The wiring sits above everything it wires.
 			lower := under(name, "stages") || under(name, "infra") || name == "agent" || name == "trainer" || name == "moe" || name == "chattemplate" || under(name, "harbor") || name == "trial"
-			if lower && (imp == "pipeline" || imp == "local" || imp == "config" || under(imp, "stages") && !under(name, "stages")) {
+			if lower && (wiring[imp] || under(imp, "stages") && !under(name, "stages")) {
 				t.Errorf("%s imports %s, a layer above it", name, imp)
+			}
+		}
+		// Pure packages work on what they are handed: no stage, adapter
+		// or wiring beneath them.
+		if pure[name] {
+			for _, dep := range internal(p.Deps) {
+				if under(dep, "stages") || under(dep, "infra") || wiring[dep] {
+					t.Errorf("%s depends on %s: it is pure", name, dep)
+				}
 			}
 		}
 		if name == "tokenizer" {
@@ -100,6 +109,15 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// wiring are the packages that assemble a process from its configuration:
+// the configuration itself, what brings up its servers and builds its
+// stages, and what runs a run, a stage, an evaluation or an ablation in
+// a process. Only the command and the tests sit above them.
+var wiring = map[string]bool{"config": true, "local": true, "pipeline": true, "execute": true, "worker": true, "evaljob": true, "ablation": true}
+
+// pure are packages of plain logic over what they are handed.
+var pure = map[string]bool{"exit": true, "query": true}
 
 // stageOf names the stage a package under stages/ belongs to.
 func stageOf(pkg string) string {
