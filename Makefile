@@ -6,7 +6,7 @@ BIN     := bin/t1
 PKGS    := ./...
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: all setup build run test test-short bench lint clean
+.PHONY: all setup deps venv build run test test-short bench lint clean
 
 all: build
 
@@ -21,7 +21,11 @@ all: build
 # tokenizer/testdata/package-lock.json, that the tokenizer tests compare
 # with) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
 # says that sandboxes cannot start (nothing falls back to running unisolated).
-setup:
+# setup also makes the project's Python environment (venv), which the
+# tests that read t1's tables with Arrow tools need and `make run` does not.
+setup: deps venv
+
+deps:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26+ is required (https://go.dev/dl/)"; exit 1; }
 	$(GO) mod download
 	@missing=""; \
@@ -43,13 +47,23 @@ setup:
 		|| echo "note: installing$$missing failed; $$note"
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TOKREF); fi
 
+# The project's Python environment: .venv from the pinned, hashed
+# requirements.txt, made again only when that file changes. It needs
+# CPython 3.11 (the wheels pinned are its) with venv (Debian: python3-venv).
+VENV := .venv/.installed
+venv: $(VENV)
+$(VENV): requirements.txt
+	@python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
+		echo "note: the Python environment needs CPython 3.11 with venv (Debian: python3-venv); until then the tests that read tables with pyarrow, polars and DuckDB skip"; exit 0; }; \
+	rm -rf .venv && python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.txt && touch $@
+
 # The tokenizer tests' reference: installed again only when its lock changes.
 TOKREF := tokenizer/testdata/node_modules/.installed
 $(TOKREF): tokenizer/testdata/package-lock.json
 	npm ci --prefix tokenizer/testdata --no-audit --no-fund
 	touch $@
 
-build: setup
+build: deps
 	$(GO) build -o $(BIN) ./cmd/t1
 
 # The default pipeline on embedded NATS and S3 under ./.t1.
@@ -73,4 +87,4 @@ lint:
 	$(GO) vet $(PKGS)
 
 clean:
-	rm -rf bin .t1
+	rm -rf bin .t1 .venv

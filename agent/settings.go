@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/infra/inference"
 )
 

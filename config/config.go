@@ -38,6 +38,10 @@ type Config struct {
 	Training Training `yaml:"training"`
 	// Variants are the ablations `t1 ablate` runs beside the base run.
 	Variants []Variant `yaml:"variants"`
+	// Setups are further named configurations of the same file, each the
+	// configuration above with some keys changed, a run id and variants
+	// of its own; Setup (t1 --setup NAME) selects one.
+	Setups []Setup `yaml:"setups"`
 }
 
 // Run identifies one run of the pipeline.
@@ -157,6 +161,7 @@ func Default() Config {
 		Sandbox:   defaultSandbox(),
 		Training:  defaultTraining(),
 		Variants:  defaultVariants(),
+		Setups:    []Setup{},
 	}
 }
 

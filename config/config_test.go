@@ -268,7 +268,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			"list for document",
 			"- run\n",
-			`p.yaml:1:1: top level: want a mapping with keys run, data, log_level, bus, store, telemetry, engine, stages, inference, sandbox, training, variants, got a list`,
+			`p.yaml:1:1: top level: want a mapping with keys run, data, log_level, bus, store, telemetry, engine, stages, inference, sandbox, training, variants, setups, got a list`,
 		},
 		{
 			"fraction for integer",

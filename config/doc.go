@@ -30,6 +30,26 @@
 // reads no environment; flags and variables that override a field (such as
 // --data and T1_DATA) are applied by the runner, which then calls Validate.
 //
+// Variants and setups vary a file's configuration by dotted keys
+// (training.replay, stages.control.sft_steps, …). A variant
+// (Config.Variant) is an ablation of the file's run, run by t1 ablate as
+// <run.id>-<name>; it may not change run.id, data, bus or store. A setup
+// (Config.Setup, selected with t1 --setup NAME by every command) is another
+// configuration kept in the same file: the file's keys with the setup's set
+// over them, a run.id of its own (required), and the setup's own variants
+// in place of the file's. So one file holds a reproduction's
+// configurations that differ in many keys, each with its ablations:
+//
+//	setups:
+//	  - name: rename
+//	    set: {run.id: t1-rename, stages.synth.library: basic-rename, stages.eval.attempts: 2}
+//	    variants:
+//	      - {name: avoid, set: {stages.synth.avoid_eval: true}}
+//
+// Parse validates every setup and every setup's variant, placing a problem
+// at the setup's line; an unknown setup name is an error listing the
+// configured ones.
+//
 // Relative paths (data, stages.eval.dirs, an inference.checkpoint that is a
 // local directory, training.trainer.dir) are relative to the directory t1
 // was started in; pipeline.WithWorkDir carries it past the embedded S3

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// Every example configuration parses, validates and builds each of its
-// variants: a file the README or BENCHMARKS tells one to run must run.
+// Every example configuration parses and validates, and so does each of
+// its variants, each of its setups and each setup's variants: a file or a
+// setup the docs tell one to run must run.
 func TestExamplesParse(t *testing.T) {
 	files, err := filepath.Glob("../examples/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -23,9 +24,20 @@ func TestExamplesParse(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		for _, n := range c.VariantNames() {
-			if _, err := c.Variant(n); err != nil {
+		configs := []Config{c}
+		for _, n := range c.SetupNames() {
+			s, err := c.Setup(n)
+			if err != nil {
 				t.Errorf("%s: %v", f, err)
+				continue
+			}
+			configs = append(configs, s)
+		}
+		for _, c := range configs {
+			for _, n := range c.VariantNames() {
+				if _, err := c.Variant(n); err != nil {
+					t.Errorf("%s: %s: %v", f, c.Run.ID, err)
+				}
 			}
 		}
 	}

@@ -2,7 +2,7 @@ package config
 
 import (
 	"github.com/t1pipe/t1/agent"
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/stages/audit"
 	"github.com/t1pipe/t1/stages/control"
 	"github.com/t1pipe/t1/stages/demo"

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/infra/telemetry"
 	objkeys "github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -107,6 +107,7 @@ func (c Config) problems() []problem {
 	c.Stages.check(bad)
 	c.checkTokenizerDir(bad)
 	c.checkVariants(bad)
+	c.checkSetups(bad)
 	return ps
 }
 

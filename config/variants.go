@@ -60,6 +60,8 @@ func (c Config) Variant(name string) (Config, error) {
 		return Config{}, fmt.Errorf("variants.%s: %w", name, err)
 	}
 	out := c
+	// A variant's configuration is one run's: it has no setups.
+	out.Setups = nil
 	// The overlay decodes into a copy whose slices and maps are its own,
 	// so the base configuration never sees the variant's values.
 	out.Variants = nil
@@ -167,6 +169,7 @@ func (c Config) checkVariants(bad func(path, format string, args ...any)) {
 	// tried only on a valid base: its problems are reported once, above.
 	base := c
 	base.Variants = nil
+	base.Setups = nil
 	if len(c.Variants) > 0 && len(base.problems()) == 0 {
 		for i, v := range c.Variants {
 			if _, err := c.Variant(v.Name); err != nil {

@@ -450,7 +450,7 @@ func objectHash(ctx context.Context, st store.ObjectStore, kind string, ref sche
 
 // checkpointHash is a checkpoint's content hash. Its claim check names
 // its prefix and the SHA-256 of its weights: model.safetensors, or for
-// sharded weights the index (trainer.CheckpointRef), whose every shard is
+// sharded weights the index (checkpoint.Ref), whose every shard is
 // then hashed too, so that the digest covers all the weights however
 // they are stored. A shard the index names that is not there fails the
 // digest.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -18,7 +19,6 @@ import (
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
-	"github.com/t1pipe/t1/trainer"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
@@ -211,7 +211,7 @@ func TestDigestShardedCheckpoint(t *testing.T) {
 	put("model-00001-of-00002.safetensors", "first shard")
 	put("model-00002-of-00002.safetensors", "second shard")
 	put(moe.WeightsIndexFile, `{"metadata": {"total_size": 23}, "weight_map": {"embed": "model-00001-of-00002.safetensors", "lm_head": "model-00002-of-00002.safetensors", "norm": "model-00002-of-00002.safetensors"}}`)
-	ref, err := trainer.CheckpointRef(ctx, st, prefix)
+	ref, err := checkpoint.Ref(ctx, st, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 )
 
 // Settings configure how every stage consumes its events (engine in

@@ -31,6 +31,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/exit"
@@ -39,7 +41,6 @@ import (
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/eval"
-	"github.com/t1pipe/t1/trainer"
 )
 
 // Options names the evaluation a job runs.
@@ -143,8 +144,8 @@ func run(ctx context.Context, log io.Writer, load func() (config.Config, error),
 		if err != nil {
 			return exit.InfraError(err)
 		}
-		_, err = trainer.EnsurePolicy(ctx, in.Store, lineage, version, nil)
-		if _, bad := errors.AsType[*trainer.BadInputError](err); bad {
+		_, err = checkpoint.EnsurePolicy(ctx, in.Store, lineage, version, nil)
+		if _, bad := errors.AsType[*batch.BadInputError](err); bad {
 			return exit.Configf("run %s has no policy v%d: %v", run, version, err)
 		} else if err != nil {
 			return exit.InfraError(err)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/internal/hostfeature"
 )
 
 // copyHelperEnv makes the test binary a helper that starts one sandbox on
@@ -310,6 +311,7 @@ func TestImageFUSEWithoutRoot(t *testing.T) {
 	if _, err := exec.LookPath("fuse-overlayfs"); err != nil {
 		t.Fatal("fuse-overlayfs is not installed: make setup installs it")
 	}
+	hostfeature.Require(t, hostfeature.FUSE())
 	res := copyImageTask(t)
 	// As root, asked for.
 	before := ""

@@ -23,6 +23,7 @@ import (
 
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/infra/sandbox/sandboxtest"
+	"github.com/t1pipe/t1/internal/hostfeature"
 	"github.com/t1pipe/t1/internal/testinfra"
 )
 
@@ -125,6 +126,7 @@ func testBase(t testing.TB) (string, Base) {
 	if os.Geteuid() != 0 {
 		t.Skip("building images needs root (overlayfs, debootstrap)")
 	}
+	hostfeature.Require(t, hostfeature.KernelOverlay())
 	b, err := HostBase("")
 	if err != nil {
 		t.Fatal(err)

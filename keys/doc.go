@@ -86,14 +86,14 @@
 // are moe's), one prefix per version, the prefix itself being the key of
 // its claim check, whose size and SHA-256 are the weights file's. policy
 // v000000 is created from the configured initial checkpoint when no run
-// of the lineage has it (trainer.EnsurePolicy); ppo writes v<V+1> for policy.updated and sft for
+// of the lineage has it (checkpoint.EnsurePolicy); ppo writes v<V+1> for policy.updated and sft for
 // sft.completed; the critic writes critic v<iteration+1> for
 // critic.updated. The weights go last, so their presence marks a complete
 // checkpoint; an update is redone, and its checkpoint rewritten, only
 // until its event is announced (for ppo: its training report is stored).
 // A branch (t1 replay) stores only the versions it makes: the others it
 // reads from the nearest run of its lineage that stores them, its parent's
-// keys (engine.Log.Lineage, trainer.EnsurePolicy, trainer.LatestCritic).
+// keys (engine.Log.Lineage, checkpoint.EnsurePolicy, checkpoint.LatestCritic).
 //
 // training/: ppo, after the new policy and its metrics row are stored: the
 // trainer's full report (trainer.TrainingReport), which marks the update

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
@@ -35,6 +36,7 @@ import (
 	"github.com/t1pipe/t1/taskgen"
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
+	"github.com/t1pipe/t1/update"
 )
 
 // Pipeline is every stage of a run, wired from its configuration.
@@ -109,21 +111,21 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	}
 	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
 	// The initial checkpoint is a local directory or an object-store prefix.
-	checkpoint := cfg.Inference.Checkpoint
-	if _, err := os.Stat(filepath.Join(abs(checkpoint), moe.ConfigFile)); checkpoint != "" && err == nil {
-		checkpoint = abs(checkpoint)
+	initialCheckpoint := cfg.Inference.Checkpoint
+	if _, err := os.Stat(filepath.Join(abs(initialCheckpoint), moe.ConfigFile)); initialCheckpoint != "" && err == nil {
+		initialCheckpoint = abs(initialCheckpoint)
 	}
 	// A checkpoint's own config.json gives the model's dimensions; from
 	// here on cfg carries them, so the hash, the episode bounds and the
 	// critic's shape all follow the checkpoint.
-	mcfg, modelType, err := ModelShape(cfg.Inference.Model, checkpoint, st)
+	mcfg, modelType, err := ModelShape(cfg.Inference.Model, initialCheckpoint, st)
 	if err != nil {
 		return nil, err
 	}
 	if modelType != moe.ModelType && (cfg.Training.Trainer.Backend != trainer.BackendExec || cfg.Inference.Backend == inference.BackendReference) {
 		return nil, fmt.Errorf("inference.checkpoint %q: model_type %q: t1's reference trainer and engine train and serve only %s (%s); "+
 			"an external architecture needs training.trainer.backend: exec (your trainer) and inference.backend: sglang or vllm (your engine)",
-			checkpoint, modelType, moe.ModelType, moe.Architecture)
+			initialCheckpoint, modelType, moe.ModelType, moe.Architecture)
 	}
 	cfg.Inference.Model = inferenceModel(mcfg)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
@@ -132,7 +134,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return nil, err
 	}
 	initial := func(ctx context.Context) (*moe.Checkpoint, error) {
-		return inference.LoadCheckpoint(ctx, checkpoint, mcfg, st)
+		return inference.LoadCheckpoint(ctx, initialCheckpoint, mcfg, st)
 	}
 	tc := cfg.Training
 	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, "."))},
@@ -169,10 +171,10 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		sy.Avoid, sy.MaxSimilarity = refs, sc.Audit.MaxSimilarity
 	}
 	// A branch reads the checkpoints it did not make from its ancestors.
-	lineage := trainer.Lineage(log.Lineage)
+	lineage := update.Lineage(log.Lineage)
 	external := ""
 	if modelType != moe.ModelType {
-		external = checkpoint
+		external = initialCheckpoint
 	}
 	policies, err := newPolicies(st, cfg.Inference, abs(cfg.Inference.WeightsDir), initial, external, lineage)
 	if err != nil {
@@ -310,7 +312,7 @@ func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (syn
 // set, the initial checkpoint there is of an external architecture: its
 // files are stored as version 0 as they are, and of every version only
 // the tokenizer is read.
-func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, initial func(context.Context) (*moe.Checkpoint, error), external string, lineage trainer.Lineage) (rollout.Policies, error) {
+func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, initial func(context.Context) (*moe.Checkpoint, error), external string, lineage update.Lineage) (rollout.Policies, error) {
 	prec, err := moe.ParsePrecision(ic.Precision)
 	if err != nil {
 		return nil, err
@@ -338,9 +340,9 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 		defer mu.Unlock()
 		var prefix string
 		if external != "" && v == 0 {
-			prefix, err = trainer.EnsureExternalPolicy(ctx, st, runs, external)
+			prefix, err = checkpoint.EnsureExternalPolicy(ctx, st, runs, external)
 		} else {
-			prefix, err = trainer.EnsurePolicy(ctx, st, runs, v, initial)
+			prefix, err = checkpoint.EnsurePolicy(ctx, st, runs, v, initial)
 		}
 		if err != nil {
 			return rollout.Policy{}, err
@@ -351,16 +353,16 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 		var p rollout.Policy
 		var export func(ctx context.Context, dir string) (string, error)
 		if external != "" {
-			tok, err := trainer.LoadTokenizer(ctx, st, prefix)
+			tok, err := checkpoint.LoadTokenizer(ctx, st, prefix)
 			if err != nil {
 				return rollout.Policy{}, err
 			}
 			p = rollout.Policy{Tokenizer: tok, Experts: ic.Model.Experts}
 			export = func(ctx context.Context, dir string) (string, error) {
-				return trainer.ExportCheckpoint(ctx, st, prefix, dir)
+				return checkpoint.Export(ctx, st, prefix, dir)
 			}
 		} else {
-			ck, err := trainer.LoadCheckpoint(ctx, st, prefix)
+			ck, err := checkpoint.Load(ctx, st, prefix)
 			if err != nil {
 				return rollout.Policy{}, err
 			}
@@ -387,11 +389,11 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 }
 
 // exportWeights writes ck, without optimiser state, as a checkpoint
-// directory at dir for an engine to load (trainer.ExportDir).
+// directory at dir for an engine to load (checkpoint.ExportDir).
 func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
 	bare := *ck
 	bare.Optimizer = nil
-	dir, err := trainer.ExportDir(dir, bare.SaveDir)
+	dir, err := checkpoint.ExportDir(dir, bare.SaveDir)
 	if err != nil {
 		return "", fmt.Errorf("inference.weights_dir: %w", err)
 	}

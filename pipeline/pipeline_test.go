@@ -12,13 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/trainer"
 )
 
 func build(t *testing.T, cfg config.Config) *Pipeline {
@@ -278,7 +278,7 @@ func TestExternalPolicies(t *testing.T) {
 	if _, err := policies(ctx, "ext", 1); err == nil || !strings.Contains(err.Error(), "policy 1: no checkpoint") {
 		t.Fatalf("a version never trained: %v", err)
 	}
-	if err := trainer.Adopt(ctx, st, dir, keys.Policy("ext", 1), nil); err != nil {
+	if err := checkpoint.Adopt(ctx, st, dir, keys.Policy("ext", 1), nil); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := policies(ctx, "ext", 1); err != nil || p.Experts != 128 || p.Tokenizer.VocabSize() != 151669 {

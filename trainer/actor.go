@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/rl"
 	"github.com/t1pipe/t1/schemas"
@@ -34,13 +36,13 @@ func (r *Reference) TrainActor(ctx context.Context, job ActorJob) (*ActorResult,
 	if err != nil {
 		return nil, err
 	}
-	ck, err := LoadCheckpoint(ctx, r.Store, job.Policy)
+	ck, err := checkpoint.Load(ctx, r.Store, job.Policy)
 	if err != nil {
 		return nil, err
 	}
 	m := ck.Model
-	if err := PolicyFits(m.Cfg, b.Manifest.Model); err != nil {
-		return nil, Bad(fmt.Errorf("checkpoint %s: %w", job.Policy, err))
+	if err := checkpoint.PolicyFits(m.Cfg, b.Manifest.Model); err != nil {
+		return nil, batch.Bad(fmt.Errorf("checkpoint %s: %w", job.Policy, err))
 	}
 	opt := ck.Optimizer
 	if opt == nil {
@@ -61,15 +63,15 @@ func (r *Reference) TrainActor(ctx context.Context, job ActorJob) (*ActorResult,
 }
 
 // batch returns b, or the batch of m loaded when b is nil.
-func (r *Reference) batch(ctx context.Context, b *Batch, m *schemas.BatchManifest) (*Batch, error) {
+func (r *Reference) batch(ctx context.Context, b *batch.Batch, m *schemas.BatchManifest) (*batch.Batch, error) {
 	if b != nil {
 		return b, nil
 	}
-	return LoadBatch(ctx, r.Store, m)
+	return batch.Load(ctx, r.Store, m)
 }
 
 type prepared struct {
-	c       *Chunk
+	c       *batch.Chunk
 	ids     []int
 	loss    []bool
 	opt     moe.ForwardOptions // replayed routing and the sampling temperature
@@ -82,16 +84,16 @@ type prepared struct {
 	liveRouting moe.Routing
 }
 
-func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *Batch, seed int64) (ActorMetrics, error) {
+func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *batch.Batch, seed int64) (ActorMetrics, error) {
 	o := r.Opt.Actor
 	met := ActorMetrics{Replay: o.Replay}
 	if b.Actions == 0 {
-		return met, Bad(errors.New("trainer: the batch has no loss tokens"))
+		return met, batch.Bad(errors.New("trainer: the batch has no loss tokens"))
 	}
 	var chunks []*prepared
 	for _, c := range b.Chunks() {
 		if c.Values == nil {
-			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d has no values (the critic has not run)", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk))
+			return met, batch.Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d has no values (the critic has not run)", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk))
 		}
 		p := &prepared{c: c, ids: c.IDs(), loss: c.Tokens.LossMask, adv: slices.Clone(c.Values.Advantages), sampled: c.Tokens.LogProbs,
 			opt: moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}}
@@ -99,7 +101,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			continue
 		}
 		if len(p.adv) != len(p.loss) {
-			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %d advantages for %d tokens", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk, len(p.adv), len(p.loss)))
+			return met, batch.Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %d advantages for %d tokens", c.Tokens.TaskID, c.Tokens.Attempt, c.Tokens.Chunk, len(p.adv), len(p.loss)))
 		}
 		if o.Replay {
 			// The last token's row only repeats the one before; replaying
@@ -127,21 +129,25 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		// group-relative reward, and those sum to 0 over every group.
 		if o.WeighAttempts {
 			attempt := make([]int, len(chunks))
-			ids := map[attemptKey]int{}
+			type key struct {
+				task    string
+				attempt int32
+			}
+			ids := map[key]int{}
 			for i, p := range chunks {
-				k := attemptKey{p.c.Tokens.TaskID, p.c.Tokens.Attempt}
+				k := key{p.c.Tokens.TaskID, p.c.Tokens.Attempt}
 				if _, ok := ids[k]; !ok {
 					ids[k] = len(ids)
 				}
 				attempt[i] = ids[k]
 			}
 			if err := rl.WeighAttempts(attempt, loss, adv); err != nil {
-				return met, Bad(err)
+				return met, batch.Bad(err)
 			}
 		}
 		if o.NormalizeAdvantages {
 			if _, err := rl.Whiten(loss, adv); err != nil {
-				return met, Bad(err)
+				return met, batch.Bad(err)
 			}
 		}
 	}
@@ -155,10 +161,10 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		}
 		pass, err := m.Forward(p.ids, p.opt)
 		if err != nil {
-			return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+			return met, batch.Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
 		}
 		if p.oldLP, err = rl.ActionLogProbs(p.loss, pass.LogProbs); err != nil {
-			return met, Bad(err)
+			return met, batch.Bad(err)
 		}
 		gap.Add(p.loss, p.oldLP, p.sampled)
 		p.liveLP, p.liveRouting = p.oldLP, pass.Routing // live unless replayed (below)
@@ -223,15 +229,15 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 				p := chunks[i]
 				pass, err := m.Forward(p.ids, p.opt)
 				if err != nil {
-					return met, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+					return met, batch.Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
 				}
 				lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
 				if err != nil {
-					return met, Bad(err)
+					return met, batch.Bad(err)
 				}
 				g, err := rl.PolicyGrad(&step, p.loss, lp, p.oldLP, p.adv, o.Clip, n)
 				if err != nil {
-					return met, Bad(err)
+					return met, batch.Bad(err)
 				}
 				if err := m.Backward(pass, g[1:], nil); err != nil {
 					return met, err
@@ -239,7 +245,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 			}
 			norm := opt.Update(o.MaxGradNorm)
 			if l := step.MeanLoss(); math.IsNaN(l) || math.IsInf(l, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-				return met, Bad(fmt.Errorf("%w: epoch %d step %d: loss %v, gradient norm %v", ErrDivergent, epoch, met.Steps, l, norm))
+				return met, batch.Bad(fmt.Errorf("%w: epoch %d step %d: loss %v, gradient norm %v", ErrDivergent, epoch, met.Steps, l, norm))
 			}
 			lossSum += step.MeanLoss()
 			normSum += norm
@@ -248,7 +254,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		}
 	}
 	if met.Steps == 0 {
-		return met, Bad(errors.New("trainer: no minibatch has a loss token"))
+		return met, batch.Bad(errors.New("trainer: no minibatch has a loss token"))
 	}
 	var err error
 	if met.LiveKL, met.ExpertsSwitched, err = liveChange(ctx, m, chunks); err != nil {
@@ -346,11 +352,11 @@ func minibatches(order []int, k int) [][]int {
 func liveForward(m *moe.Model, p *prepared) ([]float32, moe.Routing, error) {
 	pass, err := m.Forward(p.ids, moe.ForwardOptions{Temperature: p.opt.Temperature})
 	if err != nil {
-		return nil, moe.Routing{}, Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
+		return nil, moe.Routing{}, batch.Bad(fmt.Errorf("trainer: task %s attempt %d chunk %d: %w", p.c.Tokens.TaskID, p.c.Tokens.Attempt, p.c.Tokens.Chunk, err))
 	}
 	lp, err := rl.ActionLogProbs(p.loss, pass.LogProbs)
 	if err != nil {
-		return nil, moe.Routing{}, Bad(err)
+		return nil, moe.Routing{}, batch.Bad(err)
 	}
 	return lp, pass.Routing, nil
 }

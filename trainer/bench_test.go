@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -22,7 +24,7 @@ func sampleBatch(b testing.TB, st store.ObjectStore, run string, iter int, versi
 	ctx := context.Background()
 	s := moe.NewSampler(m, moe.BF16)
 	rng := rand.New(rand.NewPCG(uint64(iter), 1))
-	var rows Rows
+	var rows batch.Rows
 	var vals []schemas.ValueRow
 	for a, prompt := range prompts {
 		g, err := s.Generate(ctx, prompt, moe.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: newTokens, Seed: uint64(1000*iter + a)})
@@ -65,11 +67,11 @@ func sampleBatch(b testing.TB, st store.ObjectStore, run string, iter int, versi
 		rows.Trajectories = append(rows.Trajectories, schemas.TrajectoryRow{Run: run, TaskID: "bench", Attempt: int32(a)})
 	}
 	dims := schemas.ModelDims{Vocab: m.Cfg.Vocab, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
-	man, _, err := WriteBatch(ctx, st, run, iter, version, dims, rows)
+	man, _, err := batch.Write(ctx, st, run, iter, version, dims, rows)
 	if err != nil {
 		b.Fatal(err)
 	}
-	man, _, _, err = WithValues(ctx, st, man, vals)
+	man, _, _, err = batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func BenchmarkReplayGap(b *testing.B) {
 				sets += met.RoutingSets
 				b.Logf("replay %v iteration %d: gap %.5f (max %.4f), mismatches %d/%d, clip %.3f, KL %.5f",
 					replay, it, met.LogProbGap, met.LogProbGapMax, met.RoutingMismatches, met.RoutingSets, met.ClipFraction, met.ApproxKL)
-				ck, err := LoadCheckpoint(context.Background(), st, res.Checkpoint)
+				ck, err := checkpoint.Load(context.Background(), st, res.Checkpoint)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/rl"
 )
@@ -28,14 +30,14 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 	}
 	m := b.Manifest
 	if b.Actions == 0 {
-		return nil, Bad(fmt.Errorf("batch %s iteration %d has no loss tokens", m.Run, m.Iteration))
+		return nil, batch.Bad(fmt.Errorf("batch %s iteration %d has no loss tokens", m.Run, m.Iteration))
 	}
 	model, opt, err := r.critic(ctx, job.Critic, job.Policy)
 	if err != nil {
 		return nil, err
 	}
-	if err := CriticFits(model.Cfg, m.Model); err != nil {
-		return nil, Bad(err)
+	if err := checkpoint.CriticFits(model.Cfg, m.Model); err != nil {
+		return nil, batch.Bad(err)
 	}
 	o := r.Opt.Critic
 	res := &CriticResult{Checkpoint: job.Out}
@@ -78,7 +80,7 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 	res.Metrics.ExplainedVariance = cur.ev
 	for _, c := range pre {
 		t := c.c.Tokens
-		res.Values = append(res.Values, ChunkValues{TaskID: t.TaskID, Attempt: t.Attempt, Chunk: t.Chunk, Values: c.vPre, Advantages: c.adv, Returns: c.ret})
+		res.Values = append(res.Values, batch.ChunkValues{TaskID: t.TaskID, Attempt: t.Attempt, Chunk: t.Chunk, Values: c.vPre, Advantages: c.adv, Returns: c.ret})
 	}
 	for e := range o.Epochs {
 		if e > 0 {
@@ -108,7 +110,7 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Model, *moe.Adam, error) {
 	o := r.Opt.Critic
 	if prefix == "" && policy != "" {
-		ck, err := LoadCheckpoint(ctx, r.Store, policy)
+		ck, err := checkpoint.Load(ctx, r.Store, policy)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,11 +119,11 @@ func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Mod
 	if prefix == "" {
 		m, err := moe.NewModel(o.Model)
 		if err != nil {
-			return nil, nil, Bad(fmt.Errorf("critic model: %w", err))
+			return nil, nil, batch.Bad(fmt.Errorf("critic model: %w", err))
 		}
 		return m, moe.NewAdam(m, o.Adam), nil
 	}
-	ck, err := LoadCheckpoint(ctx, r.Store, prefix)
+	ck, err := checkpoint.Load(ctx, r.Store, prefix)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -135,7 +137,7 @@ func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Mod
 
 // chunkState is one chunk's view at one pass of the critic.
 type chunkState struct {
-	c              *Chunk
+	c              *batch.Chunk
 	ids            []int
 	pass           *moe.Pass // nil for a chunk too short to train on
 	vPre, adv, ret []float32
@@ -151,7 +153,7 @@ type criticPass struct {
 	rewardsVary bool
 }
 
-func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*criticPass, error) {
+func criticForward(ctx context.Context, critic *moe.Model, b *batch.Batch, gae GAE) (*criticPass, error) {
 	out := &criticPass{}
 	var mom rl.Moments
 	var group []float64
@@ -162,7 +164,7 @@ func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*
 		}
 		var err error
 		if group, err = rl.GroupBaseline(rewards, tasks); err != nil {
-			return nil, Bad(err)
+			return nil, batch.Bad(err)
 		}
 	}
 	for ai, a := range b.Attempts {
@@ -180,10 +182,10 @@ func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*
 			if len(st.ids) > 0 {
 				p, err := critic.Forward(st.ids, moe.ForwardOptions{})
 				if err != nil {
-					return nil, Bad(fmt.Errorf("task %s attempt %d chunk %d: critic: %w", a.TaskID, a.Attempt, c.Tokens.Chunk, err))
+					return nil, batch.Bad(fmt.Errorf("task %s attempt %d chunk %d: critic: %w", a.TaskID, a.Attempt, c.Tokens.Chunk, err))
 				}
 				if st.vPre, err = rl.ActionValues(c.Tokens.LossMask, p.Values); err != nil {
-					return nil, Bad(err)
+					return nil, batch.Bad(err)
 				}
 				if len(st.ids) >= 2 {
 					st.pass = p
@@ -194,7 +196,7 @@ func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*
 		}
 		adv, ret, err := rl.GAE(gc, a.Reward.Reward, gae.Gamma, gae.Lambda)
 		if err != nil {
-			return nil, Bad(err)
+			return nil, batch.Bad(err)
 		}
 		for i, st := range sts {
 			st.adv, st.ret = adv[i], ret[i]
@@ -219,7 +221,7 @@ func criticForward(ctx context.Context, critic *moe.Model, b *Batch, gae GAE) (*
 // valueBackward runs one Adam step of the clipped value loss over the
 // passes of cur, anchored on the values and returns of anchor (the
 // pre-update pass, chunk for chunk), and returns the loss.
-func (r *Reference) valueBackward(ctx context.Context, critic *moe.Model, opt *moe.Adam, b *Batch, cur *criticPass, anchor []*chunkState) (float64, error) {
+func (r *Reference) valueBackward(ctx context.Context, critic *moe.Model, opt *moe.Adam, b *batch.Batch, cur *criticPass, anchor []*chunkState) (float64, error) {
 	if len(cur.states) != len(anchor) {
 		return 0, fmt.Errorf("critic: %d chunks against %d anchors", len(cur.states), len(anchor))
 	}
@@ -233,7 +235,7 @@ func (r *Reference) valueBackward(ctx context.Context, critic *moe.Model, opt *m
 		}
 		g, err := rl.ValueGrad(&vs, c.c.Tokens.LossMask, c.vPre, anchor[i].vPre, anchor[i].ret, r.Opt.Critic.ValueClip, b.Actions)
 		if err != nil {
-			return 0, Bad(err)
+			return 0, batch.Bad(err)
 		}
 		// Action t's value is the head's output at position t−1.
 		dv := make([]float32, len(c.pass.Values))
@@ -245,7 +247,7 @@ func (r *Reference) valueBackward(ctx context.Context, critic *moe.Model, opt *m
 	}
 	norm := opt.Update(r.Opt.Critic.MaxGradNorm)
 	if l := vs.MeanLoss(); math.IsNaN(l) || math.IsInf(l, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return 0, Bad(fmt.Errorf("%w: critic value loss %v, gradient norm %v", ErrDivergent, l, norm))
+		return 0, batch.Bad(fmt.Errorf("%w: critic value loss %v, gradient norm %v", ErrDivergent, l, norm))
 	}
 	return vs.MeanLoss(), nil
 }

@@ -1,13 +1,12 @@
 // Package trainer is t1's one home for training: the update loops of the
 // PPO actor, the critic and supervised fine-tuning, behind one interface
-// with two backends, and what the update stages share around them —
-// loading a batch (tokens, routing, rewards and values joined per chunk,
-// every object verified against its manifest reference), writing one, the
-// object-store layout of checkpoints and training reports, and adopting
-// the checkpoint a trainer reports. The stages (stages/critic,
-// stages/sft, stages/ppo) only read their inputs, call the Trainer, and
-// store and announce what it returns; the model is package moe's and the
-// arithmetic package rl's.
+// with two backends. The batch a job trains on is package batch's (the
+// stage loads it once and hands it on), the checkpoints it starts from
+// and reports are package checkpoint's, and the stages that run the
+// updates (stages/critic, stages/sft, stages/ppo, on the skeleton of
+// package update) only read their inputs, call the Trainer, and store and
+// announce what it returns; the model is package moe's and the arithmetic
+// package rl's.
 //
 // # The contract
 //
@@ -23,13 +22,13 @@
 //     job leaves it current;
 //   - reports where the new checkpoint is: Out itself, another prefix, or
 //     (from an external trainer) an absolute local directory; the stage
-//     adopts it (Adopt: it must load and fit the batch) under Out;
+//     adopts it (checkpoint.Adopt: it must load and fit the batch) under Out;
 //   - actor: trains on the batch's advantages (the value files must be
 //     present) and reports ActorMetrics, whose LossDrift must be 0;
 //   - critic: reports, for every chunk of the batch, its values after any
 //     warm-up and before the update and the GAE advantages and returns
 //     computed from them with the job's γ and λ (package rl's alignment);
-//     the stage stores them as the values table (ValueRows), which is what
+//     the stage stores them as the values table (batch.ValueRows), which is what
 //     the actor trains on, and then the critic is trained on those
 //     returns;
 //   - sft: trains on the loss-region tokens of the token rows, Steps
@@ -40,7 +39,7 @@
 //
 // Errors caused by the input — tables that disagree, a checkpoint that
 // does not load, an external trainer that exits non-zero or reports
-// nonsense — are BadInputErrors (IsBad), which stages turn into failed
+// nonsense — are batch.BadInputErrors (batch.IsBad), which stages turn into failed
 // events; anything else (an unreachable store, a cancelled context) is
 // worth a retry.
 //
@@ -156,7 +155,7 @@
 // architecture's dimensions (for the reference model model_type t1_moe,
 // num_hidden_layers, num_experts, num_experts_per_tok, vocab_size, …),
 // model.safetensors (F32) and the tokenizer file; its shape must fit the
-// batch (Adopt refuses one that does not). It may be of an external
+// batch (checkpoint.Adopt refuses one that does not). It may be of an external
 // architecture (model_type qwen3_moe, …), which t1 does not load but
 // checks: config.json's dimensions read under Qwen3-MoE's field names
 // (moe.ParseShape) must be the run's — vocab_size covering the batch's
@@ -174,7 +173,7 @@
 // tokens, finite, 0 at non-action tokens; float32 values survive JSON
 // exactly. Decoding is strict: an unknown field, a result of another
 // kind, a missing checkpoint or impossible counts fail the job (a
-// BadInputError), as does a non-zero exit, whose status and output tail
+// batch.BadInputError), as does a non-zero exit, whose status and output tail
 // the error carries.
 //
 // # Layout
@@ -182,10 +181,10 @@
 //	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer.json,model.safetensors,optimizer.safetensors}
 //	                                       (Hugging Face layout; a config.json of the earlier layout still loads;
 //	                                       an external model's files as they are, version 0 its initial
-//	                                       directory's: EnsureExternalPolicy)
+//	                                       directory's: checkpoint.EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //
-// A checkpoint's claim check (CheckpointRef) is its prefix with the size
+// A checkpoint's claim check (checkpoint.Ref) is its prefix with the size
 // and SHA-256 of model.safetensors.
 package trainer

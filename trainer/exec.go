@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/t1pipe/t1/batch"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -30,7 +31,7 @@ import (
 //
 // The command succeeds by exiting 0 after writing {out} (see doc.go for
 // each kind's result). A non-zero exit, a missing or malformed result,
-// or a result of another kind is a BadInputError carrying the exit status
+// or a result of another kind is a batch.BadInputError carrying the exit status
 // and the tail of the command's output; the job's starting checkpoint
 // stays current.
 type Exec struct {
@@ -137,7 +138,7 @@ func (e *Exec) TrainActor(ctx context.Context, job ActorJob) (*ActorResult, erro
 }
 
 // TrainCritic implements Trainer. The values the result holds are checked
-// against the batch by the caller (ValueRows).
+// against the batch by the caller (batch.ValueRows).
 func (e *Exec) TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, error) {
 	if job.Manifest == nil {
 		return nil, errors.New("exec trainer: a critic job without a batch manifest")
@@ -192,17 +193,17 @@ func execJob[R any](ctx context.Context, e *Exec, job JobFile, parse func([]byte
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return nil, Bad(fmt.Errorf("exec trainer %s exited with status %d: %s", argv[0], ee.ExitCode(), output.String()))
+			return nil, batch.Bad(fmt.Errorf("exec trainer %s exited with status %d: %s", argv[0], ee.ExitCode(), output.String()))
 		}
-		return nil, Bad(fmt.Errorf("exec trainer %s: %w", argv[0], err))
+		return nil, batch.Bad(fmt.Errorf("exec trainer %s: %w", argv[0], err))
 	}
 	rb, err := os.ReadFile(out)
 	if err != nil {
-		return nil, Bad(fmt.Errorf("exec trainer %s exited 0 but wrote no result file: %w", argv[0], err))
+		return nil, batch.Bad(fmt.Errorf("exec trainer %s exited 0 but wrote no result file: %w", argv[0], err))
 	}
 	res, err := parse(rb)
 	if err != nil {
-		return nil, Bad(fmt.Errorf("exec trainer %s (%s job): %w", argv[0], job.Kind, err))
+		return nil, batch.Bad(fmt.Errorf("exec trainer %s (%s job): %w", argv[0], job.Kind, err))
 	}
 	return res, nil
 }
@@ -222,10 +223,10 @@ func writeJSON(path string, v any) error {
 type resultFile struct {
 	// Kind must be the job's; an actor result may leave it out, as
 	// results did before other kinds existed.
-	Kind       Kind            `json:"kind"`
-	Checkpoint string          `json:"checkpoint"`
-	Metrics    json.RawMessage `json:"metrics"`
-	Values     []ChunkValues   `json:"values"`
+	Kind       Kind                `json:"kind"`
+	Checkpoint string              `json:"checkpoint"`
+	Metrics    json.RawMessage     `json:"metrics"`
+	Values     []batch.ChunkValues `json:"values"`
 }
 
 // parseResult decodes a result file of kind strictly (unknown fields, in
@@ -284,7 +285,7 @@ func ParseActorResult(b []byte) (*ActorResult, error) {
 
 // ParseCriticResult decodes a critic job's result file and checks that it
 // holds values and possible counts; whether the values fit the batch is
-// ValueRows' to check.
+// batch.ValueRows' to check.
 func ParseCriticResult(b []byte) (*CriticResult, error) {
 	var m CriticMetrics
 	res, err := parseResult(b, KindCritic, &m)

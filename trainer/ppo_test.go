@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -26,7 +28,7 @@ func withAdvantages(vals []schemas.ValueRow, adv func(attempt int32) float32) {
 }
 
 // meanLogProb is the mean log-prob m gives attempt a's actions.
-func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *Batch, a int32) float64 {
+func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *batch.Batch, a int32) float64 {
 	t.Helper()
 	var sum float64
 	var n int
@@ -51,17 +53,17 @@ func meanLogProb(t *testing.T, ctx context.Context, m *moe.Model, b *Batch, a in
 // rewardedBatch samples a batch from a fresh policy m, whose attempt 0
 // earned more than expected (advantage 1), attempt 1 less (−1) and
 // attempt 2 what was expected (0).
-func rewardedBatch(t *testing.T, st store.ObjectStore) (*moe.Model, *schemas.BatchManifest, *Batch) {
+func rewardedBatch(t *testing.T, st store.ObjectStore) (*moe.Model, *schemas.BatchManifest, *batch.Batch) {
 	t.Helper()
 	ctx := context.Background()
 	m := policy(t, st)
 	man, vals := sampled(t, st, m)
 	withAdvantages(vals, func(a int32) float32 { return []float32{1, -1, 0}[a] })
-	man, _, _, err := WithValues(ctx, st, man, vals)
+	man, _, _, err := batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadBatch(ctx, st, man)
+	b, err := batch.Load(ctx, st, man)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestPPOMovesTowardRewardedActions(t *testing.T) {
 			if (met.ClipFraction > 0) != c.clipped {
 				t.Fatalf("clip fraction %g, want clipping %v", met.ClipFraction, c.clipped)
 			}
-			ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+			ck, err := checkpoint.Load(ctx, st, res.Checkpoint)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +138,7 @@ func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
 	for i := range vals {
 		clear(vals[i].Advantages)
 	}
-	man, _, _, err := WithValues(ctx, st, man, vals)
+	man, _, _, err := batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestPPOSkipsABatchWithoutSignal(t *testing.T) {
 	if res.Metrics.Steps != 0 || res.Metrics.Skipped == "" || res.Metrics.LiveKL != 0 || res.Metrics.ExpertsSwitched != 0 {
 		t.Fatalf("metrics %+v, want a skipped update", res.Metrics)
 	}
-	ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+	ck, err := checkpoint.Load(ctx, st, res.Checkpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +180,13 @@ func TestPPOTrustRegionScalesBackTheStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+		ck, err := checkpoint.Load(ctx, st, res.Checkpoint)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Metrics, ck
 	}
-	start, err := LoadCheckpoint(ctx, st, keys.Policy(run, 0))
+	start, err := checkpoint.Load(ctx, st, keys.Policy(run, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,13 +235,13 @@ func TestPPODivergentUpdateFails(t *testing.T) {
 	m := policy(t, st)
 	man, vals := sampled(t, st, m)
 	withAdvantages(vals, func(int32) float32 { return float32(math.Inf(1)) })
-	man, _, _, err := WithValues(ctx, st, man, vals)
+	man, _, _, err := batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Adam: adam(1e-3), Replay: true}})
 	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
-	if !errors.Is(err, ErrDivergent) || !IsBad(err) {
+	if !errors.Is(err, ErrDivergent) || !batch.IsBad(err) {
 		t.Fatalf("an infinite loss: %v, want ErrDivergent as bad input", err)
 	}
 	if _, err := st.Stat(ctx, keys.Policy(run, 1)+"/"+moe.WeightsFile); err == nil {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 )
@@ -27,10 +29,10 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		return nil, err
 	}
 	if job.Steps < 1 {
-		return nil, Bad(fmt.Errorf("sft: %d steps", job.Steps))
+		return nil, batch.Bad(fmt.Errorf("sft: %d steps", job.Steps))
 	}
 	var rows []schemas.TokenRow
-	if err := ReadRows(ctx, r.Store, job.Data, &rows); err != nil {
+	if err := batch.ReadRows(ctx, r.Store, job.Data, &rows); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(rows, func(a, b schemas.TokenRow) int {
@@ -40,7 +42,7 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 	var masks [][]float32
 	for _, row := range rows {
 		if len(row.LossMask) != len(row.TokenIDs) {
-			return nil, Bad(fmt.Errorf("tokens of task %s attempt %d chunk %d: %d ids, %d mask entries", row.TaskID, row.Attempt, row.Chunk, len(row.TokenIDs), len(row.LossMask)))
+			return nil, batch.Bad(fmt.Errorf("tokens of task %s attempt %d chunk %d: %d ids, %d mask entries", row.TaskID, row.Attempt, row.Chunk, len(row.TokenIDs), len(row.LossMask)))
 		}
 		if len(row.TokenIDs) < 2 {
 			continue
@@ -62,9 +64,9 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		}
 	}
 	if len(seqs) == 0 {
-		return nil, Bad(fmt.Errorf("sft: %d token rows, none with a loss token", len(rows)))
+		return nil, batch.Bad(fmt.Errorf("sft: %d token rows, none with a loss token", len(rows)))
 	}
-	ck, err := LoadCheckpoint(ctx, r.Store, job.Policy)
+	ck, err := checkpoint.Load(ctx, r.Store, job.Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +80,7 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 		opt.Cfg.LR = sftLR(r.Opt.SFT, step, job.Steps)
 		bs, bm := minibatch(seqs, masks, step, r.Opt.SFT.Batch, order)
 		if met.Loss, err = SFTStep(ck.Model, opt, bs, bm, r.Opt.SFT.MaxGradNorm); err != nil {
-			return nil, Bad(err)
+			return nil, batch.Bad(err)
 		}
 		if step == 0 {
 			met.FirstLoss = met.Loss

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/t1pipe/t1/batch"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
@@ -16,7 +17,7 @@ import (
 // checkpoint it starts from and the prefix its new checkpoint should go
 // to; on success the new checkpoint exists where the result says, and on
 // failure the starting checkpoint is untouched (no job writes over it).
-// Errors caused by the input are BadInputErrors (IsBad).
+// Errors caused by the input are batch.BadInputErrors (batch.IsBad).
 type Trainer interface {
 	TrainActor(ctx context.Context, job ActorJob) (*ActorResult, error)
 	TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, error)
@@ -39,7 +40,7 @@ type ActorJob struct {
 	Manifest *schemas.BatchManifest
 	// Batch, when set, is the manifest already loaded (the reference
 	// backend then skips reading it again).
-	Batch *Batch
+	Batch *batch.Batch
 	// Policy is the object-store prefix of the current policy checkpoint.
 	Policy string
 	// Out is the object-store prefix the new checkpoint should go to.
@@ -130,7 +131,7 @@ const (
 type CriticJob struct {
 	Manifest *schemas.BatchManifest
 	// Batch, when set, is the manifest already loaded.
-	Batch *Batch
+	Batch *batch.Batch
 	// Critic is the object-store prefix of the current critic checkpoint;
 	// "" asks for a fresh critic, which is warmed up on the batch before
 	// its values are taken.
@@ -155,19 +156,8 @@ type CriticResult struct {
 	// Values holds every chunk of the batch once: the values the actor's
 	// advantages were computed from, taken after any warm-up and before
 	// the update.
-	Values  []ChunkValues `json:"values"`
-	Metrics CriticMetrics `json:"metrics"`
-}
-
-// ChunkValues are the critic's figures for one chunk, one entry per
-// token, aligned as package rl describes (0 at every non-action token).
-type ChunkValues struct {
-	TaskID     string    `json:"task_id"`
-	Attempt    int32     `json:"attempt"`
-	Chunk      int32     `json:"chunk"`
-	Values     []float32 `json:"values"`
-	Advantages []float32 `json:"advantages"`
-	Returns    []float32 `json:"returns"`
+	Values  []batch.ChunkValues `json:"values"`
+	Metrics CriticMetrics       `json:"metrics"`
 }
 
 // CriticMetrics describe one critic iteration.

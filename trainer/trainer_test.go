@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
@@ -34,10 +36,10 @@ func sampledAt(t *testing.T, st store.ObjectStore, m *moe.Model, prec moe.Precis
 	return writeSampled(t, st, m, rows), vals
 }
 
-func writeSampled(t *testing.T, st store.ObjectStore, m *moe.Model, rows Rows) *schemas.BatchManifest {
+func writeSampled(t *testing.T, st store.ObjectStore, m *moe.Model, rows batch.Rows) *schemas.BatchManifest {
 	t.Helper()
 	dims := schemas.ModelDims{Vocab: m.Cfg.Vocab, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
-	man, _, err := WriteBatch(context.Background(), st, run, 0, 0, dims, rows)
+	man, _, err := batch.Write(context.Background(), st, run, 0, 0, dims, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +47,12 @@ func writeSampled(t *testing.T, st store.ObjectStore, m *moe.Model, rows Rows) *
 }
 
 // sampledRows are sampledAt's rows before they are stored.
-func sampledRows(t *testing.T, m *moe.Model, prec moe.Precision, temp, recorded float64) (Rows, []schemas.ValueRow) {
+func sampledRows(t *testing.T, m *moe.Model, prec moe.Precision, temp, recorded float64) (batch.Rows, []schemas.ValueRow) {
 	t.Helper()
 	ctx := context.Background()
 	s := moe.NewSampler(m, prec)
 	rng := rand.New(rand.NewPCG(7, 8))
-	var rows Rows
+	var rows batch.Rows
 	var vals []schemas.ValueRow
 	for a := range 3 {
 		chunks := 1
@@ -124,66 +126,6 @@ func policy(t *testing.T, st store.ObjectStore) *moe.Model {
 	return m
 }
 
-func TestLoadBatch(t *testing.T) {
-	ctx := context.Background()
-	st := testinfra.Store(t)
-	m := policy(t, st)
-	man, vals := sampled(t, st, m)
-	b, err := LoadBatch(ctx, st, man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Attempts) != 3 || len(b.Attempts[0].Chunks) != 2 || b.Actions == 0 {
-		t.Fatalf("%d attempts, %d chunks in the first, %d actions", len(b.Attempts), len(b.Attempts[0].Chunks), b.Actions)
-	}
-	if b.Attempts[0].Chunks[1].Tokens.Chunk != 1 || b.Attempts[0].Chunks[0].Values != nil {
-		t.Fatal("chunks out of order, or values before the critic ran")
-	}
-	if !b.Attempts[2].Solved() || b.Attempts[1].Solved() {
-		t.Fatal("solved is passed == total")
-	}
-	c := b.Attempts[1].Chunks[0]
-	if c.Routing.Tokens != len(c.Tokens.TokenIDs) || c.Routing.Validate(m.Cfg) != nil {
-		t.Fatalf("routing of %d tokens for %d ids", c.Routing.Tokens, len(c.Tokens.TokenIDs))
-	}
-	withVals, _, _, err := WithValues(ctx, st, man, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err = LoadBatch(ctx, st, withVals); err != nil || b.Attempts[0].Chunks[0].Values == nil {
-		t.Fatalf("values not joined: %v", err)
-	}
-
-	// A routing object whose chunk has a different token count.
-	bad := *man
-	rows, err := schemas.ReadRows[schemas.RoutingRow](ctx, st, man.RoutingFiles[0].Key, &man.RoutingFiles[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := rows[1].Decode()
-	short, _ := routing.NewRecord(rec.Tokens-1, rec.Layers, rec.TopK, rec.Experts)
-	copy(short.IDs, rec.IDs)
-	if rows[1], err = schemas.NewRoutingRow(run, rows[1].TaskID, int(rows[1].Attempt), int(rows[1].Chunk), short, routing.Packed); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := schemas.WriteTable(ctx, st, run, 0, rows, schemas.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad.RoutingFiles = []schemas.FileRef{ref}
-	_, err = LoadBatch(ctx, st, &bad)
-	if !IsBad(err) || !strings.Contains(err.Error(), "routes") {
-		t.Fatalf("mismatched routing: %v", err)
-	}
-	// A reference whose hash does not match the object.
-	bad = *man
-	bad.TokenFiles = append([]schemas.FileRef(nil), man.TokenFiles...)
-	bad.TokenFiles[0].SHA256 = strings.Repeat("0", 64)
-	if _, err := LoadBatch(ctx, st, &bad); !IsBad(err) || !strings.Contains(err.Error(), man.TokenFiles[0].Key) {
-		t.Fatalf("wrong hash: %v", err)
-	}
-}
-
 // Tokens sampled at a temperature train at it: at equal precision with
 // replay on, the trainer's log-probs are the sampler's exactly; read as
 // untempered they are those of another distribution.
@@ -198,7 +140,7 @@ func TestTrainerUsesTheSamplingTemperature(t *testing.T) {
 			st := testinfra.Store(t)
 			m := policy(t, st)
 			man, vals := sampledAt(t, st, m, moe.F32, 0.6, c.recorded)
-			man, _, _, err := WithValues(ctx, st, man, vals)
+			man, _, _, err := batch.WithValues(ctx, st, man, vals)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +166,7 @@ func TestReferenceTrainer(t *testing.T) {
 	st := testinfra.Store(t)
 	m := policy(t, st)
 	man, vals := sampled(t, st, m)
-	man, _, _, err := WithValues(ctx, st, man, vals)
+	man, _, _, err := batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +188,7 @@ func TestReferenceTrainer(t *testing.T) {
 		if replay && met.RoutingMismatches != 0 {
 			t.Fatalf("replay on: %d routing mismatches", met.RoutingMismatches)
 		}
-		ck, err := LoadCheckpoint(ctx, st, res.Checkpoint)
+		ck, err := checkpoint.Load(ctx, st, res.Checkpoint)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +200,7 @@ func TestReferenceTrainer(t *testing.T) {
 		}
 	}
 	// The current policy is untouched.
-	cur, err := LoadCheckpoint(ctx, st, keys.Policy(run, 0))
+	cur, err := checkpoint.Load(ctx, st, keys.Policy(run, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +209,7 @@ func TestReferenceTrainer(t *testing.T) {
 	}
 	// A checkpoint that does not exist is bad input.
 	tr := NewReference(st, ReferenceOptions{Actor: ActorOptions{Replay: true}})
-	if _, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 99), Out: keys.Policy(run, 9), Version: 9}); !IsBad(err) {
+	if _, err := tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 99), Out: keys.Policy(run, 9), Version: 9}); !batch.IsBad(err) {
 		t.Fatalf("missing checkpoint: %v", err)
 	}
 	// Nor does one whose weights are garbage.
@@ -279,7 +221,7 @@ func TestReferenceTrainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = tr.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 7), Out: keys.Policy(run, 8), Version: 8})
-	if !IsBad(err) || !strings.Contains(err.Error(), "does not load") {
+	if !batch.IsBad(err) || !strings.Contains(err.Error(), "does not load") {
 		t.Fatalf("corrupt checkpoint: %v", err)
 	}
 	if _, err := st.Stat(ctx, keys.Policy(run, 8)+"/"+moe.WeightsFile); err == nil {
@@ -303,18 +245,18 @@ func TestExecTrainer(t *testing.T) {
 	}
 	fail := &Exec{Argv: []string{argv[0], "-exit", "7"}}
 	_, err = fail.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
-	if !IsBad(err) || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "out of memory") {
+	if !batch.IsBad(err) || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("failing trainer: %v", err)
 	}
 	silent := &Exec{Argv: []string{"true"}}
-	if _, err := silent.TrainActor(ctx, ActorJob{Manifest: man}); !IsBad(err) || !strings.Contains(err.Error(), "no result file") {
+	if _, err := silent.TrainActor(ctx, ActorJob{Manifest: man}); !batch.IsBad(err) || !strings.Contains(err.Error(), "no result file") {
 		t.Fatalf("trainer without a result: %v", err)
 	}
 	// An actor-only trainer handed a critic job answers with an actor
 	// result, which is refused.
 	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
 	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
-	if !IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
+	if !batch.IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
 		t.Fatalf("actor result to a critic job: %v", err)
 	}
 }
@@ -327,7 +269,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	st := testinfra.Store(t)
 	m := policy(t, st)
 	man, vals := sampled(t, st, m)
-	b, err := LoadBatch(ctx, st, man)
+	b, err := batch.Load(ctx, st, man)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,14 +281,14 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt}
 	same := func(what, a, b string) {
 		t.Helper()
-		ra, err := CheckpointRef(ctx, st, a)
+		ra, err := checkpoint.Ref(ctx, st, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Adopt(ctx, st, b, b+"-adopted", nil); err != nil {
+		if err := checkpoint.Adopt(ctx, st, b, b+"-adopted", nil); err != nil {
 			t.Fatal(err)
 		}
-		rb, err := CheckpointRef(ctx, st, b+"-adopted")
+		rb, err := checkpoint.Ref(ctx, st, b+"-adopted")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +310,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	if got.Metrics != want.Metrics || !want.Metrics.Warmup || !reflect.DeepEqual(got.Values, want.Values) {
 		t.Fatalf("exec critic %+v, reference %+v", got.Metrics, want.Metrics)
 	}
-	if _, err := ValueRows(b, got.Values, 0); err != nil {
+	if _, err := batch.ValueRows(b, got.Values, 0); err != nil {
 		t.Fatal(err)
 	}
 	same("critic", want.Checkpoint, got.Checkpoint)
@@ -414,7 +356,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	}
 	same("seeded sft", wantS.Checkpoint, gotS.Checkpoint)
 
-	withVals, _, _, err := WithValues(ctx, st, man, vals)
+	withVals, _, _, err := batch.WithValues(ctx, st, man, vals)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,7 @@ var version = ""
 
 type globals struct {
 	configPath string
+	setup      string
 	dataDir    string
 	json       bool
 	logLevel   string
@@ -52,6 +54,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exit.With(exit.Config, err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "pipeline configuration (default: $T1_CONFIG, else ./pipeline.yaml if present, else built-in defaults)")
+	pf.StringVar(&g.setup, "setup", "", "run the configuration's setup of this name (setups: in the file) instead of its own configuration")
 	pf.StringVar(&g.dataDir, "data", "", "data directory for embedded NATS and S3 (default: $T1_DATA, else the config's data, .t1)")
 	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default: the config's log_level)")
@@ -126,6 +129,12 @@ func (g *globals) loadConfig() (config.Config, error) {
 		var err error
 		if cfg, err = config.Load(path); err != nil {
 			return cfg, err
+		}
+	}
+	if g.setup != "" {
+		var err error
+		if cfg, err = cfg.Setup(g.setup); err != nil {
+			return cfg, fmt.Errorf("%s: %w", cmp.Or(path, "built-in configuration"), err)
 		}
 	}
 	if d := os.Getenv("T1_DATA"); d != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/ablation"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/evaljob"
 	"github.com/t1pipe/t1/execute"
@@ -16,7 +17,6 @@ import (
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
-	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/worker"
 )
 
@@ -49,7 +49,7 @@ example beside ` + "`t1 infra up`" + ` on the data directory).`,
 				if err != nil {
 					return err
 				}
-				if err := trainer.CheckInitial(ctx, dir); err != nil {
+				if err := checkpoint.CheckInitial(ctx, dir); err != nil {
 					return err
 				}
 			}

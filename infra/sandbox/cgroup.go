@@ -237,6 +237,11 @@ type cgroup struct {
 	served chan struct{} // closed once that thread has left the cgroups
 }
 
+// Cgroups says why this process cannot give a sandbox a cgroup of its
+// own for its totals (nil where it can): then Start fails, unless
+// Limits.Cgroup is CgroupOptional.
+func Cgroups() error { return cgroupHostOnce().err }
+
 // newCgroup creates a sandbox's cgroup with the limits l. Where the host
 // offers none, it fails, or, with l.Cgroup optional, returns nil and the
 // reason.

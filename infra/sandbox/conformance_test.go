@@ -22,6 +22,9 @@ func requireBwrap(t *testing.T) *sandbox.Bubblewrap {
 	bw := &sandbox.Bubblewrap{}
 	err := bw.Available()
 	if err == nil {
+		err = sandbox.Cgroups()
+	}
+	if err == nil {
 		return bw
 	}
 	if os.Getenv("T1_REQUIRE_BWRAP") == "1" {
@@ -30,7 +33,7 @@ func requireBwrap(t *testing.T) *sandbox.Bubblewrap {
 	if _, lookErr := exec.LookPath("bwrap"); lookErr != nil {
 		t.Skipf("skipping the bubblewrap sandbox tests: bwrap is not installed (make setup installs it): %v", err)
 	}
-	t.Skipf("skipping the bubblewrap sandbox tests: bwrap is installed but cannot create namespaces here (user namespaces disabled or restricted?): %v", err)
+	t.Skipf("skipping the bubblewrap sandbox tests: bwrap is installed but cannot confine a sandbox here (user namespaces disabled or restricted, or no cgroup this process may create?): %v", err)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +23,8 @@ func TestControlFilesNeverFollowLinks(t *testing.T) {
 		t.Skip("needs root: the sandbox then runs as a host uid of its own")
 	}
 	bw := &Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable: %v", err)
+	if err := errors.Join(bw.Available(), Cgroups()); err != nil {
+		t.Skipf("bubblewrap cannot confine a sandbox here: %v", err)
 	}
 	for _, plantAs := range []string{"sandbox uid", "root"} {
 		t.Run(plantAs, func(t *testing.T) {
@@ -81,8 +82,8 @@ func TestControlFilesNeverFollowLinks(t *testing.T) {
 // binds the directories by the descriptors opened when they were made.
 func TestBindSourcesBoundByDescriptor(t *testing.T) {
 	bw := &Bubblewrap{}
-	if err := bw.Available(); err != nil {
-		t.Skipf("bubblewrap unavailable: %v", err)
+	if err := errors.Join(bw.Available(), Cgroups()); err != nil {
+		t.Skipf("bubblewrap cannot confine a sandbox here: %v", err)
 	}
 	sb, err := bw.Start(context.Background(), Spec{})
 	if err != nil {

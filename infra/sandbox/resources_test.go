@@ -23,7 +23,11 @@ const attackDisk, attackInodes = 20 << 20, 1024
 func bwrapSandbox(t *testing.T) Sandbox {
 	t.Helper()
 	bw := &Bubblewrap{}
-	if err := bw.Available(); err != nil {
+	err := bw.Available()
+	if err == nil {
+		err = Cgroups()
+	}
+	if err != nil {
 		if os.Getenv("T1_REQUIRE_BWRAP") == "1" {
 			t.Fatalf("T1_REQUIRE_BWRAP=1 but: %v", err)
 		}

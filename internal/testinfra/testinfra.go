@@ -245,7 +245,12 @@ func CheckFor(t testing.TB, total time.Duration, f func() error) {
 func Bubblewrap(t testing.TB) *sandbox.Bubblewrap {
 	t.Helper()
 	bw := &sandbox.Bubblewrap{}
-	if err := bw.Available(); err != nil {
+	err := bw.Available()
+	if err == nil {
+		// Sandboxes with the default limits need a cgroup of their own.
+		err = sandbox.Cgroups()
+	}
+	if err != nil {
 		if os.Getenv("T1_REQUIRE_BWRAP") != "" {
 			t.Fatalf("bubblewrap is required here: %v", err)
 		}
@@ -278,4 +283,34 @@ func NATSServer(t testing.TB) string {
 // deliveries.
 func Runner(concurrency int) engine.RunnerConfig {
 	return engine.RunnerConfig{Concurrency: concurrency, AckWait: 30 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{100 * time.Millisecond}}
+}
+
+// Python returns the project's Python interpreter, .venv/bin/python at
+// the repository's root (make setup creates it from requirements.txt),
+// or skips the test with the reason where there is none; CI sets
+// T1_REQUIRE_VENV=1, which fails the test instead of skipping it.
+func Python(t testing.TB) string {
+	t.Helper()
+	dir := WorkDir()
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatalf("no go.mod above %s", WorkDir())
+		}
+		dir = up
+	}
+	py := filepath.Join(dir, ".venv", "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("T1_REQUIRE_VENV") != "" {
+			t.Fatalf("the project's Python environment is required here: %v", err)
+		}
+		t.Skipf("no project Python environment (make setup creates .venv): %v", err)
+	}
+	return py
 }

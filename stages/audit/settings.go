@@ -1,6 +1,6 @@
 package audit
 
-import "github.com/t1pipe/t1/config/check"
+import "github.com/t1pipe/t1/check"
 
 // Settings tune the verdict (stages.audit in pipeline.yaml).
 type Settings struct {

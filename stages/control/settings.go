@@ -1,6 +1,6 @@
 package control
 
-import "github.com/t1pipe/t1/config/check"
+import "github.com/t1pipe/t1/check"
 
 // Settings shape a run: synthesis rounds, training iterations,
 // evaluation (stages.control in pipeline.yaml).

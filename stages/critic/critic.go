@@ -2,17 +2,18 @@ package critic
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/update"
 )
 
 // Config wires the stage.
@@ -28,7 +29,7 @@ type Config struct {
 	Initial    func(context.Context) (*moe.Checkpoint, error)
 	// Lineage resolves a branch's ancestors, whose batches it may be
 	// handed and whose checkpoints it starts from (nil: no branches).
-	Lineage trainer.Lineage
+	Lineage update.Lineage
 	Log     *slog.Logger
 }
 
@@ -38,58 +39,29 @@ func New(cfg Config) engine.Stage {
 		cfg.Log = slog.Default()
 	}
 	s := &stage{cfg: cfg}
-	return engine.NewStage("critic", []string{schemas.BatchReady}, s.handle)
+	key := func(p schemas.BatchReadyPayload) string { return strconv.Itoa(p.Iteration) }
+	return update.Stage("critic", schemas.BatchReady, schemas.CriticUpdated, key, s.handle)
 }
 
 type stage struct{ cfg Config }
 
-func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-	var p schemas.BatchReadyPayload
-	if err := ev.Decode(&p); err != nil {
-		return err
-	}
-	m, err := trainer.ReadManifest(ctx, s.cfg.Store, p.Manifest)
-	if trainer.IsBad(err) {
-		return engine.Permanent(fmt.Errorf("batch.ready: %w", err))
-	}
+func (s *stage) handle(ctx context.Context, run string, p schemas.BatchReadyPayload) (*schemas.CriticUpdatedPayload, error) {
+	in, err := update.Read(ctx, s.cfg.Store, s.cfg.Lineage, run, update.Claim{Event: schemas.BatchReady, Manifest: p.Manifest, Iteration: p.Iteration})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	runs, err := s.cfg.Lineage.Of(ctx, ev.Run)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(runs, m.Run) || m.Iteration != p.Iteration {
-		return engine.Permanent(fmt.Errorf("batch.ready: manifest %s is for run %s iteration %d, the event for run %s (lineage %v) iteration %d",
-			p.Manifest.Key, m.Run, m.Iteration, ev.Run, runs, p.Iteration))
-	}
-	// A branch re-running its parent's batch makes the batch its own: what
-	// the critic writes goes under the branch's keys.
-	own := *m
-	own.Run = ev.Run
-	res, err := s.Iterate(ctx, &own)
-	if trainer.IsBad(err) {
-		return engine.Permanent(err)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = out.Emit(schemas.CriticUpdated, res, engine.WithKey(strconv.Itoa(m.Iteration)))
-	return err
+	return s.Iterate(ctx, in)
 }
 
-// Iterate runs one critic iteration over the batch of m (see the package
+// Iterate runs one critic iteration over the batch in (see the package
 // doc) and returns the payload of critic.updated.
-func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas.CriticUpdatedPayload, error) {
-	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
+func (s *stage) Iterate(ctx context.Context, in *update.Input) (*schemas.CriticUpdatedPayload, error) {
+	m, runs := in.Manifest, in.Runs
+	b, err := batch.Load(ctx, s.cfg.Store, m)
 	if err != nil {
 		return nil, err
 	}
-	runs, err := s.cfg.Lineage.Of(ctx, m.Run)
-	if err != nil {
-		return nil, err
-	}
-	version, from, err := trainer.LatestCritic(ctx, s.cfg.Store, runs, int64(m.Iteration))
+	version, from, err := checkpoint.LatestCritic(ctx, s.cfg.Store, runs, int64(m.Iteration))
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +69,7 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	prefix := keys.Critic(m.Run, next)
 	job := trainer.CriticJob{Manifest: m, Batch: b, Critic: from, Out: prefix, Version: next, GAE: s.cfg.GAE}
 	if from == "" && s.cfg.FromPolicy {
-		if job.Policy, err = trainer.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial); err != nil {
+		if job.Policy, err = checkpoint.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial); err != nil {
 			return nil, err
 		}
 	}
@@ -105,19 +77,19 @@ func (s *stage) Iterate(ctx context.Context, m *schemas.BatchManifest) (*schemas
 	if err != nil {
 		return nil, err
 	}
-	rows, err := trainer.ValueRows(b, tr.Values, version)
+	rows, err := batch.ValueRows(b, tr.Values, version)
 	if err != nil {
 		return nil, err
 	}
-	_, ref, mref, err := trainer.WithValues(ctx, s.cfg.Store, m, rows)
+	_, ref, mref, err := batch.WithValues(ctx, s.cfg.Store, m, rows)
 	if err != nil {
 		return nil, err
 	}
-	fits := func(c moe.Config) error { return trainer.CriticFits(c, m.Model) }
-	if err := trainer.Adopt(ctx, s.cfg.Store, tr.Checkpoint, prefix, fits); err != nil {
+	fits := func(c moe.Config) error { return checkpoint.CriticFits(c, m.Model) }
+	if err := checkpoint.Adopt(ctx, s.cfg.Store, tr.Checkpoint, prefix, fits); err != nil {
 		return nil, err
 	}
-	ck, err := trainer.CheckpointRef(ctx, s.cfg.Store, prefix)
+	ck, err := checkpoint.Ref(ctx, s.cfg.Store, prefix)
 	if err != nil {
 		return nil, err
 	}

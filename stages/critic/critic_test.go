@@ -8,19 +8,22 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/routing"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/update"
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
 
-// batch samples four single-chunk attempts from a fresh default model at
+// sampled stores four single-chunk attempts sampled from a fresh default model at
 // bf16, with rewards 0, 1, 2, 3.
-func batch(t *testing.T, st store.ObjectStore, run string) *schemas.BatchManifest {
+func sampled(t *testing.T, st store.ObjectStore, run string) *schemas.BatchManifest {
 	t.Helper()
 	m, err := moe.NewModel(moe.DefaultConfig())
 	if err != nil {
@@ -28,7 +31,7 @@ func batch(t *testing.T, st store.ObjectStore, run string) *schemas.BatchManifes
 	}
 	s := moe.NewSampler(m, moe.BF16)
 	rng := rand.New(rand.NewPCG(5, 6))
-	var rows trainer.Rows
+	var rows batch.Rows
 	for a := range 4 {
 		prompt := []int{256}
 		for range 8 {
@@ -65,11 +68,17 @@ func batch(t *testing.T, st store.ObjectStore, run string) *schemas.BatchManifes
 		rows.Trajectories = append(rows.Trajectories, schemas.TrajectoryRow{Run: run, TaskID: "t", Attempt: int32(a)})
 	}
 	dims := schemas.ModelDims{Vocab: 512, Layers: m.Cfg.Layers, TopK: m.Cfg.TopK, Experts: m.Cfg.Experts}
-	man, _, err := trainer.WriteBatch(context.Background(), st, run, 0, 0, dims, rows)
+	man, _, err := batch.Write(context.Background(), st, run, 0, 0, dims, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return man
+}
+
+// input is the batch of m as the stage hands it to Iterate: a run of no
+// branches.
+func input(m *schemas.BatchManifest) *update.Input {
+	return &update.Input{Manifest: m, Runs: []string{m.Run}}
 }
 
 // options are the reference critic's: a fresh critic of the default
@@ -97,14 +106,14 @@ func reference(st store.ObjectStore, warmup int, ev float64) *stage {
 func TestWarmup(t *testing.T) {
 	ctx := context.Background()
 	cold := reference(testinfra.Store(t), 0, 0)
-	man := batch(t, cold.cfg.Store, "cold")
-	c, err := cold.Iterate(ctx, man)
+	man := sampled(t, cold.cfg.Store, "cold")
+	c, err := cold.Iterate(ctx, input(man))
 	if err != nil {
 		t.Fatal(err)
 	}
 	warm := reference(testinfra.Store(t), 40, 0.9)
-	wman := batch(t, warm.cfg.Store, "warm")
-	w, err := warm.Iterate(ctx, wman)
+	wman := sampled(t, warm.cfg.Store, "warm")
+	w, err := warm.Iterate(ctx, input(wman))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +139,11 @@ func TestWarmup(t *testing.T) {
 	if w.CriticVersion != 1 {
 		t.Fatalf("critic version %d", w.CriticVersion)
 	}
-	if _, err := trainer.LoadCheckpoint(ctx, warm.cfg.Store, w.Checkpoint.Key); err != nil {
+	if _, err := checkpoint.Load(ctx, warm.cfg.Store, w.Checkpoint.Key); err != nil {
 		t.Fatal(err)
 	}
 	// Deterministic: the same batch gives the same values object.
-	again, err := reference(warm.cfg.Store, 40, 0.9).Iterate(ctx, wman)
+	again, err := reference(warm.cfg.Store, 40, 0.9).Iterate(ctx, input(wman))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +165,7 @@ func TestExecTrainerTrainsTheCritic(t *testing.T) {
 			if name == "exec" {
 				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: options(3, 0.9)})
 			}
-			p, err := s.Iterate(ctx, batch(t, st, "c"))
+			p, err := s.Iterate(ctx, input(sampled(t, st, "c")))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,10 @@
 //	                                          manifest with value_files, a
 //	                                          critic checkpoint)
 //
+// The batch is read from the store once (update.Read, batch.Load) and
+// handed to the trainer; the values are checked against that batch, not
+// against a second read of the manifest that lists them.
+//
 // One iteration, in order:
 //
 //  1. Find the critic: the newest checkpoint runs/<run>/critic/vNNNNNN

@@ -1,6 +1,6 @@
 package demo
 
-import "github.com/t1pipe/t1/config/check"
+import "github.com/t1pipe/t1/check"
 
 // Settings size the demo pipeline of `t1 demo` (stages.demo in
 // pipeline.yaml).

@@ -3,7 +3,7 @@ package eval
 import (
 	"path/filepath"
 
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/taskgen"
 )
 

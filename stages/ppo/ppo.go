@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/update"
 )
 
 // Config wires the stage.
@@ -28,7 +30,7 @@ type Config struct {
 	Initial func(ctx context.Context) (*moe.Checkpoint, error)
 	// Lineage resolves a branch's ancestors, whose batches it may be
 	// handed and whose policies it trains (nil: no branches).
-	Lineage trainer.Lineage
+	Lineage update.Lineage
 	Log     *slog.Logger
 }
 
@@ -38,56 +40,31 @@ func New(cfg Config) engine.Stage {
 		cfg.Log = slog.Default()
 	}
 	s := &stage{cfg: cfg}
-	return engine.NewStage("ppo", []string{schemas.CriticUpdated}, s.handle)
+	key := func(p schemas.CriticUpdatedPayload) string { return strconv.Itoa(p.Iteration) }
+	return update.Stage("ppo", schemas.CriticUpdated, schemas.PolicyUpdated, key, s.train)
 }
 
 type stage struct{ cfg Config }
 
-func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-	var p schemas.CriticUpdatedPayload
-	if err := ev.Decode(&p); err != nil {
-		return err
-	}
-	res, err := s.update(ctx, ev.Run, p)
-	if trainer.IsBad(err) {
-		return engine.Permanent(err)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = out.Emit(schemas.PolicyUpdated, res, engine.WithKey(strconv.Itoa(p.Iteration)))
-	return err
-}
-
-func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedPayload) (*schemas.PolicyUpdatedPayload, error) {
-	m, err := trainer.ReadManifest(ctx, s.cfg.Store, p.Manifest)
-	if err != nil {
-		return nil, fmt.Errorf("critic.updated: %w", err)
-	}
-	runs, err := s.cfg.Lineage.Of(ctx, run)
+func (s *stage) train(ctx context.Context, run string, p schemas.CriticUpdatedPayload) (*schemas.PolicyUpdatedPayload, error) {
+	in, err := update.Read(ctx, s.cfg.Store, s.cfg.Lineage, run,
+		update.Claim{Event: schemas.CriticUpdated, Manifest: p.Manifest, Iteration: p.Iteration, PolicyVersion: &p.PolicyVersion})
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(runs, m.Run) || m.Iteration != p.Iteration || m.PolicyVersion != p.PolicyVersion {
-		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s is for run %s iteration %d policy %d, the event for run %s (lineage %v) iteration %d policy %d",
-			p.Manifest.Key, m.Run, m.Iteration, m.PolicyVersion, run, runs, p.Iteration, p.PolicyVersion))
-	}
-	// A branch re-running its parent's update makes the batch its own.
-	own := *m
-	own.Run = run
-	m = &own
+	m, runs := in.Manifest, in.Runs
 	if len(m.ValueFiles) == 0 {
-		return nil, trainer.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
+		return nil, batch.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
 	next := m.PolicyVersion + 1
 	if done, err := s.done(ctx, keys.TrainingReport(run, m.Iteration, next)); err != nil || done != nil {
 		return done, err
 	}
-	b, err := trainer.LoadBatch(ctx, s.cfg.Store, m)
+	b, err := batch.Load(ctx, s.cfg.Store, m)
 	if err != nil {
 		return nil, err
 	}
-	cur, err := trainer.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial)
+	cur, err := checkpoint.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial)
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +74,13 @@ func (s *stage) update(ctx context.Context, run string, p schemas.CriticUpdatedP
 		return nil, fmt.Errorf("train policy %d on iteration %d: %w", m.PolicyVersion, m.Iteration, err)
 	}
 	if res.Metrics.LossDrift != 0 {
-		return nil, trainer.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", m.PolicyVersion, m.Iteration, res.Metrics.LossDrift))
+		return nil, batch.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", m.PolicyVersion, m.Iteration, res.Metrics.LossDrift))
 	}
-	fits := func(c moe.Config) error { return trainer.PolicyFits(c, m.Model) }
-	if err := trainer.Adopt(ctx, s.cfg.Store, res.Checkpoint, outPrefix, fits); err != nil {
+	fits := func(c moe.Config) error { return checkpoint.PolicyFits(c, m.Model) }
+	if err := checkpoint.Adopt(ctx, s.cfg.Store, res.Checkpoint, outPrefix, fits); err != nil {
 		return nil, err
 	}
-	ck, err := trainer.CheckpointRef(ctx, s.cfg.Store, outPrefix)
+	ck, err := checkpoint.Ref(ctx, s.cfg.Store, outPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +140,7 @@ func parseReport(key string, data []byte) (*schemas.PolicyUpdatedPayload, error)
 }
 
 // metricRow summarises the iteration.
-func metricRow(b *trainer.Batch, p schemas.CriticUpdatedPayload, version int64, met trainer.ActorMetrics) schemas.MetricRow {
+func metricRow(b *batch.Batch, p schemas.CriticUpdatedPayload, version int64, met trainer.ActorMetrics) schemas.MetricRow {
 	row := schemas.MetricRow{
 		Run: b.Manifest.Run, Iteration: int32(b.Manifest.Iteration), PolicyVersion: version,
 		Trajectories: int32(len(b.Attempts)), ExplainedVariance: p.ExplainedVariance, ValueLoss: p.ValueLoss,

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -63,14 +65,14 @@ func shell(t *testing.T) agent.Shell {
 
 // rollouts plays attempts with the reference model at bf16 and returns
 // their rows, with rewards 0, 0.5 and 1 (passed 0, 1, 2 of 2).
-func rollouts(t *testing.T, run string, m *moe.Model, tok *moe.Tokenizer, iteration int) trainer.Rows {
+func rollouts(t *testing.T, run string, m *moe.Model, tok *moe.Tokenizer, iteration int) batch.Rows {
 	t.Helper()
 	played.Do(func() { playedRows = play(t, m, tok) })
 	if playedRows.Tokens == nil {
 		t.Fatal("the rollouts failed in an earlier test")
 	}
 	// Every test gets its own copy, under its own run.
-	var rows trainer.Rows
+	var rows batch.Rows
 	for _, r := range playedRows.Tokens {
 		r.Run, r.Iteration = run, int32(iteration)
 		r.TokenIDs, r.LogProbs, r.LossMask = slices.Clone(r.TokenIDs), slices.Clone(r.LogProbs), slices.Clone(r.LossMask)
@@ -95,10 +97,10 @@ func rollouts(t *testing.T, run string, m *moe.Model, tok *moe.Tokenizer, iterat
 // fixed, so every test would play the same ones).
 var (
 	played     sync.Once
-	playedRows trainer.Rows
+	playedRows batch.Rows
 )
 
-func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
+func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) batch.Rows {
 	const run, iteration = "played", 0
 	tp, err := moe.NewChat(tok)
 	if err != nil {
@@ -106,7 +108,7 @@ func play(t *testing.T, m *moe.Model, tok *moe.Tokenizer) trainer.Rows {
 	}
 	eng := inference.NewReference(m, tok, moe.BF16, "v0")
 	ec := agent.Config{MaxTurns: 1, MaxNewTokens: 24, Context: 512, KeepTurns: 1, Sampling: inference.SamplingParams{Temperature: 1, TopP: 1}}
-	var rows trainer.Rows
+	var rows batch.Rows
 	for a := range 3 {
 		ec.Sampling.Seed = uint64(100 + a)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -176,13 +178,13 @@ func (e *env) stages(t *testing.T, criticTrainer, actorTrainer trainer.Trainer) 
 	testinfra.RunStage(t, e.l, ppo.New(ppo.Config{Store: e.st, Trainer: actorTrainer, Initial: initial}), runnerCfg)
 }
 
-func (e *env) batch(t *testing.T, iteration int, version int64, rows trainer.Rows) {
+func (e *env) batch(t *testing.T, iteration int, version int64, rows batch.Rows) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range rows.Tokens {
 		rows.Tokens[i].Iteration, rows.Tokens[i].PolicyVersion = int32(iteration), version
 	}
-	m, ref, err := trainer.WriteBatch(ctx, e.st, e.run, iteration, version, e.dims, rows)
+	m, ref, err := batch.Write(ctx, e.st, e.run, iteration, version, e.dims, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +231,7 @@ func TestCriticThenPPO(t *testing.T) {
 	if !cu.Warmup || cu.CriticVersion != 1 || len(cu.Values) != 1 || math.IsNaN(cu.ExplainedVariance) || cu.ValueLoss <= 0 {
 		t.Fatalf("critic.updated %+v", cu)
 	}
-	m, err := trainer.ReadManifest(ctx, e.st, cu.Manifest)
+	m, err := batch.ReadManifest(ctx, e.st, cu.Manifest)
 	if err != nil || len(m.ValueFiles) != 1 {
 		t.Fatalf("manifest with values: %v", err)
 	}
@@ -249,7 +251,7 @@ func TestCriticThenPPO(t *testing.T) {
 	if len(lastRet) != 3 || math.Abs(float64(lastRet[2])-1) > 1e-5 || math.Abs(float64(lastRet[0])) > 1e-5 {
 		t.Fatalf("returns at the last action: %v", lastRet)
 	}
-	if _, err := trainer.LoadCheckpoint(ctx, e.st, cu.Checkpoint.Key); err != nil {
+	if _, err := checkpoint.Load(ctx, e.st, cu.Checkpoint.Key); err != nil {
 		t.Fatal(err)
 	}
 
@@ -260,7 +262,7 @@ func TestCriticThenPPO(t *testing.T) {
 	if pu.PolicyVersion != 1 || pu.PreviousVersion != 0 || pu.Checkpoint.Key != keys.Policy(e.run, 1) || pu.LogProbGap <= 0 {
 		t.Fatalf("policy.updated %+v", pu)
 	}
-	ck, err := trainer.LoadCheckpoint(ctx, e.st, pu.Checkpoint.Key)
+	ck, err := checkpoint.Load(ctx, e.st, pu.Checkpoint.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +366,7 @@ func TestBadInputFails(t *testing.T) {
 	if _, err := e.st.Stat(ctx, keys.Policy(e.run, 1)+"/"+moe.WeightsFile); err == nil {
 		t.Fatal("a failed update left a new policy")
 	}
-	if _, err := trainer.LoadCheckpoint(ctx, e.st, keys.Policy(e.run, 0)); err != nil {
+	if _, err := checkpoint.Load(ctx, e.st, keys.Policy(e.run, 0)); err != nil {
 		t.Fatalf("the previous policy is gone: %v", err)
 	}
 
@@ -406,7 +408,7 @@ func TestExecTrainerStage(t *testing.T) {
 	if err := e.wait(t, schemas.PolicyUpdated, 1)[0].Decode(&pu); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := trainer.LoadCheckpoint(ctx, e.st, pu.Checkpoint.Key)
+	ck, err := checkpoint.Load(ctx, e.st, pu.Checkpoint.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +441,7 @@ func TestExecTrainerStage(t *testing.T) {
 }
 
 // meanLogProb is the mean log-prob m gives attempt a's actions in rows.
-func meanLogProb(t *testing.T, m *moe.Model, rows trainer.Rows, a int32) float64 {
+func meanLogProb(t *testing.T, m *moe.Model, rows batch.Rows, a int32) float64 {
 	t.Helper()
 	var sum float64
 	var n int

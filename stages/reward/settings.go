@@ -1,7 +1,7 @@
 package reward
 
 import (
-	"github.com/t1pipe/t1/config/check"
+	"github.com/t1pipe/t1/check"
 	"github.com/t1pipe/t1/harbor/verifier"
 )
 

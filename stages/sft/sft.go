@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trainer"
+	"github.com/t1pipe/t1/update"
 )
 
 // Config wires the stage.
@@ -23,7 +26,7 @@ type Config struct {
 	Initial func(ctx context.Context) (*moe.Checkpoint, error)
 	// Lineage resolves a branch's ancestors, whose policy it fine-tunes
 	// when it has none of its own (nil: no branches).
-	Lineage trainer.Lineage
+	Lineage update.Lineage
 	Log     *slog.Logger
 }
 
@@ -33,39 +36,24 @@ func New(cfg Config) engine.Stage {
 		cfg.Log = slog.Default()
 	}
 	s := &stage{cfg: cfg}
-	return engine.NewStage("sft", []string{schemas.SFTRequested}, s.handle)
+	key := func(p schemas.SFTRequestedPayload) string { return strconv.FormatInt(p.PolicyVersion, 10) }
+	return update.Stage("sft", schemas.SFTRequested, schemas.SFTCompleted, key, s.train)
 }
 
 type stage struct{ cfg Config }
 
-func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter) error {
-	var p schemas.SFTRequestedPayload
-	if err := ev.Decode(&p); err != nil {
-		return err
-	}
-	res, err := s.train(ctx, ev.Run, p)
-	if trainer.IsBad(err) {
-		return engine.Permanent(err)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = out.Emit(schemas.SFTCompleted, res, engine.WithKey(strconv.FormatInt(p.PolicyVersion, 10)))
-	return err
-}
-
 func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPayload) (*schemas.SFTCompletedPayload, error) {
 	if len(p.Data) == 0 {
-		return nil, trainer.Bad(errors.New("sft.requested: no data"))
+		return nil, batch.Bad(errors.New("sft.requested: no data"))
 	}
 	if p.Epochs < 0 || p.PolicyVersion < 0 {
-		return nil, trainer.Bad(fmt.Errorf("sft.requested: epochs %d, policy version %d", p.Epochs, p.PolicyVersion))
+		return nil, batch.Bad(fmt.Errorf("sft.requested: epochs %d, policy version %d", p.Epochs, p.PolicyVersion))
 	}
 	runs, err := s.cfg.Lineage.Of(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	from, err := trainer.EnsurePolicy(ctx, s.cfg.Store, runs, p.PolicyVersion, s.cfg.Initial)
+	from, err := checkpoint.EnsurePolicy(ctx, s.cfg.Store, runs, p.PolicyVersion, s.cfg.Initial)
 	if err != nil {
 		return nil, err
 	}
@@ -78,10 +66,10 @@ func (s *stage) train(ctx context.Context, run string, p schemas.SFTRequestedPay
 	}
 	// The fine-tuned policy's shape is checked where it is used (rollout
 	// samples it, PPO's trainer checks it against each batch).
-	if err := trainer.Adopt(ctx, s.cfg.Store, res.Checkpoint, prefix, nil); err != nil {
+	if err := checkpoint.Adopt(ctx, s.cfg.Store, res.Checkpoint, prefix, nil); err != nil {
 		return nil, err
 	}
-	ref, err := trainer.CheckpointRef(ctx, s.cfg.Store, prefix)
+	ref, err := checkpoint.Ref(ctx, s.cfg.Store, prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -159,7 +160,7 @@ func TestSFTOnReferenceSolutions(t *testing.T) {
 	if done.PolicyVersion != 1 || done.Checkpoint.Key != keys.Policy(run, 1) || !(done.Loss < before) {
 		t.Fatalf("sft.completed %+v (loss before %.3f)", done, before)
 	}
-	ck, err := trainer.LoadCheckpoint(ctx, st, done.Checkpoint.Key)
+	ck, err := checkpoint.Load(ctx, st, done.Checkpoint.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
