@@ -28,6 +28,17 @@ func (s Replay) WriteText(w io.Writer) {
 		s.Stage, s.Inputs, s.Run, s.Into, s.Emitted, s.Failed)
 }
 
+// ReplayStage re-runs o.Stage of o.Parent over its past inputs into the
+// branch o.Into, and nothing after it.
+func ReplayStage(ctx context.Context, in *local.Infra, o pipeline.BranchOptions) (Replay, error) {
+	out := Replay{Stage: o.Stage, Run: o.Parent, Into: o.Into}
+	p, err := pipeline.Build(in.Config, in.Log, in.Store, pipeline.WithWorkDir(in.WorkDir))
+	if err == nil {
+		out.BranchResult, err = p.Branch(ctx, in.Log, o)
+	}
+	return out, err
+}
+
 // Continue branches o.Parent into o.Into at o.Stage (o.Continue) and runs
 // the branch to its end in this process, on in's servers, with in's
 // configuration; it reports the branch point's replay on w. A nil Branch

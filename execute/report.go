@@ -2,6 +2,8 @@ package execute
 
 import (
 	"context"
+	"fmt"
+	"io"
 
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
@@ -34,4 +36,23 @@ func SaveReport(ctx context.Context, in *local.Infra, runs []*report.Run, dir st
 		return f, err
 	}
 	return f, nil
+}
+
+// Report loads the runs named by ids from the log and store and saves
+// ids[0]'s report, the others as its variants, as SaveReport does.
+func Report(ctx context.Context, in *local.Infra, ids []string, dir string) (ReportFiles, error) {
+	var runs []*report.Run
+	for _, id := range ids {
+		r, err := report.Load(ctx, in.Log, in.Store, id)
+		if err != nil {
+			return ReportFiles{}, err
+		}
+		runs = append(runs, r)
+	}
+	return SaveReport(ctx, in, runs, dir)
+}
+
+// WriteText says where the report's files went.
+func (f ReportFiles) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "report  %s (object %s)\nhtml    %s (object %s)\n", f.Report, f.ReportKey, f.HTML, f.HTMLKey)
 }

@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -113,12 +116,13 @@ func TestLayering(t *testing.T) {
 
 // wiring are the packages that assemble a process from its configuration:
 // the configuration itself, what brings up its servers and builds its
-// stages, and what runs a run, a stage, an evaluation or an ablation in
-// a process. Only the command and the tests sit above them.
-var wiring = map[string]bool{"config": true, "local": true, "pipeline": true, "execute": true, "worker": true, "evaljob": true, "ablation": true}
+// stages, and what runs a run, a stage, an evaluation, an ablation, one
+// episode or the reference policy in a process. Only the command and the
+// tests sit above them.
+var wiring = map[string]bool{"config": true, "local": true, "pipeline": true, "execute": true, "worker": true, "evaljob": true, "ablation": true, "episode": true, "policy": true}
 
 // pure are packages of plain logic over what they are handed.
-var pure = map[string]bool{"exit": true, "query": true}
+var pure = map[string]bool{"exit": true, "query": true, "buildinfo": true}
 
 // lower reports whether pkg sits below the wiring: the stages and what
 // they are built from.
@@ -142,4 +146,28 @@ func stageOf(pkg string) string {
 		return pkg
 	}
 	return parts[1]
+}
+
+// The t1 command parses its command line and prints what the packages it
+// calls return; work that creeps into it is out of reach of their tests.
+func TestCommandStaysThin(t *testing.T) {
+	const limit = 1000
+	files, err := filepath.Glob("../cmd/t1/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(data, []byte("\n"))
+	}
+	if lines == 0 || lines > limit {
+		t.Errorf("cmd/t1 has %d lines of non-test code, want at most %d: move the work to a package", lines, limit)
+	}
 }

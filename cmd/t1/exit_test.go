@@ -79,7 +79,7 @@ func connectTo(t *testing.T, data, cfg string) *local.Infra {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := connect(context.Background(), c, local.Options{})
+	in, err := local.Open(context.Background(), c, local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,11 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/buildinfo"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/local"
@@ -59,155 +58,49 @@ func newRoot() *cobra.Command {
 	pf.BoolVar(&g.json, "json", false, "print machine-readable JSON")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default: the config's log_level)")
 	pf.BoolVar(&g.unisolated, "allow-unisolated", false, "allow sandboxes that isolate nothing (backend process), as sandbox.allow_unisolated does")
-	root.AddCommand(
-		versionCmd(g),
-		configCmd(g),
-		infraCmd(g),
-		statusCmd(g),
-		eventsCmd(g),
-		runCmd(g),
-		ablateCmd(g),
-		demoCmd(g),
-		replayCmd(g),
-		runsCmd(g),
-		workerCmd(g),
-		evalCmd(g),
-		queryCmd(g),
-		reportCmd(g),
-		inspectCmd(g),
-		tasksCmd(g),
-		servePolicyCmd(g),
-		moeCmd(g),
-		sandboxCmd(g),
-		imageCmd(g),
-		rolloutCmd(g),
-		exportCmd(g),
-		digestCmd(g),
-		poolCmd(g),
-		chatCmd(g),
-		tokenizerCmd(g),
-	)
+	root.AddCommand(versionCmd(g), configCmd(g), infraCmd(g), statusCmd(g), eventsCmd(g), runCmd(g), ablateCmd(g),
+		demoCmd(g), replayCmd(g), runsCmd(g), workerCmd(g), evalCmd(g), queryCmd(g), reportCmd(g), inspectCmd(g),
+		tasksCmd(g), servePolicyCmd(g), moeCmd(g), sandboxCmd(g), imageCmd(g), rolloutCmd(g), exportCmd(g),
+		digestCmd(g), poolCmd(g), chatCmd(g), tokenizerCmd(g))
 	return root
-}
-
-// open resolves the configuration and brings up what opts asks of its
-// bus and store (or connects to the process that serves them).
-func (g *globals) open(ctx context.Context, opts local.Options) (*local.Infra, error) {
-	cfg, err := g.load()
-	if err != nil {
-		return nil, err
-	}
-	return connect(ctx, cfg, opts)
-}
-
-// connect is local.Open whose failures are the infrastructure's (exit 3).
-func connect(ctx context.Context, cfg config.Config, opts local.Options) (*local.Infra, error) {
-	in, err := local.Open(ctx, cfg, opts)
-	return in, exit.InfraError(err)
 }
 
 // load resolves the configuration and applies flag and environment
 // overrides, then sets up logging. Its errors are configuration errors
 // (exit 2).
 func (g *globals) load() (config.Config, error) {
-	cfg, err := g.loadConfig()
-	return cfg, exit.With(exit.Config, err)
-}
-
-func (g *globals) loadConfig() (config.Config, error) {
-	path := g.configPath
-	if path == "" {
-		path = os.Getenv("T1_CONFIG")
-	}
-	if path == "" {
-		if _, err := os.Stat("pipeline.yaml"); err == nil {
-			path = "pipeline.yaml"
-		}
-	}
-	cfg := config.Default()
-	if path != "" {
-		var err error
-		if cfg, err = config.Load(path); err != nil {
-			return cfg, err
-		}
-	}
-	if g.setup != "" {
-		var err error
-		if cfg, err = cfg.Setup(g.setup); err != nil {
-			return cfg, fmt.Errorf("%s: %w", cmp.Or(path, "built-in configuration"), err)
-		}
-	}
-	if d := os.Getenv("T1_DATA"); d != "" {
-		cfg.Data = d
-	}
-	if g.dataDir != "" {
-		cfg.Data = g.dataDir
-	}
-	if g.unisolated {
-		cfg.Sandbox.AllowUnisolated = true
-	}
-	if g.logLevel != "" {
-		cfg.LogLevel = g.logLevel
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
+	cfg, level, err := config.Resolve(config.Overrides{Path: g.configPath, Setup: g.setup, Data: g.dataDir, LogLevel: g.logLevel, AllowUnisolated: g.unisolated})
+	if err != nil {
+		return cfg, exit.With(exit.Config, err)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	return cfg, nil
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
+// infra runs fn on the configuration's bus and store (or the process that
+// serves them), brought up as opts asks and closed after.
+func (g *globals) infra(cmd *cobra.Command, opts local.Options, outage bool, fn func(*local.Infra) error) error {
+	cfg, err := g.load()
+	if err != nil {
+		return err
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, dirty := "", false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-		if rev != "" {
-			if len(rev) > 12 {
-				rev = rev[:12]
-			}
-			if dirty {
-				rev += "-dirty"
-			}
-			return "dev-" + rev
-		}
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			return bi.Main.Version
-		}
-	}
-	return "dev"
+	return withInfra(cmd, cfg, opts, outage, fn)
 }
 
-func versionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the t1 version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.json {
-				return printJSON(cmd, map[string]string{"version": buildVersion(), "go": goVersion()})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "t1 %s (%s)\n", buildVersion(), goVersion())
-			return nil
-		},
+// withInfra is infra of a configuration already loaded. With outage, a
+// failure to reach the bus or store is the infrastructure's (exit 3):
+// so the commands that run and watch runs report it, for their callers
+// to retry.
+func withInfra(cmd *cobra.Command, cfg config.Config, opts local.Options, outage bool, fn func(*local.Infra) error) error {
+	in, err := local.Open(cmd.Context(), cfg, opts)
+	if outage {
+		err = exit.InfraError(err)
 	}
-}
-
-// configName names where the configuration came from.
-func (g *globals) configName() string {
-	if g.configPath != "" {
-		return g.configPath
+	if err != nil {
+		return err
 	}
-	return "the configuration"
+	defer in.Close()
+	return fn(in)
 }
 
 func printJSON(cmd *cobra.Command, v any) error {
@@ -225,11 +118,26 @@ func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer)) error {
 	return nil
 }
 
-func goVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.GoVersion
+// emitErr is emit for text writers that fail.
+func (g *globals) emitErr(cmd *cobra.Command, v any, text func(io.Writer) error) error {
+	if g.json {
+		return printJSON(cmd, v)
 	}
-	return "unknown"
+	return text(cmd.OutOrStdout())
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the t1 version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := buildinfo.Version(version)
+			return g.emit(cmd, map[string]string{"version": v, "go": buildinfo.Go()}, func(w io.Writer) {
+				fmt.Fprintf(w, "t1 %s (%s)\n", v, buildinfo.Go())
+			})
+		},
+	}
 }
 
 func configCmd(g *globals) *cobra.Command {
@@ -237,20 +145,16 @@ func configCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "defaults",
 		Short: "Print the built-in configuration as YAML (--json: as JSON)",
-		Long: `Prints the built-in configuration, every key with its default value: what a
-run uses for each key its pipeline.yaml leaves out. pipeline.yaml at the
-repository root spells out the same values with comments.`,
-		Args: cobra.NoArgs,
+		Long:  config.DefaultsHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := config.Default()
-			out, err := c.YAML()
+			out, err := config.Default().YAML()
 			if g.json {
-				out, err = c.JSON()
+				out, err = config.Default().JSON()
 			}
-			if err != nil {
-				return err
+			if err == nil {
+				_, err = cmd.OutOrStdout().Write(out)
 			}
-			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
 	})
@@ -262,29 +166,19 @@ func infraCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
 		Short: "Run embedded NATS JetStream and S3 in the foreground until interrupted",
-		Long: "Runs the embedded servers on the data directory and prints their endpoints, which are also\n" +
-			"written to <data>/endpoints.json for other t1 processes and the nats CLI.",
-		Args: cobra.NoArgs,
+		Long:  local.ServeHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := g.open(cmd.Context(), local.Options{Serve: true})
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			if !in.Owner && (in.Config.Bus.Mode == "embedded" || in.Config.Store.Mode == "embedded") {
-				return fmt.Errorf("data directory %s is already served by process %d", in.DataDir, in.Endpoints.PID)
-			}
-			err = g.emit(cmd, in.Endpoints, func(out io.Writer) {
-				fmt.Fprintf(out, "nats:   %s\n", in.Endpoints.NATS)
-				fmt.Fprintf(out, "s3:     http://%s  bucket %s  credentials %s\n", in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials)
-				fmt.Fprintf(out, "data:   %s  (endpoints in %s)\n", in.DataDir, local.EndpointsPath(in.DataDir))
-				fmt.Fprintln(out, "serving; Ctrl-C stops")
+			return g.infra(cmd, local.Options{Serve: true}, true, func(in *local.Infra) error {
+				if !in.Owner && (in.Config.Bus.Mode == "embedded" || in.Config.Store.Mode == "embedded") {
+					return fmt.Errorf("data directory %s is already served by process %d", in.DataDir, in.Endpoints.PID)
+				}
+				if err := g.emit(cmd, in.Endpoints, in.WriteEndpoints); err != nil {
+					return err
+				}
+				<-cmd.Context().Done()
+				return nil
 			})
-			if err != nil {
-				return err
-			}
-			<-cmd.Context().Done()
-			return nil
 		},
 	})
 	return cmd

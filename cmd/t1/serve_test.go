@@ -12,6 +12,7 @@ import (
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/policy"
 )
 
 // lockedBuffer is written by the serving command while the test reads it.
@@ -127,12 +128,12 @@ func TestServePolicy(t *testing.T) {
 }
 
 func TestMoEGap(t *testing.T) {
-	run := func(prec string) gapResult {
+	run := func(prec string) policy.Gap {
 		out, err := t1(t, "moe", "gap", "--json", "--prompts", "2", "--max-new-tokens", "48", "--precision", prec, "--sft-steps", "2")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		var r gapResult
+		var r policy.Gap
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}

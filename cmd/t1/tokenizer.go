@@ -5,13 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/chattemplate"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/tokenizer"
 )
@@ -20,10 +19,7 @@ func tokenizerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tokenizer",
 		Short: "Encode and decode with a tokenizer: t1's own or a Hugging Face tokenizer.json",
-		Long: `--tokenizer names a directory holding tokenizer.json (a Hugging Face model directory, or a
-t1 checkpoint) or the file itself; without it, t1's default tokenizer is used. A Hugging Face
-file must be a byte-level BPE (GPT-2, Qwen2/Qwen3, Llama 3 and kin); any feature t1 does not
-implement exactly is refused with an error naming it.`,
+		Long:  tokenizer.Help,
 	}
 	cmd.AddCommand(tokenizerEncodeCmd(g), tokenizerDecodeCmd(g), tokenizerRenderCmd(g))
 	return cmd
@@ -34,12 +30,9 @@ func tokenizerEncodeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "encode [TEXT...] --tokenizer DIR",
 		Short: "Print the token ids and pieces of TEXT (the arguments joined by spaces, else standard input)",
-		Long: `Prints one line per token: its index, id, and the bytes it stands for (quoted). Special and
-added tokens written in the text become their one id. Nothing is added around the text (no
-BOS or EOS). With --json: {"ids": [...], "pieces": [...]}, pieces as strings (bytes that are
-not UTF-8 on their own, as in part of a character, show as U+FFFD there; decode them by id).`,
+		Long:  tokenizer.EncodeHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := loadTokenizer(dir)
+			tok, err := moe.TokenizerAt(dir)
 			if err != nil {
 				return err
 			}
@@ -59,10 +52,9 @@ func tokenizerDecodeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "decode [ID...] --tokenizer DIR",
 		Short: "Write the bytes the ids stand for (ids as arguments, else from standard input; spaces or commas between)",
-		Long: `Writes exactly the bytes of the ids, with no newline added: a sequence cut inside a character
-writes the bytes it holds. With --json: {"text": "...", "utf8": true|false}.`,
+		Long:  tokenizer.DecodeHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := loadTokenizer(dir)
+			tok, err := moe.TokenizerAt(dir)
 			if err != nil {
 				return err
 			}
@@ -70,28 +62,21 @@ writes the bytes it holds. With --json: {"text": "...", "utf8": true|false}.`,
 			if err != nil {
 				return err
 			}
-			var ids []int
-			for _, f := range strings.FieldsFunc(in, func(r rune) bool {
-				return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' || r == '[' || r == ']'
-			}) {
-				id, err := strconv.Atoi(f)
-				if err != nil {
-					return fmt.Errorf("decode: %q is not a token id", f)
-				}
-				ids = append(ids, id)
+			ids, err := tokenizer.ParseIDs(in)
+			if err != nil {
+				return err
 			}
 			text, err := tok.Decode(ids)
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return printJSON(cmd, struct {
-					Text string `json:"text"`
-					UTF8 bool   `json:"utf8"`
-				}{text, utf8.ValidString(text)})
-			}
-			_, err = io.WriteString(cmd.OutOrStdout(), text)
-			return err
+			return g.emitErr(cmd, struct {
+				Text string `json:"text"`
+				UTF8 bool   `json:"utf8"`
+			}{text, utf8.ValidString(text)}, func(w io.Writer) error {
+				_, err := io.WriteString(w, text)
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tokenizer", "", "directory with tokenizer.json, or the file (default: t1's own tokenizer)")
@@ -100,28 +85,25 @@ writes the bytes it holds. With --json: {"text": "...", "utf8": true|false}.`,
 
 func tokenizerRenderCmd(g *globals) *cobra.Command {
 	var dir string
-	var r renderArgs
+	var r chattemplate.Files
 	cmd := &cobra.Command{
 		Use:   "render --tokenizer DIR --messages FILE.json",
 		Short: "Render a conversation with the model's chat template and print its token ids and pieces",
-		Long: `Renders the messages with the chat_template of DIR's tokenizer_config.json, exactly as
-t1 chat render does (same flags), then encodes the text with DIR's tokenizer.json as transformers'
-apply_chat_template(tokenize=True) does: the template's special tokens become their ids, nothing
-is added. Prints the tokens as encode does; --json adds the text: {"text", "ids", "pieces"}.`,
-		Args: cobra.NoArgs,
+		Long:  tokenizer.RenderHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return fmt.Errorf("--tokenizer is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json")
 			}
-			tok, err := loadTokenizer(dir)
+			tok, err := moe.TokenizerAt(dir)
 			if err != nil {
 				return err
 			}
-			r.cfgPath = dir
+			r.Config = dir
 			if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-				r.cfgPath = filepath.Dir(dir)
+				r.Config = filepath.Dir(dir)
 			}
-			text, err := r.render(cmd)
+			text, err := render(cmd, r)
 			if err != nil {
 				return err
 			}
@@ -129,7 +111,7 @@ is added. Prints the tokens as encode does; --json adds the text: {"text", "ids"
 		},
 	}
 	cmd.Flags().StringVar(&dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json")
-	r.bind(cmd)
+	bindRender(cmd, &r)
 	return cmd
 }
 
@@ -137,27 +119,15 @@ is added. Prints the tokens as encode does; --json adds the text: {"text", "ids"
 // ids and pieces (and shown, when not empty, as "text").
 func printTokens(cmd *cobra.Command, g *globals, tok tokenizer.Tokenizer, shown, text string) error {
 	ids := tok.Encode(text)
-	pieces := make([]string, len(ids))
-	for i, id := range ids {
-		b, err := tok.TokenBytes(id)
-		if err != nil {
-			return err
-		}
-		pieces[i] = string(b)
+	pieces, err := tokenizer.Pieces(tok, ids)
+	if err != nil {
+		return err
 	}
-	if g.json {
-		return printJSON(cmd, struct {
-			Text   string   `json:"text,omitempty"`
-			IDs    []int    `json:"ids"`
-			Pieces []string `json:"pieces"`
-		}{shown, ids, pieces})
-	}
-	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "#\tID\tPIECE")
-	for i, id := range ids {
-		fmt.Fprintf(w, "%d\t%d\t%s\n", i, id, strconv.Quote(pieces[i]))
-	}
-	return w.Flush()
+	return g.emitErr(cmd, struct {
+		Text   string   `json:"text,omitempty"`
+		IDs    []int    `json:"ids"`
+		Pieces []string `json:"pieces"`
+	}{shown, ids, pieces}, func(w io.Writer) error { return tokenizer.WriteTokens(w, ids, pieces) })
 }
 
 func argsOrStdin(cmd *cobra.Command, args []string) (string, error) {
@@ -168,11 +138,54 @@ func argsOrStdin(cmd *cobra.Command, args []string) (string, error) {
 	return string(b), err
 }
 
-// loadTokenizer reads t1's own tokenizer.json (a checkpoint's) or a Hugging
-// Face one (moe.LoadTokenizer); empty is t1's default.
-func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
-	if path == "" {
-		return moe.DefaultTokenizer()
+func chatCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "chat", Short: "A model's own chat template (Hugging Face tokenizer_config.json)"}
+	var r chattemplate.Files
+	rc := &cobra.Command{
+		Use:   "render --tokenizer-config FILE --messages FILE.json",
+		Short: "Render a conversation with the model's chat template, as transformers' apply_chat_template does",
+		Long:  chattemplate.RenderHelp,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r.Config == "" {
+				return fmt.Errorf("--tokenizer-config and --messages are required")
+			}
+			text, err := render(cmd, r)
+			if err != nil {
+				return err
+			}
+			return g.emitErr(cmd, struct {
+				Template string `json:"template"`
+				Text     string `json:"text"`
+			}{r.Config, text}, func(w io.Writer) error {
+				_, err := fmt.Fprint(w, text)
+				return err
+			})
+		},
 	}
-	return moe.LoadTokenizer(path)
+	rc.Flags().StringVar(&r.Config, "tokenizer-config", "", "tokenizer_config.json, or the directory holding it")
+	bindRender(rc, &r)
+	cmd.AddCommand(rc)
+	return cmd
+}
+
+// bindRender binds the flags of a chat-template rendering but the
+// template's path, which each command names its own way.
+func bindRender(cmd *cobra.Command, r *chattemplate.Files) {
+	f := cmd.Flags()
+	f.StringVar(&r.Messages, "messages", "", "the conversation: a JSON array of messages")
+	f.StringVar(&r.Tools, "tools", "", "a JSON array of tool schemas")
+	f.BoolVar(&r.AddGenerationPrompt, "add-generation-prompt", false, "end with the opening of an assistant turn")
+	f.Bool("enable-thinking", true, "pass enable_thinking (only when given; Qwen3: false writes an empty <think></think>)")
+	f.StringVar(&r.Template, "template", "", "the template's name when the config has several (default: tool_use with tools, else default)")
+	f.StringArrayVar(&r.Kwargs, "kwarg", nil, "a further template variable, name=JSON (repeatable)")
+}
+
+// render renders r, passing enable_thinking only when the flag was given.
+func render(cmd *cobra.Command, r chattemplate.Files) (string, error) {
+	if cmd.Flags().Changed("enable-thinking") {
+		on, _ := cmd.Flags().GetBool("enable-thinking")
+		r.EnableThinking = &on
+	}
+	return r.Render()
 }
