@@ -3,6 +3,7 @@ package chattemplate
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -74,4 +75,16 @@ func (f Files) Render() (string, error) {
 		o.Kwargs[k] = json.RawMessage(v)
 	}
 	return tmpl.Render(msgs, o)
+}
+
+// Rendered is a rendering as `t1 chat render` prints it.
+type Rendered struct {
+	Template string `json:"template"`
+	Text     string `json:"text"`
+}
+
+// WriteText writes the text exactly, with no newline added.
+func (r *Rendered) WriteText(w io.Writer) error {
+	_, err := io.WriteString(w, r.Text)
+	return err
 }

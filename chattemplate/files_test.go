@@ -36,3 +36,10 @@ func TestFilesRender(t *testing.T) {
 		t.Fatal("no messages accepted")
 	}
 }
+
+func TestRenderedWriteText(t *testing.T) {
+	var b strings.Builder
+	if err := (&Rendered{Template: "x", Text: "a\n"}).WriteText(&b); err != nil || b.String() != "a\n" {
+		t.Fatalf("%q %v", b.String(), err)
+	}
+}

@@ -1,8 +1,11 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"io"
+
+	"github.com/t1pipe/t1/engine"
 )
 
 // ServeHelp is what `t1 infra up` says of itself.
@@ -16,3 +19,19 @@ func (in *Infra) WriteEndpoints(out io.Writer) {
 	fmt.Fprintf(out, "data:   %s  (endpoints in %s)\n", in.DataDir, EndpointsPath(in.DataDir))
 	fmt.Fprintln(out, "serving; Ctrl-C stops")
 }
+
+// Status is what `t1 status` shows: the log's status under the URL of
+// the NATS server that holds it.
+type Status struct {
+	NATS string `json:"nats"`
+	engine.Status
+}
+
+// Status reads the log's status.
+func (in *Infra) Status(ctx context.Context) (Status, error) {
+	st, err := in.Log.Status(ctx)
+	return Status{in.Endpoints.NATS, st}, err
+}
+
+// WriteText prints the status as tables.
+func (s Status) WriteText(w io.Writer) { s.Status.WriteText(w, s.NATS) }

@@ -14,3 +14,11 @@ func TestWriteEndpoints(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", b.String(), want)
 	}
 }
+
+func TestStatusWriteText(t *testing.T) {
+	var b bytes.Buffer
+	Status{NATS: "nats://x"}.WriteText(&b)
+	if !bytes.HasPrefix(b.Bytes(), []byte("NATS nats://x\n\nSTREAM")) {
+		t.Fatalf("%q", b.String())
+	}
+}

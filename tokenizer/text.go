@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // Help texts of `t1 tokenizer` and its commands.
@@ -63,4 +64,48 @@ func WriteTokens(w io.Writer, ids []int, pieces []string) error {
 		fmt.Fprintf(tw, "%d\t%d\t%s\n", i, id, strconv.Quote(pieces[i]))
 	}
 	return tw.Flush()
+}
+
+// Tokens is a text's tokens as `t1 tokenizer encode` prints them.
+type Tokens struct {
+	// Text is the text encoded, when it is shown (render shows it).
+	Text   string   `json:"text,omitempty"`
+	IDs    []int    `json:"ids"`
+	Pieces []string `json:"pieces"`
+}
+
+// Tokenize encodes text; shown is kept as Tokens.Text.
+func Tokenize(tok Tokenizer, shown, text string) (*Tokens, error) {
+	ids := tok.Encode(text)
+	pieces, err := Pieces(tok, ids)
+	if err != nil {
+		return nil, err
+	}
+	return &Tokens{shown, ids, pieces}, nil
+}
+
+// WriteText prints one line per token.
+func (t *Tokens) WriteText(w io.Writer) error { return WriteTokens(w, t.IDs, t.Pieces) }
+
+// Decoded is what ids stand for, as `t1 tokenizer decode` prints it.
+type Decoded struct {
+	Text string `json:"text"`
+	// UTF8 says whether Text is valid UTF-8; a sequence cut inside a
+	// character is not.
+	UTF8 bool `json:"utf8"`
+}
+
+// Decode is tok's decoding of ids.
+func Decode(tok Tokenizer, ids []int) (*Decoded, error) {
+	text, err := tok.Decode(ids)
+	if err != nil {
+		return nil, err
+	}
+	return &Decoded{text, utf8.ValidString(text)}, nil
+}
+
+// WriteText writes exactly the bytes, with no newline added.
+func (d *Decoded) WriteText(w io.Writer) error {
+	_, err := io.WriteString(w, d.Text)
+	return err
 }

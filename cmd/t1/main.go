@@ -65,6 +65,20 @@ func newRoot() *cobra.Command {
 	return root
 }
 
+type runFunc = func(cmd *cobra.Command, args []string) error
+
+// leaf is a command that does something; long may be empty.
+func leaf(use, short, long string, args cobra.PositionalArgs, run runFunc) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Long: long, Args: args, RunE: run}
+}
+
+// group is a command that only holds others.
+func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Long: long}
+	c.AddCommand(subs...)
+	return c
+}
+
 // load resolves the configuration and applies flag and environment
 // overrides, then sets up logging. Its errors are configuration errors
 // (exit 2).
@@ -75,6 +89,34 @@ func (g *globals) load() (config.Config, error) {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	return cfg, nil
+}
+
+// configured runs check on the command line first, when there is one, so
+// that a missing flag is reported before a bad configuration, then run on
+// the configuration.
+func (g *globals) configured(check func() error, run func(*cobra.Command, []string, config.Config) error) runFunc {
+	return func(cmd *cobra.Command, args []string) error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		cfg, err := g.load()
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, cfg)
+	}
+}
+
+// required is a check that the flag named was given.
+func required(flag string, value *string) func() error {
+	return func() error {
+		if *value == "" {
+			return fmt.Errorf("%s is required", flag)
+		}
+		return nil
+	}
 }
 
 // infra runs fn on the configuration's bus and store (or the process that
@@ -88,9 +130,9 @@ func (g *globals) infra(cmd *cobra.Command, opts local.Options, outage bool, fn 
 }
 
 // withInfra is infra of a configuration already loaded. With outage, a
-// failure to reach the bus or store is the infrastructure's (exit 3):
-// so the commands that run and watch runs report it, for their callers
-// to retry.
+// failure to reach the bus or store is the infrastructure's (exit 3): so
+// the commands that run and watch runs report it, for their callers to
+// retry.
 func withInfra(cmd *cobra.Command, cfg config.Config, opts local.Options, outage bool, fn func(*local.Infra) error) error {
 	in, err := local.Open(cmd.Context(), cfg, opts)
 	if outage {
@@ -110,44 +152,47 @@ func printJSON(cmd *cobra.Command, v any) error {
 }
 
 // emit prints v as JSON with --json, else as text writes it.
-func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer)) error {
-	if g.json {
-		return printJSON(cmd, v)
-	}
-	text(cmd.OutOrStdout())
-	return nil
-}
-
-// emitErr is emit for text writers that fail.
-func (g *globals) emitErr(cmd *cobra.Command, v any, text func(io.Writer) error) error {
+func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer) error) error {
 	if g.json {
 		return printJSON(cmd, v)
 	}
 	return text(cmd.OutOrStdout())
 }
 
-func versionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the t1 version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := buildinfo.Version(version)
-			return g.emit(cmd, map[string]string{"version": v, "go": buildinfo.Go()}, func(w io.Writer) {
-				fmt.Fprintf(w, "t1 %s (%s)\n", v, buildinfo.Go())
-			})
-		},
+// show is emit of what err came with, written as its own WriteText does.
+func (g *globals) show(cmd *cobra.Command, v any, err error) error {
+	if err != nil {
+		return err
 	}
+	return g.emit(cmd, v, func(w io.Writer) error {
+		switch t := v.(type) {
+		case interface{ WriteText(io.Writer) error }:
+			return t.WriteText(w)
+		case interface{ WriteText(io.Writer) }:
+			t.WriteText(w)
+			return nil
+		}
+		return fmt.Errorf("%T has no text form", v)
+	})
+}
+
+// plain adapts a writer that cannot fail to emit.
+func plain(write func(io.Writer)) func(io.Writer) error {
+	return func(w io.Writer) error { write(w); return nil }
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return leaf("version", "Print the t1 version", "", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		v := buildinfo.Version(version)
+		return g.emit(cmd, map[string]string{"version": v, "go": buildinfo.Go()}, plain(func(w io.Writer) {
+			fmt.Fprintf(w, "t1 %s (%s)\n", v, buildinfo.Go())
+		}))
+	})
 }
 
 func configCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "The pipeline configuration"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "defaults",
-		Short: "Print the built-in configuration as YAML (--json: as JSON)",
-		Long:  config.DefaultsHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return group("config", "The pipeline configuration", "",
+		leaf("defaults", "Print the built-in configuration as YAML (--json: as JSON)", config.DefaultsHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
 			out, err := config.Default().YAML()
 			if g.json {
 				out, err = config.Default().JSON()
@@ -156,30 +201,21 @@ func configCmd(g *globals) *cobra.Command {
 				_, err = cmd.OutOrStdout().Write(out)
 			}
 			return err
-		},
-	})
-	return cmd
+		}))
 }
 
 func infraCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "infra", Short: "Run the embedded infrastructure"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "up",
-		Short: "Run embedded NATS JetStream and S3 in the foreground until interrupted",
-		Long:  local.ServeHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return group("infra", "Run the embedded infrastructure", "",
+		leaf("up", "Run embedded NATS JetStream and S3 in the foreground until interrupted", local.ServeHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{Serve: true}, true, func(in *local.Infra) error {
 				if !in.Owner && (in.Config.Bus.Mode == "embedded" || in.Config.Store.Mode == "embedded") {
 					return fmt.Errorf("data directory %s is already served by process %d", in.DataDir, in.Endpoints.PID)
 				}
-				if err := g.emit(cmd, in.Endpoints, in.WriteEndpoints); err != nil {
+				if err := g.emit(cmd, in.Endpoints, plain(in.WriteEndpoints)); err != nil {
 					return err
 				}
 				<-cmd.Context().Done()
 				return nil
 			})
-		},
-	})
-	return cmd
+		}))
 }

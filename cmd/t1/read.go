@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,53 +18,88 @@ import (
 )
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
-		Short: "Show streams, stage consumers, dead letters and event counts per run and type",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return leaf("status", "Show streams, stage consumers, dead letters and event counts per run and type", "", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{NoStore: true}, true, func(in *local.Infra) error {
-				st, err := in.Log.Status(cmd.Context())
-				if err != nil {
-					return err
-				}
-				rep := struct {
-					NATS string `json:"nats"`
-					engine.Status
-				}{in.Endpoints.NATS, st}
-				return g.emit(cmd, rep, func(w io.Writer) { st.WriteText(w, rep.NATS) })
+				st, err := in.Status(cmd.Context())
+				return g.show(cmd, st, err)
 			})
-		},
+		})
+}
+
+type eventsFlags struct {
+	run, typ string
+	fromSeq  uint64
+	limit    int
+}
+
+func (f *eventsFlags) bind(c *cobra.Command) *cobra.Command {
+	c.Flags().StringVar(&f.run, "run", "", "only this run (default: every run)")
+	c.Flags().StringVar(&f.typ, "type", "", "only this event type, e.g. task.audited (default: every type)")
+	c.Flags().Uint64Var(&f.fromSeq, "from-seq", 0, "start at this stream sequence")
+	return c
+}
+
+// errLimit ends a listing at --limit.
+var errLimit = errors.New("limit")
+
+func eventsCmd(g *globals) *cobra.Command {
+	var lf, tf eventsFlags
+	// events runs fn on the log, and each on every event fn passes it.
+	events := func(fn func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error) runFunc {
+		return func(cmd *cobra.Command, _ []string) error {
+			return g.infra(cmd, local.Options{NoStore: true}, false, func(in *local.Infra) error {
+				return fn(cmd, in.Log, func(ev engine.Event) error { return engine.WriteEvent(cmd.OutOrStdout(), ev, g.json) })
+			})
+		}
 	}
+	list := leaf("list", "Print matching events from the log", "", cobra.NoArgs, events(func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error {
+		n := 0
+		err := l.Replay(cmd.Context(), []string{engine.Filter(lf.run, lf.typ)}, engine.ReplayFrom{Seq: lf.fromSeq}, func(ev engine.Event) error {
+			if lf.limit > 0 && n >= lf.limit {
+				return errLimit
+			}
+			n++
+			return each(ev)
+		})
+		if err == errLimit {
+			return nil
+		}
+		return err
+	}))
+	lf.bind(list).Flags().IntVar(&lf.limit, "limit", 0, "print at most this many (0: all)")
+	tail := leaf("tail", "Print new matching events as they arrive, until interrupted", "", cobra.NoArgs, events(func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error {
+		from := engine.ReplayFrom{Seq: tf.fromSeq}
+		if from.Seq == 0 {
+			info, err := l.Stream().Info(cmd.Context())
+			if err != nil {
+				return err
+			}
+			from.Seq = info.State.LastSeq + 1
+		}
+		return l.Follow(cmd.Context(), []string{engine.Filter(tf.run, tf.typ)}, from, each)
+	}))
+	return group("events", "List or follow events in the log", "", list, tf.bind(tail))
 }
 
 func runsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "runs",
-		Short: "List every run of the log: status, parent and branch point, iterations, policy versions, last event",
-		Long:  report.RunsHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return leaf("runs", "List every run of the log: status, parent and branch point, iterations, policy versions, last event", report.RunsHelp, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{NoStore: true}, true, func(in *local.Infra) error {
 				runs, err := report.Runs(cmd.Context(), in.Log)
 				if err != nil {
 					return err
 				}
-				return g.emitErr(cmd, runs, func(w io.Writer) error { return report.WriteRuns(w, runs) })
+				return g.emit(cmd, runs, func(w io.Writer) error { return report.WriteRuns(w, runs) })
 			})
-		},
-	}
+		})
 }
 
 func queryCmd(g *globals) *cobra.Command {
 	var o query.Options
 	var where, sel string
-	cmd := &cobra.Command{
-		Use:   "query TABLE --run RUN",
-		Short: "Filter and print rows of a run's Parquet table (arrow-go reader)",
-		Long:  query.Help,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	cmd := leaf("query TABLE --run RUN", "Filter and print rows of a run's Parquet table (arrow-go reader)", query.Help, cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			tbl, err := schemas.LookupTable(args[0])
 			if err != nil {
 				return err
@@ -83,8 +119,7 @@ func queryCmd(g *globals) *cobra.Command {
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
 				return query.Run(cmd.Context(), in.Store, tbl, o, cmd.OutOrStdout())
 			})
-		},
-	}
+		})
 	f := cmd.Flags()
 	f.StringVar(&o.Run, "run", "", "run id (required)")
 	f.StringVar(&where, "where", "", "row filter, e.g. \"reward > 0 AND purpose = 'train'\"")
@@ -97,24 +132,16 @@ func queryCmd(g *globals) *cobra.Command {
 func reportCmd(g *globals) *cobra.Command {
 	var run, out string
 	var compare []string
-	cmd := &cobra.Command{
-		Use:   "report --run R [--compare R2,R3...] [--out DIR]",
-		Short: "Write a run's report: Markdown, and one self-contained HTML page with plots",
-		Long:  report.Help,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := leaf("report --run R [--compare R2,R3...] [--out DIR]", "Write a run's report: Markdown, and one self-contained HTML page with plots", report.Help, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
 				return fmt.Errorf("report: --run is required")
 			}
 			return g.infra(cmd, local.Options{}, false, func(in *local.Infra) error {
 				files, err := execute.Report(cmd.Context(), in, append([]string{run}, compare...), out)
-				if err != nil {
-					return err
-				}
-				return g.emit(cmd, files, files.WriteText)
+				return g.show(cmd, files, err)
 			})
-		},
-	}
+		})
 	f := cmd.Flags()
 	f.StringVar(&run, "run", "", "run id (required)")
 	f.StringSliceVar(&compare, "compare", nil, "runs to show beside it as variants, comma-separated")
@@ -123,12 +150,8 @@ func reportCmd(g *globals) *cobra.Command {
 }
 
 func inspectCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect FILE|KEY",
-		Short: "Show a Parquet file's schema, metadata, row groups and column chunks",
-		Long:  schemas.InspectHelp,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	return leaf("inspect FILE|KEY", "Show a Parquet file's schema, metadata, row groups and column chunks", schemas.InspectHelp, cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			data, err := os.ReadFile(name)
 			if os.IsNotExist(err) {
@@ -148,62 +171,40 @@ func inspectCmd(g *globals) *cobra.Command {
 				return err
 			}
 			rep, err := schemas.Inspect(name, data)
-			if err != nil {
-				return err
-			}
-			return g.emit(cmd, rep, rep.WriteText)
-		},
-	}
+			return g.show(cmd, rep, err)
+		})
 }
 
 func poolCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "pool", Short: "The sealed training pool of a run"}
 	var run string
 	var version int
-	show := &cobra.Command{
-		Use:   "show --run R [--version N]",
-		Short: "A sealed pool's tasks with category and difficulty histograms and the top-five category share",
-		Long:  report.PoolHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	show := leaf("show --run R [--version N]", "A sealed pool's tasks with category and difficulty histograms and the top-five category share", report.PoolHelp, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
 				return fmt.Errorf("--run is required")
 			}
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
 				sum, err := report.ReadPool(cmd.Context(), in.Log, in.Store, run, version)
-				if err != nil {
-					return err
-				}
-				return g.emit(cmd, sum, sum.WriteText)
+				return g.show(cmd, sum, err)
 			})
-		},
-	}
+		})
 	show.Flags().StringVar(&run, "run", "", "run id")
 	show.Flags().IntVar(&version, "version", 0, "pool version (default: the latest sealed)")
-	cmd.AddCommand(show)
-	return cmd
+	return group("pool", "The sealed training pool of a run", "", show)
 }
 
 func digestCmd(g *globals) *cobra.Command {
 	var run string
-	cmd := &cobra.Command{
-		Use:   "digest --run R",
-		Short: "Fingerprint a run's artifacts: per-table row hashes, event ids and objects, without wall-clock columns",
-		Long:  digest.Help(),
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := leaf("digest --run R", "Fingerprint a run's artifacts: per-table row hashes, event ids and objects, without wall-clock columns", digest.Help(), cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
 				return fmt.Errorf("--run is required")
 			}
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
 				d, err := digest.Compute(cmd.Context(), in.Log, in.Store, run)
-				if err != nil {
-					return err
-				}
-				return g.emitErr(cmd, d, d.WriteText)
+				return g.show(cmd, d, err)
 			})
-		},
-	}
+		})
 	cmd.Flags().StringVar(&run, "run", "", "run id")
 	return cmd
 }

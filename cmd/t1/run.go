@@ -2,20 +2,19 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/ablation"
-	"github.com/t1pipe/t1/checkpoint"
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/evaljob"
 	"github.com/t1pipe/t1/execute"
 	"github.com/t1pipe/t1/exit"
-	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/worker"
@@ -23,61 +22,17 @@ import (
 
 func runCmd(g *globals) *cobra.Command {
 	var noStages bool
-	cmd := &cobra.Command{
-		Use:   "run [--no-stages]",
-		Short: "Run the whole pipeline in one process on the configured (by default embedded) NATS and S3",
-		Long:  execute.RunHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if ck := cfg.Inference.Checkpoint; ck != "" && inference.IsLocalCheckpoint(ck) {
-				// An initial checkpoint the exec trainer could not start
-				// from (no weights, a shard missing) fails the run now, not
-				// when its first rollout stores it as version 0.
-				dir, err := filepath.Abs(ck)
-				if err != nil {
-					return err
-				}
-				if err := checkpoint.CheckInitial(ctx, dir); err != nil {
-					return err
+	cmd := leaf("run [--no-stages]", "Run the whole pipeline in one process on the configured (by default embedded) NATS and S3", execute.RunHelp, cobra.NoArgs,
+		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			sum, err := execute.Start(cmd.Context(), cmd.ErrOrStderr(), cfg, !noStages)
+			// A stopped run prints nothing but its JSON summary.
+			if sum != nil && (g.json || !errors.Is(err, exit.ErrStopped)) {
+				if perr := g.show(cmd, sum, nil); perr != nil {
+					return perr
 				}
 			}
-			at := execute.Elsewhere
-			if !noStages {
-				// An engine that is not there fails the run now, not at
-				// its first rollout after synthesis and audit.
-				if err := inference.Probe(ctx, pipeline.InferenceOptions(cfg.Inference)); err != nil {
-					return exit.InfraError(err)
-				}
-				at = execute.Shared
-			}
-			return withInfra(cmd, cfg, local.Options{Serve: true}, true, func(in *local.Infra) error {
-				sum, err := execute.Run(ctx, cmd.ErrOrStderr(), in, at)
-				if err != nil {
-					return err
-				}
-				if sum == nil {
-					if g.json {
-						if err := printJSON(cmd, execute.Summary{Run: cfg.Run.ID, Status: "stopped", ExitCode: exit.Stopped}); err != nil {
-							return err
-						}
-					}
-					return exit.ErrStopped
-				}
-				if err := g.emit(cmd, sum, sum.WriteText); err != nil {
-					return err
-				}
-				if sum.Status == "failed" {
-					return exit.With(exit.Failed, fmt.Errorf("run %s failed: %s (t1 events list --run %s --type run.failed)", sum.Run, sum.Reason, sum.Run))
-				}
-				return nil
-			})
-		},
-	}
+			return err
+		}))
 	cmd.Flags().BoolVar(&noStages, "no-stages", false, "start and follow the run only; t1 worker processes run its stages")
 	return cmd
 }
@@ -85,57 +40,23 @@ func runCmd(g *globals) *cobra.Command {
 func replayCmd(g *globals) *cobra.Command {
 	var since string
 	var o pipeline.BranchOptions
-	cmd := &cobra.Command{
-		Use:   "replay --stage S --run R --into B [--from-seq N | --since T | --continue [--iteration I]] [--set key=value]...",
-		Short: "Re-run one stage over a run's past inputs into a branch, leaving the original untouched; --continue carries on from there",
-		Long:  execute.ReplayHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Stage == "" || o.Into == "" {
-				return fmt.Errorf("--stage and --into are required")
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
-			if o.Parent == "" {
-				o.Parent = cfg.Run.ID
-			}
-			switch {
-			case o.From.Seq > 0 && since != "":
-				return fmt.Errorf("--from-seq and --since exclude each other")
-			case since != "":
-				if o.From.Time, err = time.Parse(time.RFC3339, since); err != nil {
-					return fmt.Errorf("--since: want an RFC 3339 time such as 2026-11-29T20:00:00Z: %w", err)
-				}
-			}
-			return withInfra(cmd, cfg, local.Options{Serve: o.Continue}, false, func(in *local.Infra) error {
-				if !o.Continue {
-					out, err := execute.ReplayStage(cmd.Context(), in, o)
-					if err != nil {
-						return err
-					}
-					return g.emit(cmd, out, out.WriteText)
-				}
-				// Consumers of the branch's own: the log's shared ones, made
-				// now in a data directory whose runs had consumers of their
-				// own (t1 ablate), would deliver every earlier run's history
-				// to this process's handlers, which redid all of its work
-				// before the branch's first rollout.
-				out, err := execute.Continue(cmd.Context(), cmd.ErrOrStderr(), in, o, execute.Own)
-				if err != nil || out.Branch == nil {
-					return err
-				}
-				if err := g.emit(cmd, out, out.Branch.WriteText); err != nil {
-					return err
-				}
-				if out.Branch.Status == "failed" {
-					return fmt.Errorf("branch %s failed: %s (t1 events list --run %s --type run.failed)", o.Into, out.Branch.Reason, o.Into)
-				}
-				return nil
-			})
-		},
+	check := func() error {
+		if o.Stage == "" || o.Into == "" {
+			return fmt.Errorf("--stage and --into are required")
+		}
+		return nil
 	}
+	cmd := leaf("replay --stage S --run R --into B [--from-seq N | --since T | --continue [--iteration I]] [--set key=value]...",
+		"Re-run one stage over a run's past inputs into a branch, leaving the original untouched; --continue carries on from there", execute.ReplayHelp, cobra.NoArgs,
+		g.configured(check, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			out, err := execute.Branch(cmd.Context(), cmd.ErrOrStderr(), cfg, o, since)
+			if out != nil {
+				if perr := g.emit(cmd, out, plain(out.WriteResult)); perr != nil {
+					return perr
+				}
+			}
+			return err
+		}))
 	f := cmd.Flags()
 	f.StringVar(&o.Stage, "stage", "", "stage to re-run: rollout, reward, critic, ppo, sft or eval (without --continue also control, synth or audit)")
 	f.StringVar(&o.Parent, "run", "", "source run (default: the config's run.id)")
@@ -150,29 +71,18 @@ func replayCmd(g *globals) *cobra.Command {
 
 func ablateCmd(g *globals) *cobra.Command {
 	var o ablation.Options
-	cmd := &cobra.Command{
-		Use:   "ablate [--variants a,b] [--seeds 1,2,3 [--model-seed N] [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
-		Short: "Run the base run and its ablation variants on one seed and compare them in one report",
-		Long:  ablation.Help,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("ablate [--variants a,b] [--seeds 1,2,3 [--model-seed N] [--base-only] | --rl-seeds 1,2,3] [--jobs N] [--fresh]",
+		"Run the base run and its ablation variants on one seed and compare them in one report", ablation.Help, cobra.NoArgs,
+		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			plan, err := ablation.NewPlan(cfg, o, cmp.Or(g.configPath, "the configuration"))
 			if err != nil {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{Serve: true}, true, func(in *local.Infra) error {
 				sum, err := ablation.Execute(cmd.Context(), cmd.ErrOrStderr(), in, plan)
-				if err != nil {
-					return err
-				}
-				return g.emit(cmd, sum, sum.WriteText)
+				return g.show(cmd, sum, err)
 			})
-		},
-	}
+		}))
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Variants, "variants", nil, "variants to run, by name (default: every configured variant)")
 	f.BoolVar(&o.Fresh, "fresh", false, "run every variant from scratch, as a run of its own, instead of as a branch of its base run")
@@ -185,50 +95,28 @@ func ablateCmd(g *globals) *cobra.Command {
 }
 
 func demoCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "demo",
-		Short: "Run the two-stage smoke pipeline (producer and verifier) on the configured NATS and S3",
-		Long:  execute.DemoHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return leaf("demo", "Run the two-stage smoke pipeline (producer and verifier) on the configured NATS and S3", execute.DemoHelp, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{Serve: true}, true, func(in *local.Infra) error {
 				sum, err := execute.Demo(cmd.Context(), cmd.ErrOrStderr(), in)
 				if sum == nil {
 					return err
 				}
-				if perr := g.emit(cmd, sum, sum.WriteText); perr != nil {
-					return perr
-				}
-				return err
+				return cmp.Or(g.show(cmd, sum, nil), err)
 			})
-		},
-	}
+		})
 }
 
 func workerCmd(g *globals) *cobra.Command {
 	var o worker.Options
-	cmd := &cobra.Command{
-		Use:   "worker --stage S [--run R] [--until-idle]",
-		Short: "Run one stage against the configured NATS and S3 (scale-out, cron, Slurm or Kubernetes jobs)",
-		Long:  worker.Help,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Check(); err != nil {
-				return err
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("worker --stage S [--run R] [--until-idle]", "Run one stage against the configured NATS and S3 (scale-out, cron, Slurm or Kubernetes jobs)", worker.Help, cobra.NoArgs,
+		g.configured(func() error { return o.Check() }, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			sum, err := worker.Run(cmd.Context(), cmd.ErrOrStderr(), cfg, o)
 			if g.json {
-				if perr := printJSON(cmd, sum); perr != nil && err == nil {
-					return perr
-				}
+				return cmp.Or(err, printJSON(cmd, sum))
 			}
 			return err
-		},
-	}
+		}))
 	f := cmd.Flags()
 	f.StringVar(&o.Stage, "stage", "", "stage to run: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 	f.StringVar(&o.Run, "run", "", "with control or eval: run the stage for this run alone (default: for every run)")
@@ -242,23 +130,16 @@ func workerCmd(g *globals) *cobra.Command {
 
 func evalCmd(g *globals) *cobra.Command {
 	var o evaljob.Options
-	cmd := &cobra.Command{
-		Use:   "eval --run R --policy vN --suite NAME|DIR [--attempts k]",
-		Short: "Evaluate one policy version of a run on a suite, as a job of its own",
-		Long:  evaljob.Help,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := leaf("eval --run R --policy vN --suite NAME|DIR [--attempts k]", "Evaluate one policy version of a run on a suite, as a job of its own", evaljob.Help, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			sum, err := evaljob.Run(cmd.Context(), cmd.ErrOrStderr(), g.load, o)
 			if g.json {
-				if perr := printJSON(cmd, sum); perr != nil && err == nil {
-					return perr
-				}
+				return cmp.Or(err, printJSON(cmd, sum))
 			} else if err == nil {
 				sum.WriteText(cmd.OutOrStdout())
 			}
 			return err
-		},
-	}
+		})
 	f := cmd.Flags()
 	f.StringVar(&o.Run, "run", "", "the run whose policy is evaluated and which receives the results")
 	f.StringVar(&o.Policy, "policy", "", "policy version: v0 (the initial policy), v1, … or a bare number")

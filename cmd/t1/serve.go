@@ -14,9 +14,10 @@ import (
 // modelFlags name the checkpoint and precision over the configuration's.
 type modelFlags struct{ checkpoint, precision string }
 
-func (m *modelFlags) bind(cmd *cobra.Command, checkpointHelp string) {
+func (m *modelFlags) bind(cmd *cobra.Command, checkpointHelp string) *cobra.Command {
 	cmd.Flags().StringVar(&m.checkpoint, "checkpoint", "", checkpointHelp)
 	cmd.Flags().StringVar(&m.precision, "precision", "", "serving precision, bf16 or f32 (default: the config's inference.precision)")
+	return cmd
 }
 
 // options are the configuration's inference options with the flags given
@@ -35,16 +36,8 @@ func (m *modelFlags) options(cmd *cobra.Command, cfg config.Config) inference.Op
 func servePolicyCmd(g *globals) *cobra.Command {
 	var m modelFlags
 	var addr, version string
-	cmd := &cobra.Command{
-		Use:   "serve-policy",
-		Short: "Serve the reference MoE policy over HTTP in SGLang's /generate format",
-		Long:  policy.ServeHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("serve-policy", "Serve the reference MoE policy over HTTP in SGLang's /generate format", policy.ServeHelp, cobra.NoArgs,
+		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			opts := m.options(cmd, cfg)
 			opts.Version = version
 			return policy.Serve(cmd.Context(), cfg, opts, addr, func(s policy.Serving) {
@@ -54,45 +47,27 @@ func servePolicyCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(cmd.OutOrStdout(), "serving on %s (weight version %s, %s)\n", s.URL, s.WeightVersion, s.Precision)
 				}
 			})
-		},
-	}
+		}))
 	m.bind(cmd, "checkpoint directory or object-store key prefix (default: the config's inference.checkpoint)")
-	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:30000", "listen address (port 0 picks a free one)")
-	f.StringVar(&version, "weight-version", "", "weight version to report (default: the checkpoint's policy_version, else 0)")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:30000", "listen address (port 0 picks a free one)")
+	cmd.Flags().StringVar(&version, "weight-version", "", "weight version to report (default: the checkpoint's policy_version, else 0)")
 	return cmd
 }
 
 func moeCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "moe", Short: "Reference MoE tools", Args: cobra.NoArgs}
 	var m modelFlags
 	var o policy.GapOptions
-	gap := &cobra.Command{
-		Use:   "gap",
-		Short: "Measure routing mismatches and the log-prob gap between serving and training, replay off and on",
-		Long:  policy.GapHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Check(); err != nil {
-				return err
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	gap := leaf("gap", "Measure routing mismatches and the log-prob gap between serving and training, replay off and on", policy.GapHelp, cobra.NoArgs,
+		g.configured(func() error { return o.Check() }, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			gap, err := policy.MeasureGap(cmd.Context(), cfg, m.options(cmd, cfg), o)
-			if err != nil {
-				return err
-			}
-			return g.emitErr(cmd, gap, gap.WriteText)
-		},
-	}
-	m.bind(gap, "checkpoint directory or object-store key prefix (default: the config's inference.checkpoint; empty: a fresh model)")
-	f := gap.Flags()
+			return g.show(cmd, gap, err)
+		}))
+	f := m.bind(gap, "checkpoint directory or object-store key prefix (default: the config's inference.checkpoint; empty: a fresh model)").Flags()
 	f.IntVar(&o.Prompts, "prompts", 8, "number of prompts (user turns of the embedded corpus, cycled)")
 	f.IntVar(&o.MaxNewTokens, "max-new-tokens", 256, "tokens generated per prompt")
 	f.IntVar(&o.SFTSteps, "sft-steps", 0, "supervised steps on the embedded corpus before measuring")
 	f.Uint64Var(&o.Seed, "seed", 1, "sampling seed of the first prompt (the i-th uses seed+i)")
-	cmd.AddCommand(gap)
+	cmd := group("moe", "Reference MoE tools", "", gap)
+	cmd.Args = cobra.NoArgs
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/episode"
 	"github.com/t1pipe/t1/harbor/atif"
 	"github.com/t1pipe/t1/harbor/verifier"
@@ -19,38 +20,24 @@ import (
 // tasksCmd is the parent of every command that works on Harbor task
 // directories and bundles.
 func tasksCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "tasks", Short: "Work with Harbor / Terminal-Bench task directories"}
-	cmd.AddCommand(tasksValidateCmd(g), tasksCheckCmd(g), tasksImportCmd(g), tasksExportCmd(g))
-	return cmd
+	return group("tasks", "Work with Harbor / Terminal-Bench task directories", "",
+		tasksValidateCmd(g), tasksCheckCmd(g), tasksImportCmd(g), tasksExportCmd(g))
 }
 
 func tasksValidateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate DIR...",
-		Short: "Load and check task directories; exit non-zero if any is invalid",
-		Long:  trial.ValidateHelp,
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	return leaf("validate DIR...", "Load and check task directories; exit non-zero if any is invalid", trial.ValidateHelp, cobra.MinimumNArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			checks, bad := trial.ValidateAll(args)
-			return cmp.Or(g.emit(cmd, checks, func(w io.Writer) { trial.WriteValidations(w, checks) }), bad)
-		},
-	}
+			return cmp.Or(g.emit(cmd, checks, plain(func(w io.Writer) { trial.WriteValidations(w, checks) })), bad)
+		})
 }
 
 func tasksCheckCmd(g *globals) *cobra.Command {
 	var backend, offline string
 	var scale float64
 	var noOp bool
-	cmd := &cobra.Command{
-		Use:   "check DIR...",
-		Short: "Run each task's reference solution and verifier in a fresh sandbox",
-		Long:  trial.CheckHelp,
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("check DIR...", "Run each task's reference solution and verifier in a fresh sandbox", trial.CheckHelp, cobra.MinimumNArgs(1),
+		g.configured(nil, func(cmd *cobra.Command, args []string, cfg config.Config) error {
 			be, err := cfg.Sandbox.NewBackend(backend)
 			if err != nil {
 				return err
@@ -61,64 +48,46 @@ func tasksCheckCmd(g *globals) *cobra.Command {
 			}
 			opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), Offline: trial.Offline(offline), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
 			results, failed := trial.CheckAll(cmd.Context(), args, opt, rf, noOp)
-			return cmp.Or(g.emit(cmd, results, func(w io.Writer) { trial.WriteChecks(w, results) }), failed)
-		},
-	}
-	cmd.Flags().StringVar(&backend, "backend", "", "sandbox backend: auto, bwrap or process (default: the config's sandbox.backend)")
-	cmd.Flags().StringVar(&offline, "offline", string(trial.OfflineAuto), "answer test.sh's network installers with offline stand-ins: auto (when test.sh fetches tools), always or never")
-	cmd.Flags().Float64Var(&scale, "scale", 1, "reward per passed assertion")
-	cmd.Flags().BoolVar(&noOp, "no-op", true, "also verify the untouched environment and warn of tests that pass there")
+			return cmp.Or(g.emit(cmd, results, plain(func(w io.Writer) { trial.WriteChecks(w, results) })), failed)
+		}))
+	f := cmd.Flags()
+	f.StringVar(&backend, "backend", "", "sandbox backend: auto, bwrap or process (default: the config's sandbox.backend)")
+	f.StringVar(&offline, "offline", string(trial.OfflineAuto), "answer test.sh's network installers with offline stand-ins: auto (when test.sh fetches tools), always or never")
+	f.Float64Var(&scale, "scale", 1, "reward per passed assertion")
+	f.BoolVar(&noOp, "no-op", true, "also verify the untouched environment and warn of tests that pass there")
 	return cmd
 }
 
 func tasksImportCmd(g *globals) *cobra.Command {
 	var run string
-	cmd := &cobra.Command{
-		Use:   "import DIR...",
-		Short: "Validate task directories and store their bundles and tasks rows in a run",
-		Long:  trial.ImportHelp,
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("import DIR...", "Validate task directories and store their bundles and tasks rows in a run", trial.ImportHelp, cobra.MinimumNArgs(1),
+		g.configured(nil, func(cmd *cobra.Command, args []string, cfg config.Config) error {
 			dirs, err := trial.AbsDirs(args)
 			if err != nil {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
 				results, bad := trial.ImportAll(cmd.Context(), in.Store, cmp.Or(run, cfg.Run.ID), dirs)
-				return cmp.Or(g.emit(cmd, results, func(w io.Writer) { trial.WriteImports(w, results) }), bad)
+				return cmp.Or(g.emit(cmd, results, plain(func(w io.Writer) { trial.WriteImports(w, results) })), bad)
 			})
-		},
-	}
+		}))
 	cmd.Flags().StringVar(&run, "run", "", "run to import into (default: the config's run.id)")
 	return cmd
 }
 
 func tasksExportCmd(g *globals) *cobra.Command {
 	var run, out string
-	cmd := &cobra.Command{
-		Use:   "export [TASK...] --out DIR",
-		Short: "Write a run's tasks (all, or the named ones) as Harbor task directories",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return fmt.Errorf("--out is required")
-			}
-			cfg, err := g.load()
+	cmd := leaf("export [TASK...] --out DIR", "Write a run's tasks (all, or the named ones) as Harbor task directories", "", nil,
+		g.configured(required("--out", &out), func(cmd *cobra.Command, args []string, cfg config.Config) error {
+			// The embedded S3 gateway moves the working directory.
+			dir, err := filepath.Abs(out)
 			if err != nil {
 				return err
 			}
-			// The embedded S3 gateway moves the working directory.
-			if out, err = filepath.Abs(out); err != nil {
-				return err
-			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
-				return trial.Export(cmd.Context(), in.Store, cmp.Or(run, cfg.Run.ID), args, out, func(dir string) { fmt.Fprintln(cmd.OutOrStdout(), dir) })
+				return trial.Export(cmd.Context(), in.Store, cmp.Or(run, cfg.Run.ID), args, dir, func(d string) { fmt.Fprintln(cmd.OutOrStdout(), d) })
 			})
-		},
-	}
+		}))
 	cmd.Flags().StringVar(&run, "run", "", "run to export from (default: the config's run.id)")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write the task directories into")
 	return cmd
@@ -126,22 +95,10 @@ func tasksExportCmd(g *globals) *cobra.Command {
 
 func rolloutCmd(g *globals) *cobra.Command {
 	var o episode.Options
-	cmd := &cobra.Command{
-		Use:   "rollout --task DIR",
-		Short: "Play one episode of a task and print the transcript",
-		Long:  episode.Help,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Task == "" {
-				return fmt.Errorf("--task is required")
-			}
-			cfg, err := g.load()
-			if err != nil {
-				return err
-			}
+	cmd := leaf("rollout --task DIR", "Play one episode of a task and print the transcript", episode.Help, cobra.NoArgs,
+		g.configured(required("--task", &o.Task), func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			return episode.Play(cmd.Context(), cmd.OutOrStdout(), cfg, o)
-		},
-	}
+		}))
 	f := cmd.Flags()
 	f.StringVar(&o.Task, "task", "", "Harbor task directory")
 	f.StringVar(&o.Policy, "policy", "config", "config (the inference section) or oracle (replay the reference solution)")
@@ -155,25 +112,14 @@ func rolloutCmd(g *globals) *cobra.Command {
 }
 
 func exportCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "export", Short: "Write a run's data in other formats"}
 	var run, out, purpose string
-	atifCmd := &cobra.Command{
-		Use:   "atif --run R --out DIR",
-		Short: "Write every attempt of a run as Harbor ATIF trajectory JSON (" + atif.Version + ")",
-		Long:  atif.ExportHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return fmt.Errorf("--out is required")
-			}
-			cfg, err := g.load()
+	atifCmd := leaf("atif --run R --out DIR", "Write every attempt of a run as Harbor ATIF trajectory JSON ("+atif.Version+")", atif.ExportHelp, cobra.NoArgs,
+		g.configured(required("--out", &out), func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			dir, err := filepath.Abs(out)
 			if err != nil {
 				return err
 			}
-			if out, err = filepath.Abs(out); err != nil {
-				return err
-			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 			// Replies are read as the run's harness read them: with the
@@ -183,17 +129,15 @@ func exportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
-				n, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, out)
+				n, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
 				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "wrote %d trajectories to %s\n", n, out)
+					fmt.Fprintf(cmd.OutOrStdout(), "wrote %d trajectories to %s\n", n, dir)
 				}
 				return err
 			})
-		},
-	}
+		}))
 	atifCmd.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")
 	atifCmd.Flags().StringVar(&out, "out", "", "directory for the JSON files")
 	atifCmd.Flags().StringVar(&purpose, "purpose", "", "only train or only eval attempts")
-	cmd.AddCommand(atifCmd)
-	return cmd
+	return group("export", "Write a run's data in other formats", "", atifCmd)
 }
