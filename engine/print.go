@@ -2,7 +2,9 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -64,4 +66,37 @@ func (st Status) WriteText(out io.Writer, nats string) {
 		}
 	}
 	w.Flush()
+}
+
+// errLimit ends a listing at its limit.
+var errLimit = errors.New("limit")
+
+// List calls fn for the events matching filter from stream sequence
+// fromSeq on (0: the start), at most limit of them (0: every one).
+func (l *Log) List(ctx context.Context, filter string, fromSeq uint64, limit int, fn func(Event) error) error {
+	n := 0
+	err := l.Replay(ctx, []string{filter}, ReplayFrom{Seq: fromSeq}, func(ev Event) error {
+		if limit > 0 && n >= limit {
+			return errLimit
+		}
+		n++
+		return fn(ev)
+	})
+	if err == errLimit {
+		return nil
+	}
+	return err
+}
+
+// Tail follows the events matching filter from stream sequence fromSeq
+// on; from 0, those published from now on.
+func (l *Log) Tail(ctx context.Context, filter string, fromSeq uint64, fn func(Event) error) error {
+	if fromSeq == 0 {
+		info, err := l.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		fromSeq = info.State.LastSeq + 1
+	}
+	return l.Follow(ctx, []string{filter}, ReplayFrom{Seq: fromSeq}, fn)
 }

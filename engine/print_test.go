@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +44,50 @@ func TestStatusWriteText(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Fatalf("lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// List stops at its limit; Tail from zero delivers only what is published
+// after it starts.
+func TestListAndTail(t *testing.T) {
+	ts := startServer(t)
+	l := ts.openLog(ts.connect())
+	for i := range 3 {
+		publishRoot(t, l, "r1", "demo.in", fmt.Sprint(i), item{i})
+	}
+	var seqs []uint64
+	if err := l.List(context.Background(), Filter("r1", ""), 2, 1, func(ev Event) error { seqs = append(seqs, ev.Seq); return nil }); err != nil || len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("list: %v %v", seqs, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Tail(ctx, Filter("", "demo.in"), 0, func(ev Event) error {
+			var it item
+			if err := ev.Decode(&it); err != nil {
+				return err
+			}
+			got <- it.N
+			cancel()
+			return nil
+		})
+	}()
+	// Published until the tail, started at some point, sees one.
+	for i := 0; ; i++ {
+		select {
+		case n := <-got:
+			if n != 7 {
+				t.Fatalf("tail delivered %d, want only a new event", n)
+			}
+		case <-time.After(100 * time.Millisecond):
+			publishRoot(t, l, "r1", "demo.in", fmt.Sprint("new", i), item{7})
+			continue
+		}
+		break
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("tail: %v", err)
 	}
 }

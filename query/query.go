@@ -344,3 +344,22 @@ func cell(arr arrow.Array, i int, short bool) string {
 	}
 	return s
 }
+
+// Parse checks the options a command line set and sets Where and Select
+// from their text: a --where filter and a comma-separated --select.
+func (o *Options) Parse(where, sel string) error {
+	if o.Run == "" {
+		return fmt.Errorf("query: --run is required")
+	}
+	if err := CheckFormat(o.Format); err != nil {
+		return err
+	}
+	if where != "" {
+		var err error
+		if o.Where, err = ParseWhere(where); err != nil {
+			return err
+		}
+	}
+	o.Select = Columns(sel)
+	return nil
+}

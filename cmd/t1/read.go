@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -40,44 +40,22 @@ func (f *eventsFlags) bind(c *cobra.Command) *cobra.Command {
 	return c
 }
 
-// errLimit ends a listing at --limit.
-var errLimit = errors.New("limit")
-
 func eventsCmd(g *globals) *cobra.Command {
 	var lf, tf eventsFlags
-	// events runs fn on the log, and each on every event fn passes it.
-	events := func(fn func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error) runFunc {
+	// events runs read on the log, with a writer of the events it reads.
+	events := func(read func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error) runFunc {
 		return func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{NoStore: true}, false, func(in *local.Infra) error {
-				return fn(cmd, in.Log, func(ev engine.Event) error { return engine.WriteEvent(cmd.OutOrStdout(), ev, g.json) })
+				return read(cmd.Context(), in.Log, func(ev engine.Event) error { return engine.WriteEvent(cmd.OutOrStdout(), ev, g.json) })
 			})
 		}
 	}
-	list := leaf("list", "Print matching events from the log", "", cobra.NoArgs, events(func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error {
-		n := 0
-		err := l.Replay(cmd.Context(), []string{engine.Filter(lf.run, lf.typ)}, engine.ReplayFrom{Seq: lf.fromSeq}, func(ev engine.Event) error {
-			if lf.limit > 0 && n >= lf.limit {
-				return errLimit
-			}
-			n++
-			return each(ev)
-		})
-		if err == errLimit {
-			return nil
-		}
-		return err
+	list := leaf("list", "Print matching events from the log", "", cobra.NoArgs, events(func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
+		return l.List(ctx, engine.Filter(lf.run, lf.typ), lf.fromSeq, lf.limit, write)
 	}))
 	lf.bind(list).Flags().IntVar(&lf.limit, "limit", 0, "print at most this many (0: all)")
-	tail := leaf("tail", "Print new matching events as they arrive, until interrupted", "", cobra.NoArgs, events(func(cmd *cobra.Command, l *engine.Log, each func(engine.Event) error) error {
-		from := engine.ReplayFrom{Seq: tf.fromSeq}
-		if from.Seq == 0 {
-			info, err := l.Stream().Info(cmd.Context())
-			if err != nil {
-				return err
-			}
-			from.Seq = info.State.LastSeq + 1
-		}
-		return l.Follow(cmd.Context(), []string{engine.Filter(tf.run, tf.typ)}, from, each)
+	tail := leaf("tail", "Print new matching events as they arrive, until interrupted", "", cobra.NoArgs, events(func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
+		return l.Tail(ctx, engine.Filter(tf.run, tf.typ), tf.fromSeq, write)
 	}))
 	return group("events", "List or follow events in the log", "", list, tf.bind(tail))
 }
@@ -104,18 +82,9 @@ func queryCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.Run == "" {
-				return fmt.Errorf("query: --run is required")
-			}
-			if err := query.CheckFormat(o.Format); err != nil {
+			if err := o.Parse(where, sel); err != nil {
 				return err
 			}
-			if where != "" {
-				if o.Where, err = query.ParseWhere(where); err != nil {
-					return err
-				}
-			}
-			o.Select = query.Columns(sel)
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
 				return query.Run(cmd.Context(), in.Store, tbl, o, cmd.OutOrStdout())
 			})
