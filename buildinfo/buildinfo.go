@@ -1,7 +1,23 @@
 // Package buildinfo names the build of the running binary.
 package buildinfo
 
-import "runtime/debug"
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+// Info is what `t1 version` says.
+type Info struct {
+	Go      string `json:"go"`
+	Version string `json:"version"`
+}
+
+// Of is the running binary's Info; set is the version a release set.
+func Of(set string) Info { return Info{Go: Go(), Version: Version(set)} }
+
+// WriteText prints the version and the toolchain on one line.
+func (i Info) WriteText(w io.Writer) { fmt.Fprintf(w, "t1 %s (%s)\n", i.Version, i.Go) }
 
 // Version is set, when it is not empty (a release's -ldflags), else the
 // VCS revision the binary was built from, else the module's version.

@@ -17,3 +17,14 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("go %q, want %q", g, runtime.Version())
 	}
 }
+
+func TestInfo(t *testing.T) {
+	var b strings.Builder
+	Info{Go: "go1.26", Version: "v1"}.WriteText(&b)
+	if b.String() != "t1 v1 (go1.26)\n" {
+		t.Fatalf("%q", b.String())
+	}
+	if i := Of("v2"); i.Version != "v2" || i.Go != Go() {
+		t.Fatalf("%+v", i)
+	}
+}

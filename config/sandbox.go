@@ -7,6 +7,7 @@ import (
 
 	"github.com/t1pipe/t1/image"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/trial"
 )
 
 // Values of Sandbox.Image.
@@ -181,4 +182,14 @@ func (s Sandbox) Start(ctx context.Context, backend, task string, timeout time.D
 		return nil, 0, err
 	}
 	return sb, limits.WallClock, nil
+}
+
+// TrialOptions are the options of an attempt in a sandbox of the named
+// backend (empty: the configured one), within the configured limits.
+func (s Sandbox) TrialOptions(backend string) (trial.Options, error) {
+	be, err := s.NewBackend(backend)
+	if err != nil {
+		return trial.Options{}, err
+	}
+	return trial.Options{Backend: be, Limits: s.SandboxLimits(), AllowUnisolated: s.AllowUnisolated}, nil
 }

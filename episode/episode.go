@@ -63,7 +63,7 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) erro
 	if err != nil {
 		return err
 	}
-	be, err := cfg.Sandbox.NewBackend(o.Backend)
+	opt, err := cfg.Sandbox.TrialOptions(o.Backend)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) erro
 	if err != nil {
 		return err
 	}
-	sb, err := be.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: cfg.Sandbox.SandboxLimits()})
+	sb, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: opt.Limits})
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) erro
 	// The agent's shell and its jobs end before the verifier starts,
 	// which runs in a fresh sandbox on what the agent left.
 	sh.Close()
-	rep, _, _, err := trial.Verify(ctx, sb, dir, t, trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated})
+	rep, _, _, err := trial.Verify(ctx, sb, dir, t, opt)
 	if err != nil {
 		return err
 	}

@@ -143,3 +143,9 @@ func WriteRuns(w io.Writer, runs []RunLine) error {
 	}
 	return tw.Flush()
 }
+
+// RunList is Runs' list, which prints as WriteRuns does.
+type RunList []RunLine
+
+// WriteText is WriteRuns of the list.
+func (r RunList) WriteText(w io.Writer) error { return WriteRuns(w, r) }

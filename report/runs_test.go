@@ -37,3 +37,10 @@ func TestWriteRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestRunListWriteText(t *testing.T) {
+	var b bytes.Buffer
+	if err := RunList(nil).WriteText(&b); err != nil || b.String() != "no runs in the log\n" {
+		t.Fatalf("%q %v", b.String(), err)
+	}
+}

@@ -183,10 +183,7 @@ func plain(write func(io.Writer)) func(io.Writer) error {
 
 func versionCmd(g *globals) *cobra.Command {
 	return leaf("version", "Print the t1 version", "", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
-		v := buildinfo.Version(version)
-		return g.emit(cmd, map[string]string{"version": v, "go": buildinfo.Go()}, plain(func(w io.Writer) {
-			fmt.Fprintf(w, "t1 %s (%s)\n", v, buildinfo.Go())
-		}))
+		return g.show(cmd, buildinfo.Of(version), nil)
 	})
 }
 

@@ -65,10 +65,7 @@ func runsCmd(g *globals) *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{NoStore: true}, true, func(in *local.Infra) error {
 				runs, err := report.Runs(cmd.Context(), in.Log)
-				if err != nil {
-					return err
-				}
-				return g.emit(cmd, runs, func(w io.Writer) error { return report.WriteRuns(w, runs) })
+				return g.show(cmd, report.RunList(runs), err)
 			})
 		})
 }

@@ -31,20 +31,11 @@ func (f *sandboxFlags) bind(c *cobra.Command, timeoutDefault time.Duration) *cob
 	return c
 }
 
-// start builds the sandbox the flags and configuration describe.
-func (f *sandboxFlags) start(cmd *cobra.Command, g *globals) (sandbox.Sandbox, time.Duration, error) {
-	cfg, err := g.load()
-	if err != nil {
-		return nil, 0, err
-	}
-	return cfg.Sandbox.Start(cmd.Context(), f.backend, f.task, f.timeout)
-}
-
 func sandboxCmd(g *globals) *cobra.Command {
 	var rf, sf sandboxFlags
 	run := leaf("run [--task DIR] [--backend auto|bwrap|process] [--timeout D] -- CMD [ARG…]", "Run one command in a fresh sandbox, print its output and exit with its code", sandbox.RunHelp, cobra.MinimumNArgs(1),
-		func(cmd *cobra.Command, args []string) error {
-			sb, timeout, err := rf.start(cmd, g)
+		g.configured(nil, func(cmd *cobra.Command, args []string, cfg config.Config) error {
+			sb, timeout, err := cfg.Sandbox.Start(cmd.Context(), rf.backend, rf.task, rf.timeout)
 			if err != nil {
 				return err
 			}
@@ -63,16 +54,16 @@ func sandboxCmd(g *globals) *cobra.Command {
 				sandboxExit(code)
 			}
 			return nil
-		})
+		}))
 	shell := leaf("shell [--task DIR] [--backend auto|bwrap|process] [--timeout D]", "An interactive bash in a fresh sandbox, removed on exit", "", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			sb, timeout, err := sf.start(cmd, g)
+		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			sb, timeout, err := cfg.Sandbox.Start(cmd.Context(), sf.backend, sf.task, sf.timeout)
 			if err != nil {
 				return err
 			}
 			defer sb.Close()
 			return sandbox.Interactive(cmd.Context(), sb, timeout, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		})
+		}))
 	return group("sandbox", "Run commands in a fresh task sandbox (bubblewrap, or the plain process backend)", sandbox.Help,
 		rf.bind(run, 0), sf.bind(shell, time.Hour))
 }

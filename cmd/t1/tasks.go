@@ -38,7 +38,7 @@ func tasksCheckCmd(g *globals) *cobra.Command {
 	var noOp bool
 	cmd := leaf("check DIR...", "Run each task's reference solution and verifier in a fresh sandbox", trial.CheckHelp, cobra.MinimumNArgs(1),
 		g.configured(nil, func(cmd *cobra.Command, args []string, cfg config.Config) error {
-			be, err := cfg.Sandbox.NewBackend(backend)
+			opt, err := cfg.Sandbox.TrialOptions(backend)
 			if err != nil {
 				return err
 			}
@@ -46,7 +46,7 @@ func tasksCheckCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), Offline: trial.Offline(offline), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
+			opt.Offline = trial.Offline(offline)
 			results, failed := trial.CheckAll(cmd.Context(), args, opt, rf, noOp)
 			return cmp.Or(g.emit(cmd, results, plain(func(w io.Writer) { trial.WriteChecks(w, results) })), failed)
 		}))
