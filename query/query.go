@@ -39,8 +39,8 @@ type Options struct {
 // Formats are the output formats a query writes.
 var Formats = []string{"table", "csv", "json", "arrow"}
 
-// CheckFormat refuses a format a query cannot write.
-func CheckFormat(format string) error {
+// checkFormat refuses a format a query cannot write.
+func checkFormat(format string) error {
 	if !slices.Contains(Formats, format) {
 		return fmt.Errorf("query: --format %q: want table, csv, json or arrow", format)
 	}
@@ -351,7 +351,7 @@ func (o *Options) Parse(where, sel string) error {
 	if o.Run == "" {
 		return fmt.Errorf("query: --run is required")
 	}
-	if err := CheckFormat(o.Format); err != nil {
+	if err := checkFormat(o.Format); err != nil {
 		return err
 	}
 	if where != "" {

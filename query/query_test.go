@@ -150,11 +150,11 @@ func TestQuery(t *testing.T) {
 			t.Fatalf("%q %q: error %v, want %q\n%s", tc.where, tc.sel, err, tc.want, out)
 		}
 	}
-	if err := CheckFormat("xml"); err == nil || !strings.Contains(err.Error(), `--format "xml"`) {
+	if err := checkFormat("xml"); err == nil || !strings.Contains(err.Error(), `--format "xml"`) {
 		t.Fatalf("format xml: %v", err)
 	}
 	for _, f := range Formats {
-		if err := CheckFormat(f); err != nil {
+		if err := checkFormat(f); err != nil {
 			t.Fatal(err)
 		}
 	}
