@@ -64,7 +64,7 @@ $(TOKREF): tokenizer/testdata/package-lock.json
 	touch $@
 
 build: deps
-	$(GO) build -o $(BIN) ./runners/t1
+	$(GO) build -o $(BIN) ./cmd/t1
 
 # The default pipeline on embedded NATS and S3 under ./.t1.
 run: build

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/t1pipe/t1/image"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/trial"
 )
 
 // Values of Sandbox.Image.
@@ -161,4 +163,33 @@ func (s Sandbox) check(bad func(path, format string, args ...any)) {
 	if l.WallClock <= 0 {
 		bad("sandbox.limits.wall_clock", "must be positive, got %s", l.WallClock)
 	}
+}
+
+// Start builds a sandbox of the task directory (empty: an empty sandbox)
+// on the named backend (empty: the configured one). A timeout above zero
+// replaces the configured wall clock; the wall clock in force is returned.
+func (s Sandbox) Start(ctx context.Context, backend, task string, timeout time.Duration) (sandbox.Sandbox, time.Duration, error) {
+	be, err := s.NewBackend(backend)
+	if err != nil {
+		return nil, 0, err
+	}
+	limits := s.SandboxLimits()
+	if timeout > 0 {
+		limits.WallClock = timeout
+	}
+	sb, err := be.Start(ctx, sandbox.Spec{TaskDir: task, Limits: limits})
+	if err != nil {
+		return nil, 0, err
+	}
+	return sb, limits.WallClock, nil
+}
+
+// TrialOptions are the options of an attempt in a sandbox of the named
+// backend (empty: the configured one), within the configured limits.
+func (s Sandbox) TrialOptions(backend string) (trial.Options, error) {
+	be, err := s.NewBackend(backend)
+	if err != nil {
+		return trial.Options{}, err
+	}
+	return trial.Options{Backend: be, Limits: s.SandboxLimits(), AllowUnisolated: s.AllowUnisolated}, nil
 }

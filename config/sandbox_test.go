@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,27 @@ func TestSandboxErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q:\n got  %v\n want %s", tc.src, err, tc.want)
 		}
+	}
+}
+
+// An attempt's options and a started sandbox take the configured backend
+// and limits; a timeout replaces the wall clock.
+func TestSandboxTrialOptionsAndStart(t *testing.T) {
+	s := Default().Sandbox
+	s.AllowUnisolated = true
+	o, err := s.TrialOptions("process")
+	if err != nil || o.Backend.Name() != "process" || o.Limits != s.SandboxLimits() || !o.AllowUnisolated {
+		t.Fatalf("%v %+v", err, o)
+	}
+	if _, err := s.TrialOptions("nonesuch"); err == nil {
+		t.Fatal("unknown backend accepted")
+	}
+	sb, wall, err := s.Start(context.Background(), "process", "", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if wall != 3*time.Second || sb.Info().Limits.WallClock != wall {
+		t.Fatalf("wall clock %s, sandbox's %s", wall, sb.Info().Limits.WallClock)
 	}
 }

@@ -219,3 +219,12 @@ func tokenizerFiles(tok tokenizer.Tokenizer) (map[string][]byte, error) {
 	}
 	return nil, fmt.Errorf("checkpoint: a %T cannot be saved: a checkpoint holds t1's tokenizer or a Hugging Face model's files (LoadTokenizer)", tok)
 }
+
+// TokenizerAt is LoadTokenizer of path, or t1's default tokenizer when
+// path is empty.
+func TokenizerAt(path string) (tokenizer.Tokenizer, error) {
+	if path == "" {
+		return DefaultTokenizer()
+	}
+	return LoadTokenizer(path)
+}

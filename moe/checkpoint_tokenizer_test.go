@@ -144,3 +144,17 @@ func TestCheckpointRefusesUnsupportedTokenizer(t *testing.T) {
 		t.Fatalf("a WordPiece tokenizer: %v", err)
 	}
 }
+
+func TestTokenizerAt(t *testing.T) {
+	def, err := TokenizerAt("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := DefaultTokenizer()
+	if got, w := def.Encode("hello world"), want.Encode("hello world"); !slices.Equal(got, w) {
+		t.Fatalf("empty path: %v, want the default's %v", got, w)
+	}
+	if _, err := TokenizerAt(t.TempDir()); err == nil {
+		t.Fatal("a directory without tokenizer.json loaded")
+	}
+}

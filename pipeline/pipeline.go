@@ -44,6 +44,7 @@ type Pipeline struct {
 	stages  []engine.Stage
 	started schemas.RunStartedPayload
 	hash    string
+	runner  engine.RunnerConfig
 }
 
 // Option adjusts Build.
@@ -188,6 +189,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		hash: ConfigHash(hashed{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
 	}
 	p.started.ConfigHash = p.hash
+	p.runner = cfg.Engine.Runner(p.hash)
 	if sc.Eval.Suite != "" {
 		p.started.EvalSuites = []string{sc.Eval.Suite}
 	}
@@ -233,6 +235,20 @@ func (p *Pipeline) Started() schemas.RunStartedPayload { return p.started }
 // runners take it as their ConfigHash, so a changed setting makes new
 // events rather than being deduplicated against the old ones.
 func (p *Pipeline) Hash() string { return p.hash }
+
+// RunnerConfig is how a process runs s of the run called run: a serial
+// stage (engine.Serial) for run alone when run is set, as the process
+// leases it for that run; every other stage, and a serial one without a
+// run, over every run; with own, every stage for run alone, so that runs
+// of other configurations in one process never handle each other's
+// events.
+func (p *Pipeline) RunnerConfig(s engine.Stage, run string, own bool) engine.RunnerConfig {
+	rc := p.runner
+	if engine.IsSerial(s) || own {
+		rc.Run = run
+	}
+	return rc
+}
 
 // hashed is what Hash digests. Its JSON encoding, field names and order
 // included, is what event ids derive from: a change to it, or to the Go

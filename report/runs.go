@@ -3,8 +3,11 @@ package report
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/t1pipe/t1/engine"
@@ -101,3 +104,48 @@ func Runs(ctx context.Context, log *engine.Log) ([]RunLine, error) {
 	}
 	return out, nil
 }
+
+// WriteRuns prints runs as `t1 runs` lists them: a row per run, a branch
+// naming where it left its parent and what it changed.
+func WriteRuns(w io.Writer, runs []RunLine) error {
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs in the log")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tPARENT\tBRANCH POINT\tITERATIONS\tPOLICY VERSIONS\tEVENTS\tLAST EVENT")
+	for _, r := range runs {
+		parent, point := "–", "–"
+		if r.Parent != "" {
+			parent = r.Parent
+		}
+		if b := r.Branch; b != nil {
+			point = b.Stage
+			if b.Continue && b.Stage != "sft" {
+				point += fmt.Sprintf(" @ iteration %d, continued", b.Iteration)
+			} else if b.Continue {
+				point += ", continued"
+			}
+			for _, o := range b.Overrides {
+				point += fmt.Sprintf("; %s %s (was %s)", o.Key, o.Value, o.Parent)
+			}
+		}
+		versions := make([]string, len(r.PolicyVersions))
+		for i, v := range r.PolicyVersions {
+			versions[i] = fmt.Sprintf("v%d", v)
+		}
+		last := "–"
+		if !r.LastEvent.IsZero() {
+			last = r.LastEvent.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", r.Run, r.Status, parent, point, r.Iterations, r.Planned,
+			strings.Join(versions, " "), r.Events, last)
+	}
+	return tw.Flush()
+}
+
+// RunList is Runs' list, which prints as WriteRuns does.
+type RunList []RunLine
+
+// WriteText is WriteRuns of the list.
+func (r RunList) WriteText(w io.Writer) error { return WriteRuns(w, r) }

@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,7 +55,7 @@ func internal(paths []string) []string {
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
 
 // The layering of ARCHITECTURE.md §3: stages talk through events only, the
-// core packages import no adapter, and nothing imports a runner.
+// core packages import no adapter, and nothing imports a command.
 func TestLayering(t *testing.T) {
 	pkgs := listPackages(t)
 	if len(pkgs) < 20 {
@@ -64,8 +67,8 @@ func TestLayering(t *testing.T) {
 			if under(name, "stages") && under(imp, "stages") && stageOf(name) != stageOf(imp) {
 				t.Errorf("stage %s imports stage %s", name, imp)
 			}
-			if under(imp, "runners") && !under(name, "runners") {
-				t.Errorf("%s imports %s: nothing imports a runner", name, imp)
+			if under(imp, "cmd") && !under(name, "cmd") {
+				t.Errorf("%s imports %s: nothing imports a command", name, imp)
 			}
 			if (name == "report" || name == "digest") && under(imp, "stages") {
 				t.Errorf("%s imports stage %s", name, imp)
@@ -73,8 +76,17 @@ func TestLayering(t *testing.T) {
 			// The wiring sits above everything it wires: config assembles
 			// the settings of the layers below it, whose own checks need
 			// only package check.
-			if lower(name) && (imp == "pipeline" || imp == "local" || under(imp, "config") || under(imp, "stages") && !under(name, "stages")) {
+			if lower(name) && (wiring[imp] || under(imp, "config") || under(imp, "stages") && !under(name, "stages")) {
 				t.Errorf("%s imports %s, a layer above it", name, imp)
+			}
+		}
+		// Pure packages work on what they are handed: no stage, adapter
+		// or wiring beneath them.
+		if pure[name] {
+			for _, dep := range internal(p.Deps) {
+				if under(dep, "stages") || under(dep, "infra") || wiring[dep] {
+					t.Errorf("%s depends on %s: it is pure", name, dep)
+				}
 			}
 		}
 		if name == "tokenizer" {
@@ -102,8 +114,18 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// lower reports whether pkg sits below the wiring (pipeline, local,
-// config): the stages and what they are built from.
+// wiring are the packages that assemble a process from its configuration:
+// the configuration itself, what brings up its servers and builds its
+// stages, and what runs a run, a stage, an evaluation, an ablation, one
+// episode or the reference policy in a process. Only the command and the
+// tests sit above them.
+var wiring = map[string]bool{"config": true, "local": true, "pipeline": true, "execute": true, "worker": true, "evaljob": true, "ablation": true, "episode": true, "policy": true}
+
+// pure are packages of plain logic over what they are handed.
+var pure = map[string]bool{"exit": true, "query": true, "buildinfo": true}
+
+// lower reports whether pkg sits below the wiring: the stages and what
+// they are built from.
 func lower(pkg string) bool {
 	for _, dir := range []string{"stages", "infra", "harbor", "update"} {
 		if under(pkg, dir) {
@@ -124,4 +146,28 @@ func stageOf(pkg string) string {
 		return pkg
 	}
 	return parts[1]
+}
+
+// The t1 command parses its command line and prints what the packages it
+// calls return; work that creeps into it is out of reach of their tests.
+func TestCommandStaysThin(t *testing.T) {
+	const limit = 1000
+	files, err := filepath.Glob("../cmd/t1/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(data, []byte("\n"))
+	}
+	if lines == 0 || lines > limit {
+		t.Errorf("cmd/t1 has %d lines of non-test code, want at most %d: move the work to a package", lines, limit)
+	}
 }

@@ -40,7 +40,7 @@ func WorkDir() string { return workDir }
 
 // BuildT1 builds the t1 command into dir and returns its path, for tests
 // that drive the real command.
-func BuildT1(dir string) (string, error) { return build(dir, "t1", "./runners/t1") }
+func BuildT1(dir string) (string, error) { return build(dir, "t1", "./cmd/t1") }
 
 // ExecTrainer builds trainer/testdata/exectrainer, the stand-in external
 // trainer of the exec backend's tests, and returns the argv of an exec

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/t1pipe/t1/trial"
+)
+
+// tbTasks are task directories in the shapes Terminal-Bench tasks take
+// (trial/testdata/tb): a python image, a uvx test.sh with a CTRF report,
+// a heredoc- and function-heavy solve.sh, a data generator in test.sh, and
+// a verifier that looks for a tool the task builds.
+const tbTasks = "../../trial/testdata/tb"
+
+func needBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap unavailable (make setup installs it)")
+	}
+}
+
+// Every shape's reference solution passes every test, and with no
+// solution every test fails.
+func TestTasksCheckTerminalBenchShapes(t *testing.T) {
+	needBwrap(t)
+	out, err := t1(t, "tasks", "check", "--json", tbTasks)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rs []trial.CheckResult
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[string]struct {
+		tests  int
+		source string
+	}{"build-tool": {3, "junit"}, "datagen": {4, "ctrf"}, "heredoc-solve": {3, "junit"}, "py-image": {2, "junit"}, "uvx-ctrf": {3, "ctrf"}}
+	if len(rs) != len(want) {
+		t.Fatalf("%d results: %+v", len(rs), rs)
+	}
+	for _, r := range rs {
+		w := want[r.Task]
+		if !r.Solved || r.Passed != w.tests || r.Total != w.tests || r.Source != w.source || !r.Offline || r.NoOp == nil || r.NoOp.Passed != 0 || r.NoOp.Total != w.tests {
+			t.Errorf("%s: %+v (no-op %+v)", r.Task, r, r.NoOp)
+		}
+		// A host with its own python needs no alias.
+		_, hostPython := os.Stat("/usr/bin/python")
+		if python := strings.Contains(strings.Join(r.Notes, " "), "python runs the host's /usr/bin/python3"); hostPython != nil && python != (r.Task == "py-image") {
+			t.Errorf("%s: environment notes %q", r.Task, r.Notes)
+		}
+	}
+}
+
+// copyTask copies a task directory for a test to change.
+func copyTask(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return dst
+}
+
+// A failing solution's output is shown; a test that passes with no
+// solution, because the host provides what the task should install, is
+// warned of.
+func TestTasksCheckShowsFailureAndLeaks(t *testing.T) {
+	needBwrap(t)
+	dir := copyTask(t, filepath.Join(tbTasks, "build-tool"))
+	if err := os.WriteFile(filepath.Join(dir, "solution", "solve.sh"), []byte("#!/bin/bash\necho compiling rot13\necho 'cc1: fatal error: rot13.c: no such file' >&2\nexit 4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "tests", "test_outputs.py"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task should install gcc; the host's /usr already has it.
+	if _, err := f.WriteString("\n\ndef test_compiler_installed():\n    assert shutil.which(\"gcc\")\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, err := t1(t, "tasks", "check", dir)
+	if err == nil {
+		t.Fatalf("a failing solution was reported solved:\n%s", out)
+	}
+	for _, want := range []string{"solution exit 4", "    | compiling rot13\n    | cc1: fatal error: rot13.c: no such file\n",
+		"WARNING: with no solution 1/4 tests pass (test_outputs::test_compiler_installed)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The oracle, replayed turn by turn through the harness, passes every test
+// of every shape, as tasks check's solve.sh run does.
+func TestRolloutOracleTerminalBenchShapes(t *testing.T) {
+	needBwrap(t)
+	ents, err := os.ReadDir(tbTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]string{"build-tool": "3/3", "datagen": "4/4", "heredoc-solve": "3/3", "py-image": "2/2", "uvx-ctrf": "3/3"}
+	for _, e := range ents {
+		out, err := t1(t, "rollout", "--policy", "oracle", "--task", filepath.Join(tbTasks, e.Name()))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", e.Name(), err, out)
+		}
+		if want := "passed " + tests[e.Name()] + ", solved true"; !strings.Contains(out, "=== task_complete after") || !strings.Contains(out, want) || strings.Contains(out, "[exit status") {
+			t.Errorf("%s: transcript lacks %q or a command failed:\n%s", e.Name(), want, out)
+		}
+	}
+}
+
+// A 4.4 KB instruction does not end the oracle's episode before its first
+// turn; a context too small for it, or over the model's, is an error that
+// says what to pass.
+func TestRolloutLongInstruction(t *testing.T) {
+	needBwrap(t)
+	dir := copyTask(t, filepath.Join(tbTasks, "heredoc-solve"))
+	p := filepath.Join(dir, "instruction.md")
+	ins, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var long strings.Builder
+	long.Write(ins)
+	long.WriteString("\n## Details\n\n")
+	for i := 0; long.Len() < 4400; i++ {
+		long.WriteString("Each line names one file and its word count, and files are taken in the order of their names. ")
+	}
+	if err := os.WriteFile(p, []byte(long.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := t1(t, "rollout", "--policy", "oracle", "--task", dir)
+	if err != nil || !strings.Contains(out, "=== task_complete after") || !strings.Contains(out, "passed 3/3, solved true") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err = t1(t, "rollout", "--policy", "oracle", "--context", "512", "--task", dir)
+	if err == nil || !strings.Contains(err.Error(), "over the context of 512 tokens: pass --context") {
+		t.Fatalf("--context 512: %v\n%s", err, out)
+	}
+	// The reference model's checkpoint holds 2048 tokens.
+	out, err = t1(t, "rollout", "--context", "4096", "--task", dir)
+	if err == nil || !strings.Contains(err.Error(), "over the model's context of 2048 tokens") {
+		t.Fatalf("--context 4096: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,139 @@
+// Package episode plays one episode of a task outside a run, as
+// `t1 rollout` does: a fresh sandbox, the policy turn by turn, the
+// transcript printed as it goes, then the task's verifier.
+package episode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/t1pipe/t1/agent"
+	"github.com/t1pipe/t1/config"
+	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/trial"
+)
+
+// Help is what `t1 rollout` says of itself.
+const Help = `Starts a fresh sandbox of the task, lets the policy work in it turn by turn, prints
+every reply and observation, then runs the task's verifier on the final state.
+
+--policy config uses the inference section of the configuration (the reference MoE
+by default, or an SGLang/vLLM server); --policy oracle replays the task's reference
+solution one top-level shell statement per turn through the same harness. A served
+model's inference.checkpoint is a local Hugging Face directory of any architecture
+(qwen3_moe, …): its config.json gives the routing's shape and the context, its
+tokenizer files the tokenizer and chat template; its weights are not read and need
+not be there. The reference engine runs only t1's own architecture (t1_moe). The episode
+is bounded as the pipeline's rollouts are, by stages.rollout, except for its context:
+--context, by default the model's own (its checkpoint's; the configuration's for a
+served model without one; for the oracle, stages.rollout.context plus what
+the task's first turn needs, when that takes more than three quarters of it). An instruction that does not fit is an error
+before the sandbox starts, never an episode that ends before its first turn.`
+
+// Options name the task and how the episode is played.
+type Options struct {
+	pipeline.StandaloneOptions
+	// Task is the Harbor task directory.
+	Task string
+	// Backend is the sandbox backend; empty takes the configuration's.
+	Backend string
+	// Rows, when set, is a JSON file the attempt's table rows are written
+	// to, as a rollout stores them.
+	Rows string
+	// Verify runs the verifier on the final state.
+	Verify bool
+}
+
+// Play plays the episode, printing its transcript to out.
+func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) error {
+	dir, err := filepath.Abs(o.Task)
+	if err != nil {
+		return err
+	}
+	t, err := harbor.Load(dir)
+	if err != nil {
+		return err
+	}
+	opt, err := cfg.Sandbox.TrialOptions(o.Backend)
+	if err != nil {
+		return err
+	}
+	o.Solution, o.Instruction = string(t.Files[harbor.SolutionPath].Data), t.Instruction
+	ep, err := pipeline.StandaloneEpisode(ctx, cfg, o.StandaloneOptions)
+	if err != nil {
+		return err
+	}
+	sb, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: opt.Limits})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	sh, err := sb.Shell(ctx, sandbox.ShellOptions{})
+	if err != nil {
+		return err
+	}
+	defer sh.Close()
+	if info := sb.Info(); !info.Isolated {
+		fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
+	}
+	fmt.Fprintf(out, "=== task %s (context %d tokens)\n%s\n", t.Name, ep.Config.Context, strings.TrimSpace(t.Instruction))
+	res, err := agent.Run(ctx, ep.Engine, ep.Chat, sh, t.Instruction, ep.Config, func(tr agent.Turn) { writeTurn(out, tr) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "=== %s after %d turns, %d sampled tokens, %d chunks, repairs %v, loss drift %d, malformed %d\n",
+		res.Termination, len(res.Turns), res.Sampled, len(res.Chunks), res.Repairs, res.LossDrift, res.Malformed)
+	if o.Rows != "" {
+		if err := writeRows(o.Rows, t.Name, res, ep.Experts); err != nil {
+			return err
+		}
+	}
+	if !o.Verify {
+		return nil
+	}
+	// The agent's shell and its jobs end before the verifier starts,
+	// which runs in a fresh sandbox on what the agent left.
+	sh.Close()
+	rep, _, _, err := trial.Verify(ctx, sb, dir, t, opt)
+	if err != nil {
+		return err
+	}
+	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
+	fmt.Fprintf(out, "=== verifier (%s): passed %d/%d, solved %t, reward %g\n", rep.Source, rep.Passed, rep.Total, rep.Solved, rf.Score(rep).Value)
+	return nil
+}
+
+// writeRows writes the rows the rollout stage would store for this episode.
+func writeRows(path, task string, res *agent.Result, experts int) error {
+	rows, err := agent.AttemptRows("rollout", schemas.RolloutRequestedPayload{TaskID: task}, res, experts, "", 0)
+	if err == nil {
+		var b []byte
+		if b, err = json.MarshalIndent(rows, "", " "); err == nil {
+			err = os.WriteFile(path, append(b, '\n'), 0o644)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--rows: %w", err)
+	}
+	return nil
+}
+
+func writeTurn(w io.Writer, tr agent.Turn) {
+	fmt.Fprintf(w, "--- turn %d (chunk %d, %d tokens)\n", tr.Index, tr.Chunk, tr.Sampled)
+	fmt.Fprintf(w, "assistant: %s\n", strings.TrimSpace(tr.Reply))
+	if tr.Observation != "" {
+		fmt.Fprintf(w, "observation:\n%s", tr.Observation)
+		if !strings.HasSuffix(tr.Observation, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+}

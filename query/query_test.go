@@ -1,0 +1,212 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+
+// seedTables writes two rewards objects and one tokens object of run "q".
+func seedTables(t *testing.T, st store.ObjectStore) {
+	t.Helper()
+	ctx := context.Background()
+	for iter := range 2 {
+		var rows []schemas.RewardRow
+		for i := range 10 {
+			rows = append(rows, schemas.RewardRow{Run: "q", TaskID: "task-" + string(rune('a'+i)), Attempt: int32(i % 3),
+				Iteration: int32(iter), Purpose: []string{"train", "eval"}[i%2], Passed: int32(i), Total: 10,
+				Scale: 0.5, Reward: float64(i) * 0.5, Fallback: i == 7, Source: "ctrf",
+				Assertions: []schemas.Assertion{{Name: "x", Passed: true}}})
+		}
+		if _, err := schemas.WriteTable(ctx, st, "q", iter, rows, schemas.WriterOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := schemas.WriteTable(ctx, st, "q", 0, []schemas.TokenRow{{Run: "q", TaskID: "task-a",
+		TokenIDs: make([]int32, 5000), LossMask: make([]bool, 5000), LogProbs: make([]float32, 5000)}}, schemas.WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQuery(t *testing.T) {
+	st := testinfra.FreshStore(t)
+	seedTables(t, st)
+	run := func(table, format, where, sel string, limit int64) (string, error) {
+		t.Helper()
+		tbl, err := schemas.LookupTable(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Run: "q", Select: Columns(sel), Limit: limit, Format: format}
+		if where != "" {
+			if o.Where, err = ParseWhere(where); err != nil {
+				return "", err
+			}
+		}
+		var b bytes.Buffer
+		err = Run(context.Background(), st, tbl, o, &b)
+		return b.String(), err
+	}
+	q := func(table, format, where, sel string, limit int64) string {
+		t.Helper()
+		out, err := run(table, format, where, sel, limit)
+		if err != nil {
+			t.Fatalf("%s %s %q: %v\n%s", table, format, where, err, out)
+		}
+		return out
+	}
+
+	out := q("rewards", "csv", "(reward >= 2 AND reward < 3.5) OR (task_id = 'task-j' AND NOT iteration != 1)", "task_id,reward,iteration", 0)
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"task_id", "reward", "iteration"},
+		{"task-e", "2", "0"}, {"task-f", "2.5", "0"}, {"task-g", "3", "0"},
+		{"task-e", "2", "1"}, {"task-f", "2.5", "1"}, {"task-g", "3", "1"}, {"task-j", "4.5", "1"}}
+	if len(recs) != len(want) {
+		t.Fatalf("got %q", recs)
+	}
+	for i := range want {
+		if strings.Join(recs[i], ",") != strings.Join(want[i], ",") {
+			t.Fatalf("row %d: %q, want %q", i, recs[i], want[i])
+		}
+	}
+
+	// The partition column comes from the key.
+	out = q("rewards", "csv", "iter = 1 AND reward >= 4", "iter,task_id", 0)
+	if strings.TrimSpace(out) != "iter,task_id\n1,task-i\n1,task-j" {
+		t.Fatalf("partition column: %q", out)
+	}
+
+	out = q("rewards", "json", "fallback = true and purpose = \"eval\"", "", 0)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("json: %q", out)
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil || row["task_id"] != "task-h" || row["reward"] != 3.5 {
+		t.Fatalf("json row %v: %v", row, err)
+	}
+
+	out = q("rewards", "table", "", "task_id,purpose", 3)
+	if got := strings.Split(strings.TrimSpace(out), "\n"); len(got) != 4 || !strings.HasPrefix(got[0], "task_id") ||
+		!strings.Contains(got[3], "task-c") {
+		t.Fatalf("table: %q", out)
+	}
+
+	out = q("tokens", "table", "", "", 0)
+	if !strings.Contains(out, "… (5000)]") {
+		t.Fatalf("long list not shortened: %q", out)
+	}
+
+	out = q("rewards", "arrow", "passed > 7", "", 0)
+	rd, err := ipc.NewReader(bytes.NewReader([]byte(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		n += int(rec.NumRows())
+		for i := range int(rec.NumRows()) {
+			col := rec.Column(rec.Schema().FieldIndices("passed")[0]).(*array.Int32)
+			if col.Value(i) <= 7 {
+				t.Fatalf("arrow row with passed %d", col.Value(i))
+			}
+		}
+	}
+	rd.Release()
+	if n != 4 {
+		t.Fatalf("arrow stream holds %d rows, want 4", n)
+	}
+
+	if out := q("metrics", "table", "", "", 0); !strings.Contains(out, "(no rows)") {
+		t.Fatalf("empty table: %q", out)
+	}
+
+	for _, tc := range []struct{ where, sel, want string }{
+		{"reward >", "", "want a number"},
+		{"(reward > 1", "", "want ')'"},
+		{"nope = 1", "", `no column "nope"`},
+		{"task_id > 3", "", `column "task_id" is utf8`},
+		{"", "nope", `no column "nope"`},
+	} {
+		out, err := run("rewards", "table", tc.where, tc.sel, 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%q %q: error %v, want %q\n%s", tc.where, tc.sel, err, tc.want, out)
+		}
+	}
+	if err := checkFormat("xml"); err == nil || !strings.Contains(err.Error(), `--format "xml"`) {
+		t.Fatalf("format xml: %v", err)
+	}
+	for _, f := range Formats {
+		if err := checkFormat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestParseWhere(t *testing.T) {
+	for _, s := range []string{"a = 1", "a == 'x''y'", "NOT (a < -1.5e3 or b >= 2) AND c != true", "a<=1 and b>2"} {
+		if _, err := ParseWhere(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"":           "ends early",
+		"a":          "want a comparison",
+		"a = ":       "want a number",
+		"a = 'x":     "unterminated",
+		"a = 1 b":    "unexpected",
+		"a ! 1":      "'!' must be",
+		"and = 1":    "want a column",
+		"a = 1 or":   "ends early",
+		"a = 1 # 2":  "unexpected",
+		"a = 1.2.3":  "bad number",
+		"(a = 1))":   "unexpected",
+		"a = b":      "want a number",
+		"NOT NOT":    "ends early",
+		"a = 1 and(": "ends early",
+	} {
+		_, err := ParseWhere(s)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", s, err, want)
+		}
+	}
+}
+
+// FuzzParseWhere: the parser never panics, and what it accepts names
+// only columns that appear in the input.
+func FuzzParseWhere(f *testing.F) {
+	for _, s := range []string{"a = 1", "NOT (a < -1.5e3 or b >= 2) AND c != true", "x = 'it''s'", "((a>1))", "a == \"q\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseWhere(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--where: ") {
+				t.Fatalf("error %q lacks the flag name", err)
+			}
+			return
+		}
+		e.columns(func(c string) {
+			if !strings.Contains(s, c) {
+				t.Fatalf("column %q not in %q", c, s)
+			}
+		})
+	})
+}
