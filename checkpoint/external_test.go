@@ -62,6 +62,7 @@ func shard(t *testing.T, dir string) {
 // dimensions are the batch's and it carries a tokenizer t1 reads and
 // weights, and refuses it, saying what is wrong, otherwise.
 func TestAdoptExternalCheckpoint(t *testing.T) {
+	testinfra.Long(t)
 	ctx := context.Background()
 	st := testinfra.Store(t)
 	qcfg, err := os.ReadFile(filepath.Join(testinfra.WorkDir(), "../moe/testdata/qwen3-30b-a3b/config.json"))

@@ -13,6 +13,9 @@ import (
 // is handled twice, although each handler outlives the ack wait and a
 // message pulled ahead waits behind it for longer than that.
 func TestWorkersShareOneConsumer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario: skipped with -short (make test runs it)")
+	}
 	ts := startServer(t)
 	var mu sync.Mutex
 	calls := map[string]int{} // event id → handler calls

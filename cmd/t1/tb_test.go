@@ -27,6 +27,9 @@ func needBwrap(t *testing.T) {
 // Every shape's reference solution passes every test, and with no
 // solution every test fails.
 func TestTasksCheckTerminalBenchShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario: skipped with -short (make test runs it)")
+	}
 	needBwrap(t)
 	out, err := t1(t, "tasks", "check", "--json", tbTasks)
 	if err != nil {
@@ -99,6 +102,9 @@ func TestTasksCheckShowsFailureAndLeaks(t *testing.T) {
 // The oracle, replayed turn by turn through the harness, passes every test
 // of every shape, as tasks check's solve.sh run does.
 func TestRolloutOracleTerminalBenchShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario: skipped with -short (make test runs it)")
+	}
 	needBwrap(t)
 	ents, err := os.ReadDir(tbTasks)
 	if err != nil {

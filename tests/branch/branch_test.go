@@ -163,6 +163,7 @@ func (e env) outputs(run, stage string) {
 // --continue; frozen settings stay the parent's unless overridden; the
 // parent's digest does not change.
 func TestReplayEveryStageIntoABranch(t *testing.T) {
+	testinfra.Long(t)
 	t.Parallel()
 	cfg := tiny(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
