@@ -47,19 +47,9 @@ func (c Config) Setup(name string) (Config, error) {
 		return Config{}, fmt.Errorf("setups: no setup %q (configured: %s)", name, strings.Join(c.SetupNames(), ", "))
 	}
 	s := c.Setups[i]
-	doc, err := overlay(s.Set)
+	out, err := c.overlaid(s.Set)
 	if err != nil {
 		return Config{}, fmt.Errorf("setups.%s: %w", name, err)
-	}
-	out := c
-	out.Setups = nil
-	out.Variants = nil
-	out.Bus.External.URLs = slices.Clone(c.Bus.External.URLs)
-	out.Engine.Backoff = slices.Clone(c.Engine.Backoff)
-	out.Stages.Eval.Dirs = slices.Clone(c.Stages.Eval.Dirs)
-	out.Training.Trainer.Command = slices.Clone(c.Training.Trainer.Command)
-	if err := decodeOverlay(doc, &out); err != nil {
-		return Config{}, fmt.Errorf("setups.%s: %s", name, err)
 	}
 	out.Variants = slices.Clone(s.Variants)
 	if err := out.Validate(); err != nil {

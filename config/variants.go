@@ -54,29 +54,37 @@ func (c Config) Variant(name string) (Config, error) {
 	if i < 0 {
 		return Config{}, fmt.Errorf("variants: no variant %q (configured: %s)", name, strings.Join(c.VariantNames(), ", "))
 	}
-	v := c.Variants[i]
-	doc, err := overlay(v.Set)
+	out, err := c.overlaid(c.Variants[i].Set)
 	if err != nil {
 		return Config{}, fmt.Errorf("variants.%s: %w", name, err)
-	}
-	out := c
-	// A variant's configuration is one run's: it has no setups.
-	out.Setups = nil
-	// The overlay decodes into a copy whose slices and maps are its own,
-	// so the base configuration never sees the variant's values.
-	out.Variants = nil
-	out.Bus.External.URLs = slices.Clone(c.Bus.External.URLs)
-	out.Engine.Backoff = slices.Clone(c.Engine.Backoff)
-	out.Stages.Eval.Dirs = slices.Clone(c.Stages.Eval.Dirs)
-	out.Training.Trainer.Command = slices.Clone(c.Training.Trainer.Command)
-	if err := decodeOverlay(doc, &out); err != nil {
-		return Config{}, fmt.Errorf("variants.%s: %s", name, err)
 	}
 	out.Run.ID = c.Run.ID + "-" + name
 	if err := out.Validate(); err != nil {
 		return Config{}, fmt.Errorf("variants.%s: %w", name, err)
 	}
 	out.Variants = c.Variants
+	return out, nil
+}
+
+// overlaid is c with the dotted keys of set changed, as one run's
+// configuration: no variants and no setups, unvalidated. The overlay
+// decodes into a copy whose slices and maps are its own, so c never sees
+// the new values.
+func (c Config) overlaid(set map[string]any) (Config, error) {
+	doc, err := overlay(set)
+	if err != nil {
+		return Config{}, err
+	}
+	out := c
+	out.Setups = nil
+	out.Variants = nil
+	out.Bus.External.URLs = slices.Clone(c.Bus.External.URLs)
+	out.Engine.Backoff = slices.Clone(c.Engine.Backoff)
+	out.Stages.Eval.Dirs = slices.Clone(c.Stages.Eval.Dirs)
+	out.Training.Trainer.Command = slices.Clone(c.Training.Trainer.Command)
+	if err := decodeOverlay(doc, &out); err != nil {
+		return Config{}, err
+	}
 	return out, nil
 }
 
