@@ -42,6 +42,11 @@ func imageConfig(t *testing.T) string {
 // included (trial/testdata/tb-image: Debian packages installed by the
 // Dockerfile, a tool the solution installs under /usr/local/bin).
 func TestRolloutOracleAgreesWithTasksCheckOnImages(t *testing.T) {
+	// Last in the package, when the Debian base it needs, built once per
+	// machine for this package and image's, has had longest to be made.
+	// It is the package's only parallel test: an in-process run elsewhere
+	// moves the working directory its relative task paths depend on.
+	t.Parallel()
 	cfg := imageConfig(t)
 	seen := 0
 	for _, d := range []string{tbTasks, "../../trial/testdata/tb-image"} {
