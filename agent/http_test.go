@@ -24,7 +24,7 @@ func TestEpisodeQwen3OverHTTP(t *testing.T) {
 		t.Skip("a model with Qwen3's vocabulary over HTTP: seconds per turn")
 	}
 	tp := qwen3(t, "template")
-	cfg := moe.Config{Vocab: tp.tok.VocabSize(), Layers: 2, DModel: 16, Heads: 2, Experts: 4, TopK: 2, DFF: 16, Context: 2048, Seed: 3}
+	cfg := moe.Config{Vocab: tp.tok.VocabSize(), Layers: 2, DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 2, DFF: 16, Context: 2048, Seed: 3}
 	m, err := moe.NewModel(cfg)
 	if err != nil {
 		t.Fatal(err)

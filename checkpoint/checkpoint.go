@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -50,10 +48,9 @@ func Load(ctx context.Context, st store.ObjectStore, prefix string) (*moe.Checkp
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("checkpoint %s: %w", prefix, err)
 		}
-		if _, ierr := st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile)); ierr == nil {
-			return nil, batch.Bad(fmt.Errorf("checkpoint %s holds sharded weights (%s), which t1's reference trainer and engine do not load: a model of another architecture takes training.trainer.backend: exec and inference.backend: sglang or vllm", prefix, moe.WeightsIndexFile))
+		if _, ierr := st.Stat(ctx, path.Join(prefix, moe.WeightsIndexFile)); ierr != nil {
+			return nil, batch.Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
 		}
-		return nil, batch.Bad(fmt.Errorf("checkpoint %s: %w", prefix, err))
 	}
 	ck, err := moe.Load(ctx, st, prefix)
 	if err != nil {
@@ -61,6 +58,19 @@ func Load(ctx context.Context, st store.ObjectStore, prefix string) (*moe.Checkp
 			return nil, err
 		}
 		return nil, batch.Bad(fmt.Errorf("checkpoint %s does not load: %w", prefix, err))
+	}
+	return ck, nil
+}
+
+// LoadPolicy loads the policy under prefix: a critic there is a
+// BadInputError.
+func LoadPolicy(ctx context.Context, st store.ObjectStore, prefix string) (*moe.Checkpoint, error) {
+	ck, err := Load(ctx, st, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if ck.Model.Head != moe.LMHead {
+		return nil, batch.Bad(fmt.Errorf("checkpoint %s is a critic (%s), not a policy (%s)", prefix, moe.CriticArchitecture, moe.Architecture))
 	}
 	return ck, nil
 }
@@ -128,45 +138,21 @@ func CriticFits(c moe.Config, d schemas.ModelDims) error {
 
 // Adopt makes the checkpoint a trainer reported — an object-store prefix,
 // or an absolute local directory an external trainer wrote — the one at
-// prefix: it checks that it loads and that fits (when not nil) accepts
-// its shape, and stores it under prefix when it is elsewhere. A
-// checkpoint of an external architecture is checked without loading
-// (adoptExternal) and stored file by file. A checkpoint that is missing,
-// does not load or does not fit is a BadInputError.
+// prefix: it checks what t1 relies on without reading the weights (a
+// real model's are tens of GB, and whatever runs them reads them): its
+// config.json (fits, when not nil, accepts its shape), its tokenizer,
+// and weights that are all there, one file or every shard its index
+// names; and stores it under prefix file by file when it is elsewhere. A
+// checkpoint that is missing or fails a check is a BadInputError.
 func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits func(moe.Config) error) error {
-	c, modelType, external, err := externalShape(ctx, st, where)
+	c, modelType, _, err := externalShape(ctx, st, where)
 	if err != nil {
 		return err
 	}
-	if external {
-		return adoptExternal(ctx, st, where, prefix, c, modelType, fits)
+	if modelType == "" {
+		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: no %s", where, moe.ConfigFile))
 	}
-	var ck *moe.Checkpoint
-	if filepath.IsAbs(where) {
-		if _, serr := os.Stat(where); serr != nil {
-			return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, serr))
-		}
-		if ck, err = moe.LoadDir(where); err != nil {
-			err = batch.Bad(fmt.Errorf("the trainer's checkpoint %s does not load: %w", where, err))
-		}
-	} else {
-		ck, err = Load(ctx, st, where)
-	}
-	if err != nil {
-		return err
-	}
-	if fits != nil {
-		if err := fits(ck.Model.Cfg); err != nil {
-			return batch.Bad(fmt.Errorf("the trainer's checkpoint %s has %w", where, err))
-		}
-	}
-	if where == prefix {
-		return nil
-	}
-	if err := ck.Save(ctx, st, prefix); err != nil {
-		return fmt.Errorf("store the trainer's checkpoint at %s: %w", prefix, err)
-	}
-	return nil
+	return adoptExternal(ctx, st, where, prefix, c, modelType, fits)
 }
 
 // LatestCritic returns the newest critic version at most maxVersion of a

@@ -193,30 +193,37 @@ func listCheckpoint(ctx context.Context, st store.ObjectStore, where string) ([]
 
 // EnsureExternalPolicy is EnsurePolicy's version 0 for a run whose
 // initial checkpoint, at checkpoint (an absolute local directory or a
-// store prefix), is of an external architecture: the nearest run of the
-// lineage that stores it, else the checkpoint adopted (checked and
-// stored byte for byte) under runs[0].
+// store prefix), t1 does not run — another architecture, or a Qwen3-MoE
+// that an exec trainer trains and a remote engine serves: the nearest run
+// of the lineage that stores it, else the checkpoint adopted (checked
+// without reading its weights, and stored byte for byte) under runs[0].
 func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []string, checkpoint string) (string, error) {
 	prefix, err := EnsurePolicy(ctx, st, runs, 0, nil)
 	if err == nil || !batch.IsBad(err) || len(runs) == 0 {
 		return prefix, err
 	}
 	prefix = keys.Policy(runs[0], 0)
-	if err := Adopt(ctx, st, checkpoint, prefix, nil); err != nil {
+	c, modelType, _, err := externalShape(ctx, st, checkpoint)
+	if err == nil && modelType == "" {
+		err = batch.Bad(fmt.Errorf("the initial checkpoint %s has no %s", checkpoint, moe.ConfigFile))
+	}
+	if err == nil {
+		err = adoptExternal(ctx, st, checkpoint, prefix, c, modelType, nil)
+	}
+	if err != nil {
 		return "", fmt.Errorf("initial policy: %w", err)
 	}
 	return prefix, nil
 }
 
 // CheckInitial checks a run's initial checkpoint directory dir (absolute)
-// before the run starts, storing nothing: one of an external
-// architecture as Adopt will when it becomes policy version 0 — its
-// dimensions, its tokenizer, its weights (every shard its index names),
-// which the exec trainer starts from. The reference model's is left to
-// its loader.
+// before the run starts, storing nothing, as EnsureExternalPolicy will
+// when it becomes policy version 0 — its dimensions, its tokenizer, its
+// weights (every shard its index names), which the trainer starts from.
+// Whether its weights load is left to the loader that reads them.
 func CheckInitial(ctx context.Context, dir string) error {
-	c, modelType, external, err := externalShape(ctx, nil, dir)
-	if err != nil || !external {
+	c, modelType, _, err := externalShape(ctx, nil, dir)
+	if err != nil || modelType == "" {
 		return err
 	}
 	if err := adoptExternal(ctx, nil, dir, dir, c, modelType, nil); err != nil {

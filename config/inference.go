@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/t1pipe/t1/moe"
 	"strings"
 	"time"
 )
@@ -35,17 +36,37 @@ type Inference struct {
 	Sampling Sampling       `yaml:"sampling"`
 }
 
-// InferenceModel is the reference MoE's shape (moe.Config).
+// InferenceModel is the shape of a fresh Qwen3-MoE (moe.Config).
 type InferenceModel struct {
-	Vocab   int    `yaml:"vocab"`
-	Layers  int    `yaml:"layers"`
-	DModel  int    `yaml:"d_model"`
-	Heads   int    `yaml:"heads"`
-	Experts int    `yaml:"experts"`
-	TopK    int    `yaml:"top_k"`
-	DFF     int    `yaml:"d_ff"`
-	Context int    `yaml:"context"`
-	Seed    uint64 `yaml:"seed"`
+	Vocab         int     `yaml:"vocab"`
+	Layers        int     `yaml:"layers"`
+	DModel        int     `yaml:"d_model"`
+	Heads         int     `yaml:"heads"`
+	KVHeads       int     `yaml:"kv_heads"`
+	HeadDim       int     `yaml:"head_dim"`
+	Experts       int     `yaml:"experts"`
+	TopK          int     `yaml:"top_k"`
+	DFF           int     `yaml:"d_ff"`
+	Context       int     `yaml:"context"`
+	Seed          uint64  `yaml:"seed"`
+	RopeTheta     float64 `yaml:"rope_theta"`
+	RMSNormEps    float64 `yaml:"rms_norm_eps"`
+	NormTopKProb  bool    `yaml:"norm_topk_prob"`
+	TieEmbeddings bool    `yaml:"tie_embeddings"`
+}
+
+// Shape is the model's moe.Config.
+func (m InferenceModel) Shape() moe.Config {
+	return moe.Config{Vocab: m.Vocab, Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		Experts: m.Experts, TopK: m.TopK, DFF: m.DFF, Context: m.Context, Seed: m.Seed, RopeTheta: m.RopeTheta, RMSNormEps: m.RMSNormEps,
+		NormTopKProb: m.NormTopKProb, TieEmbeddings: m.TieEmbeddings}
+}
+
+// ModelOf is the configuration of shape c.
+func ModelOf(c moe.Config) InferenceModel {
+	return InferenceModel{Vocab: c.Vocab, Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+		Experts: c.Experts, TopK: c.TopK, DFF: c.DFF, Context: c.Context, Seed: c.Seed, RopeTheta: c.RopeTheta, RMSNormEps: c.RMSNormEps,
+		NormTopKProb: c.NormTopKProb, TieEmbeddings: c.TieEmbeddings}
 }
 
 // Sampling holds the default sampling parameters of rollouts.
@@ -60,7 +81,7 @@ func defaultInference() Inference {
 		Backend:   "reference",
 		Timeout:   2 * time.Minute,
 		Precision: "bf16",
-		Model:     InferenceModel{Vocab: 512, Layers: 2, DModel: 64, Heads: 4, Experts: 8, TopK: 2, DFF: 128, Context: 2048, Seed: 1},
+		Model:     ModelOf(moe.DefaultConfig()),
 		Sampling:  Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 256},
 	}
 }
@@ -92,13 +113,23 @@ func (in Inference) check(bad func(path, format string, args ...any)) {
 	for _, f := range []struct {
 		key string
 		v   int
-	}{{"vocab", m.Vocab}, {"layers", m.Layers}, {"d_model", m.DModel}, {"heads", m.Heads}, {"experts", m.Experts}, {"top_k", m.TopK}, {"d_ff", m.DFF}, {"context", m.Context}} {
+	}{{"vocab", m.Vocab}, {"layers", m.Layers}, {"d_model", m.DModel}, {"heads", m.Heads}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim},
+		{"experts", m.Experts}, {"top_k", m.TopK}, {"d_ff", m.DFF}, {"context", m.Context}} {
 		if f.v < 1 {
 			bad(p+".model."+f.key, "must be at least 1, got %d", f.v)
 		}
 	}
-	if m.Heads > 0 && m.DModel > 0 && (m.DModel%m.Heads != 0 || (m.DModel/m.Heads)%2 != 0) {
-		bad(p+".model.heads", "d_model %d must split into %d heads of even size", m.DModel, m.Heads)
+	if m.KVHeads > 0 && m.Heads%m.KVHeads != 0 {
+		bad(p+".model.kv_heads", "%d must divide heads (%d)", m.KVHeads, m.Heads)
+	}
+	if m.HeadDim%2 != 0 {
+		bad(p+".model.head_dim", "must be even (RoPE rotates its halves), got %d", m.HeadDim)
+	}
+	if !(m.RopeTheta > 0) {
+		bad(p+".model.rope_theta", "must be positive, got %g", m.RopeTheta)
+	}
+	if !(m.RMSNormEps > 0 && m.RMSNormEps < 1) {
+		bad(p+".model.rms_norm_eps", "must be in (0, 1), got %g", m.RMSNormEps)
 	}
 	if m.TopK > m.Experts {
 		bad(p+".model.top_k", "%d exceeds experts (%d)", m.TopK, m.Experts)

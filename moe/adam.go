@@ -34,7 +34,7 @@ type Adam struct {
 
 // NewAdam creates an optimiser for m's parameters.
 func NewAdam(m *Model, cfg AdamConfig) *Adam {
-	return &Adam{Cfg: cfg, m: m, mom: newWeights(m.Cfg), vel: newWeights(m.Cfg)}
+	return &Adam{Cfg: cfg, m: m, mom: newWeights(m.Cfg, m.Head), vel: newWeights(m.Cfg, m.Head)}
 }
 
 // Mark returns a function that puts the moments and the step count back

@@ -1,31 +1,69 @@
 package moe
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Backward accumulates into m.G the gradient of a loss L given by the
-// caller through dLogProbs[t] = ∂L/∂LogProbs[t] (length T−1, or nil) and
-// dValues[t] = ∂L/∂Values[t] (length T, or nil). The pass must come from
-// m.Forward with unchanged weights. Replayed experts stay fixed; the
-// router still gets gradients through the gate weights.
+// caller: a policy's through dLogProbs[t] = ∂L/∂LogProbs[t] (length T−1),
+// a critic's through dValues[t] = ∂L/∂Values[t] (length T). The pass must
+// come from m.Forward with unchanged weights. Replayed experts stay
+// fixed; the router still gets gradients through the gate weights.
 func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	cfg := m.Cfg
-	T, D, V := len(p.IDs), cfg.DModel, cfg.Vocab
-	if dLogProbs != nil && len(dLogProbs) != T-1 {
+	T, D := len(p.IDs), cfg.DModel
+	switch {
+	case m.Head == LMHead && dValues != nil:
+		return errors.New("moe backward: value gradients for a policy, which has no score head")
+	case m.Head == ScoreHead && dLogProbs != nil:
+		return errors.New("moe backward: log-prob gradients for a critic, which has no LM head")
+	case dLogProbs != nil && len(dLogProbs) != T-1:
 		return fmt.Errorf("moe backward: %d log-prob gradients for %d targets", len(dLogProbs), T-1)
-	}
-	if dValues != nil && len(dValues) != T {
+	case dValues != nil && len(dValues) != T:
 		return fmt.Errorf("moe backward: %d value gradients for %d positions", len(dValues), T)
 	}
 	f := func(n int) []float32 { return make([]float32, n) }
 	g := m.G
-	// Heads: dlogits_t = dlogp_t (onehot(target) − softmax(logits_t/τ)) / τ,
-	// for the rows with a non-zero dlogp only (masked tokens add nothing).
-	var tgt []int
+	dxf := f(T * D)
 	if dLogProbs != nil {
-		for t, d := range dLogProbs {
-			if d != 0 {
-				tgt = append(tgt, t)
-			}
+		m.lmHeadBackward(p, dLogProbs, dxf)
+	}
+	for t, dv := range dValues {
+		if dv != 0 {
+			axpyAt(dxf[t*D:(t+1)*D], dv, m.W.Score)
+			axpyAt(g.Score, dv, p.xf[t*D:(t+1)*D])
+			g.ScoreBias[0] += dv
+		}
+	}
+	rmsNormGainGrad(g.FinalNorm, dxf, p.xl, p.rmsF)
+	dx := f(T * D)
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
+			rmsNormBackward(r(dx), r(dxf), r(p.xl), m.W.FinalNorm, p.rmsF[t])
+		}
+	})
+	for l := cfg.Layers - 1; l >= 0; l-- {
+		dx = m.layerBackward(l, p, dx)
+	}
+	for t, id := range p.IDs {
+		axpyAt(g.Embed[id*D:(id+1)*D], 1, dx[t*D:(t+1)*D])
+	}
+	return nil
+}
+
+// lmHeadBackward adds to dxf the gradient through the LM head and
+// accumulates the head's (or, tied, the embedding's) gradient:
+// dlogits_t = dlogp_t (onehot(target) − softmax(logits_t/τ)) / τ, for the
+// rows with a non-zero dlogp only (masked tokens add nothing).
+func (m *Model) lmHeadBackward(p *Pass, dLogProbs, dxf []float32) {
+	D, V := m.Cfg.DModel, m.Cfg.Vocab
+	f := func(n int) []float32 { return make([]float32, n) }
+	var tgt []int
+	for t, d := range dLogProbs {
+		if d != 0 {
+			tgt = append(tgt, t)
 		}
 	}
 	n := len(tgt)
@@ -43,59 +81,62 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 			copy(xfR[i*D:(i+1)*D], p.xf[t*D:(t+1)*D])
 		}
 	})
-	linearBackward(dxfR, g.LMHead, dlogits, xfR, m.W.LMHead, n, V, D)
-	dxf := f(T * D)
+	gw := m.G.LMHead
+	if gw == nil {
+		gw = m.G.Embed
+	}
+	linearBackward(dxfR, gw, dlogits, xfR, m.W.logitsMatrix(), n, V, D)
 	for i, t := range tgt {
 		copy(dxf[t*D:(t+1)*D], dxfR[i*D:(i+1)*D])
 	}
-	if dValues != nil {
-		for t := 0; t < T; t++ {
-			if dv := dValues[t]; dv != 0 {
-				axpyAt(dxf[t*D:(t+1)*D], dv, m.W.ValueW)
-				axpyAt(g.ValueW, dv, p.xf[t*D:(t+1)*D])
-				g.ValueB[0] += dv
+}
+
+// layerBackward takes the gradient dx at block l's output and returns the
+// gradient at its input, accumulating the block's parameter gradients.
+func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
+	cfg := m.Cfg
+	T, D, dq, dkv, hd := len(p.IDs), cfg.DModel, cfg.qDim(), cfg.kvDim(), cfg.HeadDim
+	H, KV := cfg.Heads, cfg.KVHeads
+	f := func(n int) []float32 { return make([]float32, n) }
+	lw, gl, pl := &m.W.Layers[l], &m.G.Layers[l], &p.layers[l]
+	at := &pl.att
+	dx2 := f(T * D)
+	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2)
+	// Attention half: x2 = x + Wo a.
+	da := f(T * dq)
+	linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, dq)
+	dq1, dk1, dv := f(T*dq), f(T*dkv), f(T*dkv)
+	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg)
+	// Through RoPE (its inverse rotation), then the head norms.
+	dqp, dkp := f(T*dq), f(T*dkv)
+	parallel(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			q, k := dq1[t*dq:(t+1)*dq], dk1[t*dkv:(t+1)*dkv]
+			m.rope.apply(q, t, -1)
+			m.rope.apply(k, t, -1)
+			for h := 0; h < H; h++ {
+				s := func(b []float32) []float32 { return b[t*dq+h*hd : t*dq+(h+1)*hd] }
+				rmsNormBackward(s(dqp), s(dq1), s(at.qpre), lw.QNorm, at.rq[t*H+h])
+			}
+			for h := 0; h < KV; h++ {
+				s := func(b []float32) []float32 { return b[t*dkv+h*hd : t*dkv+(h+1)*hd] }
+				rmsNormBackward(s(dkp), s(dk1), s(at.kpre), lw.KNorm, at.rk[t*KV+h])
 			}
 		}
-	}
-	rmsNormGainGrad(g.FinalNorm, dxf, p.xl, p.rmsF)
-	dx := f(T * D)
+	})
+	rmsNormGainGrad(gl.QNorm, dq1, at.qpre, at.rq)
+	rmsNormGainGrad(gl.KNorm, dk1, at.kpre, at.rk)
+	dh := f(T * D)
+	linearBackward(dh, gl.Wq, dqp, at.h1, lw.Wq, T, dq, D)
+	linearBackward(dh, gl.Wk, dkp, at.h1, lw.Wk, T, dkv, D)
+	linearBackward(dh, gl.Wv, dv, at.h1, lw.Wv, T, dkv, D)
+	rmsNormGainGrad(gl.AttnNorm, dh, pl.x, at.rms1)
+	ndx := dx2 // residual
 	parallel(T, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-			rmsNormBackward(r(dx), r(dxf), r(p.xl), m.W.FinalNorm, p.rmsF[t])
+			rmsNormBackward(r(ndx), r(dh), r(pl.x), lw.AttnNorm, at.rms1[t])
 		}
 	})
-	for l := cfg.Layers - 1; l >= 0; l-- {
-		lw, gl, pl := &m.W.Layers[l], &g.Layers[l], &p.layers[l]
-		dx2 := f(T * D)
-		moeBackward(lw, gl, pl.moe, T, pl.x2, dx, dx2)
-		// Attention half: x2 = x + Wo a.
-		da := f(T * D)
-		linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, D)
-		dq, dk, dv := f(T*D), f(T*D), f(T*D)
-		attentionBackward(dq, dk, dv, da, pl.q, pl.k, pl.v, pl.p, T, D, cfg.Heads)
-		parallel(T, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				m.rope.apply(dq[t*D:(t+1)*D], t, -1)
-				m.rope.apply(dk[t*D:(t+1)*D], t, -1)
-			}
-		})
-		dh := f(T * D)
-		linearBackward(dh, gl.Wq, dq, pl.h1, lw.Wq, T, D, D)
-		linearBackward(dh, gl.Wk, dk, pl.h1, lw.Wk, T, D, D)
-		linearBackward(dh, gl.Wv, dv, pl.h1, lw.Wv, T, D, D)
-		rmsNormGainGrad(gl.AttnNorm, dh, pl.x, pl.rms1)
-		ndx := dx2 // residual
-		parallel(T, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-				rmsNormBackward(r(ndx), r(dh), r(pl.x), lw.AttnNorm, pl.rms1[t])
-			}
-		})
-		dx = ndx
-	}
-	for t, id := range p.IDs {
-		axpyAt(g.Embed[id*D:(id+1)*D], 1, dx[t*D:(t+1)*D])
-	}
-	return nil
+	return ndx
 }

@@ -50,11 +50,12 @@ func nllStep(t testing.TB, m *Model, opt *Adam, seqs [][]int) float64 {
 	return loss
 }
 
-// The value head, read at every position, regresses to a target through
-// Backward's value gradients: the critic's use of the model.
+// A critic's score head, read at every position, regresses to a target
+// through Backward's value gradients; a policy takes no value gradients
+// and a critic no log-prob ones.
 func TestValueHeadFitsValues(t *testing.T) {
 	cfg := tinyConfig()
-	m, err := NewModel(cfg)
+	m, err := NewCritic(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +90,20 @@ func TestValueHeadFitsValues(t *testing.T) {
 	}
 	if after := mse(); !(after < before/4) {
 		t.Fatalf("value MSE %.4f -> %.4f", before, after)
+	}
+	p, err := m.Forward(ids, ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LogProbs != nil || m.Backward(p, make([]float32, len(ids)-1), nil) == nil {
+		t.Fatal("a critic computed or took log-probs")
+	}
+	pol, err := NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = pol.Forward(ids, ForwardOptions{}); err != nil || p.Values != nil || pol.Backward(p, nil, make([]float32, len(ids))) == nil {
+		t.Fatalf("a policy computed or took values: %v", err)
 	}
 }
 

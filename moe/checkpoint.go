@@ -3,6 +3,7 @@ package moe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/tokenizer"
@@ -47,7 +47,7 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 	if c.Tokenizer.VocabSize() > c.Model.Cfg.Vocab {
 		return nil, fmt.Errorf("checkpoint: tokenizer has %d ids, the model only %d", c.Tokenizer.VocabSize(), c.Model.Cfg.Vocab)
 	}
-	cfg, err := MarshalConfig(c.Model.Cfg)
+	cfg, err := MarshalConfig(c.Model.Cfg, c.Model.Head)
 	if err != nil {
 		return nil, err
 	}
@@ -81,22 +81,26 @@ func (c *Checkpoint) files() (map[string][]byte, error) {
 var errMissing = errors.New("optional file missing")
 
 // optionalFiles are the checkpoint files that may be absent: the
-// optimizer, and the tokenizer files of a Hugging Face model beside its
-// tokenizer.json.
-var optionalFiles = append([]string{OptimizerFile}, hfTokenizerFiles...)
+// optimizer, a sharded model's index (when the weights are one file), and
+// the tokenizer files of a Hugging Face model beside its tokenizer.json.
+var optionalFiles = append([]string{OptimizerFile, WeightsIndexFile}, hfTokenizerFiles...)
+
+// getter reads one checkpoint file; for an optional one it answers
+// errMissing when the file is absent.
+type getter func(name string, optional bool) ([]byte, error)
 
 // parseCheckpoint builds a checkpoint from its files; where names the
-// source in errors, and get answers errMissing for an absent optional file.
-func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Checkpoint, error) {
-	cb, err := get(ConfigFile)
+// source in errors.
+func parseCheckpoint(where string, get getter) (*Checkpoint, error) {
+	cb, err := get(ConfigFile, false)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ParseConfig(cb)
+	cfg, head, err := ParseConfig(cb)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", where, ConfigFile, err)
 	}
-	tb, err := get(TokenizerFile)
+	tb, err := get(TokenizerFile, false)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +109,7 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 	// store three lookups per load.
 	if !ownFormat(tb) {
 		for _, name := range hfTokenizerFiles {
-			switch b, err := get(name); {
+			switch b, err := get(name, true); {
 			case err == nil:
 				tf[name] = b
 			case !errors.Is(err, errMissing):
@@ -120,20 +124,16 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 	if tok.VocabSize() > cfg.Vocab {
 		return nil, fmt.Errorf("%s/%s: %d ids exceed the config's vocab %d", where, TokenizerFile, tok.VocabSize(), cfg.Vocab)
 	}
-	wb, err := get(WeightsFile)
+	tensors, meta, err := readWeights(where, get)
 	if err != nil {
 		return nil, err
 	}
-	tensors, meta, err := ReadSafetensors(wb)
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
-	}
-	m := newModel(cfg)
-	if err := loadTensors(m.W, tensors); err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
+	m := newModel(cfg, head)
+	if err := loadTensors(m.W, tensors, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	ck := &Checkpoint{Model: m, Tokenizer: tok, Meta: meta}
-	ob, err := get(OptimizerFile)
+	ob, err := get(OptimizerFile, true)
 	if errors.Is(err, errMissing) {
 		return ck, nil
 	}
@@ -148,6 +148,66 @@ func parseCheckpoint(where string, get func(name string) ([]byte, error)) (*Chec
 		return nil, fmt.Errorf("%s/%s: %w", where, OptimizerFile, err)
 	}
 	return ck, nil
+}
+
+// readWeights reads model.safetensors or, when there is none, the shards
+// model.safetensors.index.json names (as transformers saves a large
+// model), each tensor from the shard the index gives it. The metadata is the single file's, or the first
+// shard's.
+func readWeights(where string, get getter) (map[string]*Tensor, map[string]string, error) {
+	wb, err := get(WeightsFile, true)
+	if err == nil {
+		tensors, meta, err := ReadSafetensors(wb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s/%s: %w", where, WeightsFile, err)
+		}
+		return tensors, meta, nil
+	}
+	if !errors.Is(err, errMissing) {
+		return nil, nil, err
+	}
+	ib, err := get(WeightsIndexFile, true)
+	if errors.Is(err, errMissing) {
+		return nil, nil, fmt.Errorf("%s: no weights: neither %s nor %s", where, WeightsFile, WeightsIndexFile)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	shards, err := WeightShards(ib)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s/%w", where, err)
+	}
+	var ix struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	_ = json.Unmarshal(ib, &ix) // WeightShards parsed it
+	all := map[string]*Tensor{}
+	var meta map[string]string
+	for i, name := range shards {
+		b, err := get(name, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		ts, m, err := ReadSafetensors(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s/%s: %w", where, name, err)
+		}
+		if i == 0 {
+			meta = m
+		}
+		for tn, t := range ts {
+			if ix.WeightMap[tn] != name {
+				return nil, nil, fmt.Errorf("%s/%s: tensor %q is not in this shard by %s (it names %q)", where, name, tn, WeightsIndexFile, ix.WeightMap[tn])
+			}
+			all[tn] = t
+		}
+	}
+	for tn, shard := range ix.WeightMap {
+		if all[tn] == nil {
+			return nil, nil, fmt.Errorf("%s/%s: names tensor %q in %s, which does not hold it", where, WeightsIndexFile, tn, shard)
+		}
+	}
+	return all, meta, nil
 }
 
 // SaveDir writes the checkpoint's files into dir (created if needed).
@@ -184,9 +244,9 @@ func (c *Checkpoint) SaveDir(dir string) error {
 
 // LoadDir reads a checkpoint written by SaveDir.
 func LoadDir(dir string) (*Checkpoint, error) {
-	return parseCheckpoint(dir, func(name string) ([]byte, error) {
+	return parseCheckpoint(dir, func(name string, optional bool) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) && slices.Contains(optionalFiles, name) {
+		if errors.Is(err, fs.ErrNotExist) && optional {
 			return nil, errMissing
 		}
 		if err != nil {
@@ -243,10 +303,10 @@ func (c *Checkpoint) Save(ctx context.Context, st store.ObjectStore, prefix stri
 
 // Load reads a checkpoint saved under prefix.
 func Load(ctx context.Context, st store.ObjectStore, prefix string) (*Checkpoint, error) {
-	return parseCheckpoint(prefix, func(name string) ([]byte, error) {
+	return parseCheckpoint(prefix, func(name string, optional bool) ([]byte, error) {
 		key := path.Join(prefix, name)
 		r, _, err := st.Get(ctx, key)
-		if errors.Is(err, store.ErrNotFound) && slices.Contains(optionalFiles, name) {
+		if errors.Is(err, store.ErrNotFound) && optional {
 			return nil, errMissing
 		}
 		if err != nil {

@@ -38,7 +38,7 @@ func qwen3Model(t *testing.T) (*Model, *HFTokenizer) {
 	if !ok {
 		t.Fatalf("Qwen3's tokenizer read as %T", tok)
 	}
-	m, err := NewModel(Config{Vocab: hf.VocabSize(), Layers: 1, DModel: 8, Heads: 2, Experts: 2, TopK: 1, DFF: 8, Context: 64, Seed: 1})
+	m, err := NewModel(Config{Vocab: hf.VocabSize(), Layers: 1, DModel: 8, Heads: 2, KVHeads: 1, HeadDim: 4, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 2, TopK: 1, DFF: 8, Context: 64, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCheckpointRefusesUnsupportedTokenizer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tokenizer.json") || !strings.Contains(err.Error(), `normalizer: type "Lowercase" is not supported`) {
 		t.Fatalf("unsupported normalizer: %v", err)
 	}
-	small, err := NewModel(Config{Vocab: 1024, Layers: 1, DModel: 8, Heads: 2, Experts: 2, TopK: 1, DFF: 8, Context: 64, Seed: 1})
+	small, err := NewModel(Config{Vocab: 1024, Layers: 1, DModel: 8, Heads: 2, KVHeads: 1, HeadDim: 4, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 2, TopK: 1, DFF: 8, Context: 64, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ type ForwardOptions struct {
 // backward pass needs.
 type Pass struct {
 	IDs []int
-	// LogProbs[t] = log p(IDs[t+1] | IDs[:t+1]), length T−1.
+	// LogProbs[t] = log p(IDs[t+1] | IDs[:t+1]), length T−1; a policy's.
 	LogProbs []float32
-	// Values[t] is the value head at position t, length T.
+	// Values[t] is the score head at position t, length T; a critic's.
 	Values []float32
 	// Routing is the routing used (replayed where given); LiveRouting what
 	// the router chose on its own. Both [T, L, K].
@@ -36,15 +36,32 @@ type Pass struct {
 	xl     []float32 // final residual [T, D]
 	xf     []float32 // final norm output [T, D]
 	rmsF   []float32
-	logits []float32 // [T, V]
+	logits []float32 // [T−1, V] (a policy's)
 	temp   float64   // the forward's temperature; 1 when none
 }
 
+// attnAct is one layer's attention inputs and intermediates over n
+// tokens, shared by both paths (the sampler's n is 1).
+type attnAct struct {
+	h1         []float32 // [n, D] norm(x)
+	qpre, kpre []float32 // [n, Hq], [n, Hkv] the projections before the head norms
+	q, k       []float32 // [n, Hq], [n, Hkv] after the head norms and RoPE
+	rms1       []float32 // [n]
+	rq, rk     []float32 // [n·Heads], [n·KVHeads] the head norms' inverse roots
+}
+
+func newAttnAct(cfg Config, n int) attnAct {
+	f := func(k int) []float32 { return make([]float32, k) }
+	return attnAct{h1: f(n * cfg.DModel), qpre: f(n * cfg.qDim()), kpre: f(n * cfg.kvDim()), q: f(n * cfg.qDim()), k: f(n * cfg.kvDim()),
+		rms1: f(n), rq: f(n * cfg.Heads), rk: f(n * cfg.KVHeads)}
+}
+
 type passLayer struct {
-	x, h1, q, k, v, a, x2 []float32 // [T, D]
-	rms1                  []float32 // [T]
-	p                     []float32 // attention weights [heads, T, T]
-	moe                   *moeAct
+	x, x2 []float32 // [T, D] the block's input and the residual after attention
+	att   attnAct
+	v, a  []float32 // [T, Hkv] values, [T, Hq] attention output
+	p     []float32 // attention weights [heads, T, T]
+	moe   *moeAct
 }
 
 // Forward runs the float32 training forward over ids (1 ≤ len ≤ Context).
@@ -91,16 +108,16 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 	}
 	for l := 0; l < L; l++ {
 		lw, lt := &m.W.Layers[l], &wt.layers[l]
-		pl := passLayer{x: x, h1: f(T * D), q: f(T * D), k: f(T * D), v: f(T * D), a: f(T * D), x2: f(T * D),
-			rms1: f(T), p: f(cfg.Heads * T * T), moe: newMoEAct(cfg, T)}
-		attnIn(lw, lt, m.rope, F32, 0, T, pl.x, pl.h1, pl.q, pl.k, pl.v, pl.rms1, true)
-		attendCausal(pl.a, pl.q, pl.k, pl.v, pl.p, T, D, cfg.Heads)
+		pl := passLayer{x: x, att: newAttnAct(cfg, T), v: f(T * cfg.kvDim()), a: f(T * cfg.qDim()), x2: f(T * D),
+			p: f(cfg.Heads * T * T), moe: newMoEAct(cfg, T)}
+		attnIn(cfg, lw, lt, m.rope, F32, 0, T, pl.x, &pl.att, pl.v, true)
+		attendCausal(pl.a, pl.att.q, pl.att.k, pl.v, pl.p, T, cfg)
 		attnOut(lt, F32, T, pl.a, pl.x, pl.x2, true)
 		for t := 0; t < nReplay; t++ {
 			copy(replay[t*K:(t+1)*K], opt.Replay.At(t, l))
 		}
 		xout := f(T * D)
-		moeForward(lw, lt, F32, T, pl.x2, replay, nReplay, pl.moe, xout, true)
+		moeForward(cfg, lw, lt, F32, T, pl.x2, replay, nReplay, pl.moe, xout, true)
 		for t := 0; t < T; t++ {
 			copy(p.LiveRouting.At(t, l), pl.moe.live[t*K:(t+1)*K])
 			copy(p.Routing.At(t, l), pl.moe.sel[t*K:(t+1)*K])
@@ -108,52 +125,70 @@ func (m *Model) Forward(ids []int, opt ForwardOptions) (*Pass, error) {
 		p.layers = append(p.layers, pl)
 		x = xout
 	}
-	p.xl, p.xf, p.rmsF, p.logits = x, f(T*D), f(T), f(T*V)
-	p.LogProbs, p.Values = f(T-1), f(T)
-	headRows(m.W, wt, F32, T, p.xl, p.xf, p.rmsF, p.logits, true)
-	parallel(T, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			p.Values[t] = dot(p.xf[t*D:(t+1)*D], m.W.ValueW) + m.W.ValueB[0]
-			if t+1 < T {
-				p.LogProbs[t] = logSoftmaxAtTemp(p.logits[t*V:(t+1)*V], ids[t+1], p.temp)
+	p.xl, p.xf, p.rmsF = x, f(T*D), f(T)
+	finalNorm(cfg, m.W, F32, T, p.xl, p.xf, p.rmsF, true)
+	if m.Head == ScoreHead {
+		p.Values = f(T)
+		parallel(T, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				p.Values[t] = dot(p.xf[t*D:(t+1)*D], m.W.Score) + m.W.ScoreBias[0]
 			}
+		})
+		return p, nil
+	}
+	// The last position predicts nothing the sequence holds.
+	p.logits, p.LogProbs = f((T-1)*V), f(T-1)
+	lmHead(wt, F32, T-1, p.xf, p.logits, D)
+	parallel(T-1, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			p.LogProbs[t] = logSoftmaxAtTemp(p.logits[t*V:(t+1)*V], ids[t+1], p.temp)
 		}
 	})
 	return p, nil
 }
 
 // attnIn is the first half of attention for n tokens at positions pos0…,
-// shared by both paths: h1 = norm(x); q, k, v = W h1; RoPE on q and k.
-func attnIn(lw *LayerWeights, lt *layerT, rope ropeTable, p Precision, pos0, n int, x, h1, q, k, v, rms []float32, par bool) {
-	D := len(lw.AttnNorm)
+// shared by both paths: h1 = norm(x); q, k, v = W h1; each query and key
+// head normalised (q_norm, k_norm), then rotated (RoPE). v is written to
+// its own slice (the sampler's cache row).
+func attnIn(cfg Config, lw *LayerWeights, lt *layerT, rope ropeTable, p Precision, pos0, n int, x []float32, a *attnAct, v []float32, par bool) {
+	D, dq, dkv, eps := cfg.DModel, cfg.qDim(), cfg.kvDim(), float32(cfg.RMSNormEps)
+	H, KV := cfg.Heads, cfg.KVHeads
 	rows(n, par, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			h := h1[t*D : (t+1)*D]
-			rms[t] = rmsNorm(h, x[t*D:(t+1)*D], lw.AttnNorm)
+			h := a.h1[t*D : (t+1)*D]
+			a.rms1[t] = rmsNorm(h, x[t*D:(t+1)*D], lw.AttnNorm, eps)
 			p.round(h)
 		}
 	})
-	linear(q, h1, lt.wq, n, D, D)
-	linear(k, h1, lt.wk, n, D, D)
-	linear(v, h1, lt.wv, n, D, D)
+	linear(a.qpre, a.h1, lt.wq, n, dq, D)
+	linear(a.kpre, a.h1, lt.wk, n, dkv, D)
+	linear(v, a.h1, lt.wv, n, dkv, D)
 	rows(n, par, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			r := func(s []float32) []float32 { return s[t*D : (t+1)*D] }
-			rope.apply(r(q), pos0+t, 1)
-			rope.apply(r(k), pos0+t, 1)
-			p.round(r(q))
-			p.round(r(k))
-			p.round(r(v))
+			qp, kp := a.qpre[t*dq:(t+1)*dq], a.kpre[t*dkv:(t+1)*dkv]
+			q, k := a.q[t*dq:(t+1)*dq], a.k[t*dkv:(t+1)*dkv]
+			p.round(qp)
+			p.round(kp)
+			headNorm(q, qp, lw.QNorm, a.rq[t*H:(t+1)*H], eps)
+			headNorm(k, kp, lw.KNorm, a.rk[t*KV:(t+1)*KV], eps)
+			p.round(q)
+			p.round(k)
+			rope.apply(q, pos0+t, 1)
+			rope.apply(k, pos0+t, 1)
+			p.round(q)
+			p.round(k)
+			p.round(v[t*dkv : (t+1)*dkv])
 		}
 	})
 }
 
-// attnOut adds the output projection of the attention output a (rounded
-// in place) to the residual for n tokens: x2 = x + Wo·a.
+// attnOut adds the output projection of the attention output a ([n, Hq],
+// rounded in place) to the residual for n tokens: x2 = x + Wo·a.
 func attnOut(lt *layerT, p Precision, n int, a, x, x2 []float32, par bool) {
-	D := len(x) / n
-	p.round(a[:n*D])
-	linear(x2, a, lt.wo, n, D, D)
+	D, dq := len(x)/n, len(a)/n
+	p.round(a[:n*dq])
+	linear(x2, a, lt.wo, n, D, dq)
 	rows(n, par, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			r := x2[t*D : (t+1)*D]
@@ -166,16 +201,21 @@ func attnOut(lt *layerT, p Precision, n int, a, x, x2 []float32, par bool) {
 	})
 }
 
-// headRows is the final norm and the LM head for n tokens.
-func headRows(w *Weights, wt *weightsT, p Precision, n int, x, xf, rms, logits []float32, par bool) {
-	D, V := len(w.FinalNorm), len(wt.lmHead)/len(w.FinalNorm)
+// finalNorm is the last RMSNorm for n tokens.
+func finalNorm(cfg Config, w *Weights, p Precision, n int, x, xf, rms []float32, par bool) {
+	D, eps := cfg.DModel, float32(cfg.RMSNormEps)
 	rows(n, par, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			h := xf[t*D : (t+1)*D]
-			rms[t] = rmsNorm(h, x[t*D:(t+1)*D], w.FinalNorm)
+			rms[t] = rmsNorm(h, x[t*D:(t+1)*D], w.FinalNorm, eps)
 			p.round(h)
 		}
 	})
+}
+
+// lmHead sets the logits of n normalised rows.
+func lmHead(wt *weightsT, p Precision, n int, xf, logits []float32, D int) {
+	V := len(wt.lmHead) / D
 	linear(logits, xf, wt.lmHead, n, V, D)
 	p.round(logits[:n*V])
 }

@@ -10,7 +10,7 @@ import (
 
 // tinyConfig is small enough for finite differences over every tensor.
 func tinyConfig() Config {
-	return Config{Vocab: 40, Layers: 2, DModel: 8, Heads: 2, Experts: 4, TopK: 2, DFF: 6, Context: 16, Seed: 3}
+	return Config{Vocab: 40, Layers: 2, DModel: 8, Heads: 2, KVHeads: 1, HeadDim: 4, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 2, DFF: 6, Context: 16, Seed: 3}
 }
 
 // roughModel has weights of O(0.3) so that every nonlinearity is exercised
@@ -21,17 +21,22 @@ func roughModel(t testing.TB, cfg Config) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	roughen(m)
+	return m
+}
+
+func roughen(m *Model) {
+	cfg := m.Cfg
 	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
 	for _, ten := range m.W.Tensors {
 		for i := range ten.Data {
 			v := rng.NormFloat64() * 0.3
-			if strings.HasSuffix(ten.Name, "norm") {
+			if strings.Contains(ten.Name, "norm") {
 				v += 1
 			}
 			ten.Data[i] = float32(v)
 		}
 	}
-	return m
 }
 
 // gradLoss is L = Σ c_t logp_t + Σ d_t v_t, in float64.
@@ -48,20 +53,32 @@ func gradLoss(p *Pass, c, d []float32) float64 {
 
 func TestGradientsFiniteDifference(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		replay bool
-		temp   float64
-	}{{"live", false, 0}, {"replay", true, 0}, {"tempered", true, 0.6}} {
+		name                 string
+		replay               bool
+		temp                 float64
+		critic, tied, unnorm bool
+	}{{"live", false, 0, false, false, false}, {"replay", true, 0, false, false, false}, {"tempered", true, 0.6, false, false, false},
+		{"tied, unnormalised gates", true, 0, false, true, true}, {"critic", true, 0, true, false, true}} {
 		replay := tc.replay
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tinyConfig()
+			cfg.TieEmbeddings, cfg.NormTopKProb = tc.tied, !tc.unnorm
 			m := roughModel(t, cfg)
+			if tc.critic {
+				m = m.Critic()
+				roughen(m)
+			}
 			rng := rand.New(rand.NewPCG(7, 8))
 			ids := make([]int, 12)
 			for i := range ids {
 				ids[i] = rng.IntN(cfg.Vocab)
 			}
-			c, d := make([]float32, len(ids)-1), make([]float32, len(ids))
+			var c, d []float32
+			if tc.critic {
+				d = make([]float32, len(ids))
+			} else {
+				c = make([]float32, len(ids)-1)
+			}
 			for i := range c {
 				c[i] = float32(rng.NormFloat64())
 			}
@@ -152,7 +169,15 @@ func TestGradientsFiniteDifference(t *testing.T) {
 			}
 			// Every layer type must have a non-zero gradient that was
 			// compared (not skipped for a routing flip).
-			for _, want := range []string{"embed", "attn_norm", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "moe_norm", "moe.router", ".w1", ".w2", ".w3", "final_norm", "lm_head", "value_head.w", "value_head.b"} {
+			wants := []string{"embed_tokens", "input_layernorm", "q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm",
+				"post_attention_layernorm", "mlp.gate.", "gate_proj", "up_proj", "down_proj", "model.norm"}
+			switch {
+			case tc.critic:
+				wants = append(wants, "score.weight", "score.bias")
+			case !tc.tied:
+				wants = append(wants, "lm_head")
+			}
+			for _, want := range wants {
 				found := false
 				for ti, ten := range m.W.Tensors {
 					if strings.Contains(ten.Name, want) && checkedBy[ten.Name] > 0 && slices.ContainsFunc(m.G.Tensors[ti].Data, func(v float32) bool { return v != 0 }) {
@@ -214,12 +239,10 @@ func TestForwardRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.want)
 		}
 	}
-	if err := (Config{Vocab: 10, Layers: 1, DModel: 6, Heads: 4, Experts: 2, TopK: 3, DFF: 1, Context: 1}).Validate(); err == nil ||
-		!strings.Contains(err.Error(), "d_model") || !strings.Contains(err.Error(), "top_k") {
+	if err := (Config{Vocab: 10, Layers: 1, DModel: 6, Heads: 4, KVHeads: 3, HeadDim: 3, Experts: 2, TopK: 3, DFF: 1, Context: 1}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "kv_heads 3 must divide") || !strings.Contains(err.Error(), "head_dim 3") ||
+		!strings.Contains(err.Error(), "top_k") || !strings.Contains(err.Error(), "rope_theta") || !strings.Contains(err.Error(), "rms_norm_eps") {
 		t.Errorf("config validation: %v", err)
-	}
-	if _, err := ParseConfig([]byte(`{"vocab":1,"nope":2}`)); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Errorf("unknown config field: %v", err)
 	}
 }
 

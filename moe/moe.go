@@ -132,15 +132,17 @@ func newMoEAct(cfg Config, n int) *moeAct {
 // paths: h2 = norm(x2); probs = softmax(router h2); live = topK(probs);
 // the used set is the replayed one (sorted) for the first nReplay tokens
 // (replay holds their sets, [nReplay·K]), else live; gates are probs at
-// the used set renormalised over it (so they stay differentiable in the
-// router scores under replay); xout = x2 + Σ_j gate_j · W2 (silu(W1 h2) ⊙
-// W3 h2), summed over j in order. par splits the work over Workers.
-func moeForward(lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, replay []int32, nReplay int, ma *moeAct, xout []float32, par bool) {
-	D, E, K, F := len(lw.MoENorm), len(lw.W1), len(ma.sel)/n, len(lw.W1[0])/len(lw.MoENorm)
+// the used set, renormalised over it when cfg.NormTopKProb (so under
+// replay they stay differentiable in the router scores); xout = x2 +
+// Σ_j gate_j · W2 (silu(W1 h2) ⊙ W3 h2), summed over j in order (the
+// experts' ascending ids, as transformers adds them). par splits the work
+// over Workers.
+func moeForward(cfg Config, lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, replay []int32, nReplay int, ma *moeAct, xout []float32, par bool) {
+	D, E, K, F, eps := cfg.DModel, cfg.Experts, cfg.TopK, cfg.DFF, float32(cfg.RMSNormEps)
 	rows(n, par, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			h := ma.h2[t*D : (t+1)*D]
-			ma.rms[t] = rmsNorm(h, x2[t*D:(t+1)*D], lw.MoENorm)
+			ma.rms[t] = rmsNorm(h, x2[t*D:(t+1)*D], lw.MoENorm, eps)
 			p.round(h)
 		}
 	})
@@ -161,8 +163,10 @@ func moeForward(lw *LayerWeights, lt *layerT, p Precision, n int, x2 []float32, 
 			gates[j] = probs[e]
 			sum += gates[j]
 		}
-		for j := range gates {
-			gates[j] /= sum
+		if cfg.NormTopKProb {
+			for j := range gates {
+				gates[j] /= sum
+			}
 		}
 	}
 	groupExperts(ma, E)
@@ -260,16 +264,17 @@ func groupExperts(ma *moeAct, E int) {
 // sets dx2 (residual and norm paths) and adds the router, expert and norm
 // gain gradients to gl. Each expert's gradients come from one goroutine
 // walking its rows in token order, so sums do not depend on Workers.
-func moeBackward(lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32) {
-	D, E, F := len(lw.MoENorm), len(lw.W1), len(lw.W1[0])/len(lw.MoENorm)
-	K := len(ma.sel) / T
+func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32) {
+	D, E, F, K := cfg.DModel, cfg.Experts, cfg.DFF, cfg.TopK
 	f := func(k int) []float32 { return make([]float32, k) }
 	dS, dh2 := f(T*E), f(T*D)
 	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
 	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
-	// gate_j = softmax over the used set of the router scores, so
-	// dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0 elsewhere,
-	// with dg_j = dxout·eout_j; the expert output gradient is g_j dxout.
+	// With dg_j = dxout·eout_j (the expert output gradient is g_j dxout):
+	// normalised, gate_j is a softmax over the used set of the router
+	// scores, so dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0
+	// elsewhere; not normalised, gate_j = p_e of the softmax over all
+	// experts, so dS_e = p_e ([e used] dg_e − Σ_i g_i dg_i) at every e.
 	parallel(T, func(lo, hi int) {
 		dg := make([]float32, K)
 		eo := make([]float32, D)
@@ -285,6 +290,11 @@ func moeBackward(lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float
 				blk := dO[r0*D : (r0+m)*D]
 				for i, v := range dx {
 					blk[i*m+r-r0] = g * v
+				}
+			}
+			if !cfg.NormTopKProb {
+				for e, pe := range ma.probs[t*E : (t+1)*E] {
+					dS[t*E+e] = pe * -gdg
 				}
 			}
 			for j, e := range ma.sel[t*K : (t+1)*K] {

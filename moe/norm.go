@@ -2,16 +2,16 @@ package moe
 
 import "math"
 
-const rmsEps = 1e-5
-
 // rmsNorm sets y = g ⊙ x / sqrt(mean(x²) + ε) and returns the inverse
-// root-mean-square r that the backward pass needs.
-func rmsNorm(y, x, g []float32) float32 {
+// root-mean-square r that the backward pass needs. As in transformers,
+// the mean, the ε and the inverse root are float32 values, and x is
+// scaled by r before the gain multiplies it.
+func rmsNorm(y, x, g []float32, eps float32) float32 {
 	var ss float32
 	for _, v := range x {
 		ss += v * v
 	}
-	r := float32(1 / math.Sqrt(float64(ss/float32(len(x))+rmsEps)))
+	r := float32(1 / math.Sqrt(float64(ss/float32(len(x))+eps)))
 	for i, v := range x {
 		y[i] = v * r * g[i]
 	}

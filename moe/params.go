@@ -14,35 +14,52 @@ type Tensor struct {
 }
 
 // LayerWeights are the parameters of one transformer block. Matrices are
-// [out, in] so that y = W x is a dot product per output row.
+// [out, in] (PyTorch's nn.Linear layout), so y = W x is a dot product per
+// output row. Hq = Heads·HeadDim, Hkv = KVHeads·HeadDim.
 type LayerWeights struct {
-	AttnNorm []float32   // [D] RMSNorm gain before attention
-	Wq       []float32   // [D, D]
-	Wk       []float32   // [D, D]
-	Wv       []float32   // [D, D]
-	Wo       []float32   // [D, D]
-	MoENorm  []float32   // [D] RMSNorm gain before the MoE
-	Router   []float32   // [E, D]
+	AttnNorm []float32   // [D] RMSNorm gain before attention (input_layernorm)
+	Wq       []float32   // [Hq, D]
+	Wk       []float32   // [Hkv, D]
+	Wv       []float32   // [Hkv, D]
+	Wo       []float32   // [D, Hq]
+	QNorm    []float32   // [HeadDim] RMSNorm gain of every query head
+	KNorm    []float32   // [HeadDim] RMSNorm gain of every key head
+	MoENorm  []float32   // [D] RMSNorm gain before the MoE (post_attention_layernorm)
+	Router   []float32   // [E, D] (mlp.gate)
 	W1       [][]float32 // per expert [F, D], gate projection
 	W3       [][]float32 // per expert [F, D], up projection
 	W2       [][]float32 // per expert [D, F], down projection
 }
 
+// Head says what a model computes from its last hidden state.
+type Head int
+
+const (
+	// LMHead is a policy's: next-token logits, by lm_head or, with tied
+	// embeddings, by the embedding matrix (Qwen3MoeForCausalLM).
+	LMHead Head = iota
+	// ScoreHead is a critic's: one value per position, by a linear layer
+	// with a bias (Qwen3MoeForTokenClassification with one label).
+	ScoreHead
+)
+
 // Weights is every parameter of a model (or every gradient, same shapes).
+// Tensor names are transformers' Qwen3-MoE names, as checkpoints hold them.
 type Weights struct {
 	Embed     []float32 // [V, D]
 	Layers    []LayerWeights
 	FinalNorm []float32 // [D]
-	LMHead    []float32 // [V, D]
-	ValueW    []float32 // [D] value head (used by a critic)
-	ValueB    []float32 // [1]
+	LMHead    []float32 // [V, D]; nil for a critic, and with tied embeddings (Embed serves)
+	Score     []float32 // [1, D]; a critic's only
+	ScoreBias []float32 // [1]; a critic's only
 	Tensors   []*Tensor // all of the above, in a fixed order (checkpoint order)
 }
 
-// newWeights allocates zeroed weights of cfg's shape in one block.
-func newWeights(cfg Config) *Weights {
+// newWeights allocates zeroed weights of cfg's shape with head h in one
+// block.
+func newWeights(cfg Config, h Head) *Weights {
 	w := &Weights{}
-	D, F, V, E := cfg.DModel, cfg.DFF, cfg.Vocab, cfg.Experts
+	D, F, V, E, hd := cfg.DModel, cfg.DFF, cfg.Vocab, cfg.Experts, cfg.HeadDim
 	add := func(name string, shape ...int) []float32 {
 		n := 1
 		for _, s := range shape {
@@ -52,31 +69,45 @@ func newWeights(cfg Config) *Weights {
 		w.Tensors = append(w.Tensors, t)
 		return t.Data
 	}
-	w.Embed = add("embed", V, D)
+	w.Embed = add("model.embed_tokens.weight", V, D)
 	for l := 0; l < cfg.Layers; l++ {
-		p := fmt.Sprintf("layers.%d.", l)
+		p := fmt.Sprintf("model.layers.%d.", l)
 		lw := LayerWeights{
-			AttnNorm: add(p+"attn_norm", D),
-			Wq:       add(p+"attn.wq", D, D),
-			Wk:       add(p+"attn.wk", D, D),
-			Wv:       add(p+"attn.wv", D, D),
-			Wo:       add(p+"attn.wo", D, D),
-			MoENorm:  add(p+"moe_norm", D),
-			Router:   add(p+"moe.router", E, D),
+			AttnNorm: add(p+"input_layernorm.weight", D),
+			Wq:       add(p+"self_attn.q_proj.weight", cfg.qDim(), D),
+			Wk:       add(p+"self_attn.k_proj.weight", cfg.kvDim(), D),
+			Wv:       add(p+"self_attn.v_proj.weight", cfg.kvDim(), D),
+			Wo:       add(p+"self_attn.o_proj.weight", D, cfg.qDim()),
+			QNorm:    add(p+"self_attn.q_norm.weight", hd),
+			KNorm:    add(p+"self_attn.k_norm.weight", hd),
+			MoENorm:  add(p+"post_attention_layernorm.weight", D),
+			Router:   add(p+"mlp.gate.weight", E, D),
 		}
 		for e := 0; e < E; e++ {
-			q := fmt.Sprintf("%smoe.experts.%d.", p, e)
-			lw.W1 = append(lw.W1, add(q+"w1", F, D))
-			lw.W3 = append(lw.W3, add(q+"w3", F, D))
-			lw.W2 = append(lw.W2, add(q+"w2", D, F))
+			q := fmt.Sprintf("%smlp.experts.%d.", p, e)
+			lw.W1 = append(lw.W1, add(q+"gate_proj.weight", F, D))
+			lw.W3 = append(lw.W3, add(q+"up_proj.weight", F, D))
+			lw.W2 = append(lw.W2, add(q+"down_proj.weight", D, F))
 		}
 		w.Layers = append(w.Layers, lw)
 	}
-	w.FinalNorm = add("final_norm", D)
-	w.LMHead = add("lm_head", V, D)
-	w.ValueW = add("value_head.w", D)
-	w.ValueB = add("value_head.b", 1)
+	w.FinalNorm = add("model.norm.weight", D)
+	switch {
+	case h == ScoreHead:
+		w.Score = add("score.weight", 1, D)
+		w.ScoreBias = add("score.bias", 1)
+	case !cfg.TieEmbeddings:
+		w.LMHead = add("lm_head.weight", V, D)
+	}
 	return w
+}
+
+// logitsMatrix is the [V, D] matrix the LM head multiplies by.
+func (w *Weights) logitsMatrix() []float32 {
+	if w.LMHead != nil {
+		return w.LMHead
+	}
+	return w.Embed
 }
 
 // layerT holds one block's matrices transposed to [in, out], the layout
@@ -90,7 +121,7 @@ type layerT struct {
 // weightsT is every matrix a forward multiplies by, transposed.
 type weightsT struct {
 	layers []layerT
-	lmHead []float32
+	lmHead []float32 // nil for a critic
 }
 
 // transposeWeights builds w's transposed matrices, jobs split over
@@ -98,20 +129,23 @@ type weightsT struct {
 // out (the trainer multiplies by them as stored).
 func transposeWeights(w *Weights, cfg Config, experts, par bool) *weightsT {
 	D, F, E, V := cfg.DModel, cfg.DFF, cfg.Experts, cfg.Vocab
-	wt := &weightsT{layers: make([]layerT, len(w.Layers)), lmHead: make([]float32, V*D)}
+	wt := &weightsT{layers: make([]layerT, len(w.Layers))}
 	type job struct {
 		dst, src   []float32
 		rows, cols int
 	}
-	jobs := []job{{wt.lmHead, w.LMHead, V, D}}
+	var jobs []job
+	mk := func(src []float32, rows, cols int) []float32 {
+		dst := make([]float32, rows*cols)
+		jobs = append(jobs, job{dst, src, rows, cols})
+		return dst
+	}
+	if w.Score == nil {
+		wt.lmHead = mk(w.logitsMatrix(), V, D)
+	}
 	for l := range w.Layers {
 		lw, lt := &w.Layers[l], &wt.layers[l]
-		mk := func(src []float32, rows, cols int) []float32 {
-			dst := make([]float32, rows*cols)
-			jobs = append(jobs, job{dst, src, rows, cols})
-			return dst
-		}
-		lt.wq, lt.wk, lt.wv, lt.wo = mk(lw.Wq, D, D), mk(lw.Wk, D, D), mk(lw.Wv, D, D), mk(lw.Wo, D, D)
+		lt.wq, lt.wk, lt.wv, lt.wo = mk(lw.Wq, cfg.qDim(), D), mk(lw.Wk, cfg.kvDim(), D), mk(lw.Wv, cfg.kvDim(), D), mk(lw.Wo, D, cfg.qDim())
 		lt.router = mk(lw.Router, E, D)
 		for e := 0; e < E && experts; e++ {
 			lt.w1 = append(lt.w1, mk(lw.W1[e], F, D))
@@ -156,7 +190,7 @@ func (w *Weights) Tensor(name string) *Tensor {
 // initWeights fills w deterministically from cfg.Seed: norm gains 1,
 // matrices N(0, 0.02²) with the residual output projections scaled by
 // 1/sqrt(2·layers) (GPT-2), the router N(0, 0.1²) so that routing starts
-// decisive enough for top-k choices to matter, the value head 0.
+// decisive enough for top-k choices to matter, a critic's score head 0.
 func initWeights(w *Weights, cfg Config) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x7431_6d6f_6531))
 	normal := func(s []float32, std float64) {
@@ -173,6 +207,8 @@ func initWeights(w *Weights, cfg Config) {
 	normal(w.Embed, 0.02)
 	for _, lw := range w.Layers {
 		ones(lw.AttnNorm)
+		ones(lw.QNorm)
+		ones(lw.KNorm)
 		normal(lw.Wq, 0.02)
 		normal(lw.Wk, 0.02)
 		normal(lw.Wv, 0.02)
@@ -186,32 +222,45 @@ func initWeights(w *Weights, cfg Config) {
 		}
 	}
 	ones(w.FinalNorm)
-	normal(w.LMHead, 0.02)
+	if w.LMHead != nil {
+		normal(w.LMHead, 0.02)
+	}
 }
 
-// Model is a decoder-only MoE transformer: parameters, their gradients and
-// the RoPE tables. The training path (Forward/Backward) runs in float32;
-// Sampler runs the serving path. A Model is not safe for concurrent
-// mutation; concurrent Forward calls without Backward are safe.
+// Model is a decoder-only MoE transformer, a policy (LMHead) or a critic
+// (ScoreHead): parameters, their gradients and the RoPE tables. The
+// training path (Forward/Backward) runs in float32; Sampler runs a
+// policy's serving path. A Model is not safe for concurrent mutation;
+// concurrent Forward calls without Backward are safe.
 type Model struct {
 	Cfg  Config
+	Head Head
 	W    *Weights // parameters
 	G    *Weights // gradients, accumulated by Backward
 	rope ropeTable
 }
 
-// NewModel builds a model with weights initialised from cfg.Seed.
+// NewModel builds a policy with weights initialised from cfg.Seed.
 func NewModel(cfg Config) (*Model, error) {
+	return newInit(cfg, LMHead)
+}
+
+// NewCritic builds a critic with weights initialised from cfg.Seed.
+func NewCritic(cfg Config) (*Model, error) {
+	return newInit(cfg, ScoreHead)
+}
+
+func newInit(cfg Config, h Head) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := newModel(cfg)
+	m := newModel(cfg, h)
 	initWeights(m.W, cfg)
 	return m, nil
 }
 
-func newModel(cfg Config) *Model {
-	return &Model{Cfg: cfg, W: newWeights(cfg), G: newWeights(cfg), rope: newRope(cfg)}
+func newModel(cfg Config, h Head) *Model {
+	return &Model{Cfg: cfg, Head: h, W: newWeights(cfg, h), G: newWeights(cfg, h), rope: newRope(cfg)}
 }
 
 // ZeroGrad clears the accumulated gradients.
@@ -219,9 +268,21 @@ func (m *Model) ZeroGrad() { m.G.Zero() }
 
 // Clone returns a deep copy of the model's parameters (gradients zeroed).
 func (m *Model) Clone() *Model {
-	c := newModel(m.Cfg)
+	c := newModel(m.Cfg, m.Head)
 	for i, t := range m.W.Tensors {
 		copy(c.W.Tensors[i].Data, t.Data)
+	}
+	return c
+}
+
+// Critic returns a critic whose backbone is a copy of m's and whose score
+// head is 0, so its first values are 0 and its features are the policy's.
+func (m *Model) Critic() *Model {
+	c := newModel(m.Cfg, ScoreHead)
+	for _, t := range c.W.Tensors {
+		if src := m.W.Tensor(t.Name); src != nil {
+			copy(t.Data, src.Data)
+		}
 	}
 	return c
 }

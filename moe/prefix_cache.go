@@ -17,7 +17,7 @@ type prefixCache struct {
 
 type cacheEntry struct {
 	tokens  []int
-	kt, v   [][]float32 // per layer [D, len(tokens)] (keys transposed), [len(tokens), D]
+	kt, v   [][]float32 // per layer [Hkv, len(tokens)] (keys transposed), [len(tokens), Hkv]
 	routing []int32     // [len(tokens), L, K]
 	used    uint64
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // safetensors layout (https://github.com/huggingface/safetensors):
@@ -66,8 +69,13 @@ func WriteSafetensors(w io.Writer, tensors []*Tensor, meta map[string]string) er
 	return nil
 }
 
-// ReadSafetensors parses a whole safetensors file. It accepts F32 tensors
-// only and checks that every tensor's offsets match its shape, lie inside
+// dtypeSize is the width of each element type ReadSafetensors reads:
+// float32, and the half-precision types a model is shipped in, which are
+// widened to float32 exactly (training keeps float32).
+var dtypeSize = map[string]int64{"F32": 4, "BF16": 2, "F16": 2}
+
+// ReadSafetensors parses a whole safetensors file. It reads F32, BF16 and
+// F16 tensors into float32 and refuses any other dtype by name; it checks that every tensor's offsets match its shape, lie inside
 // the data and that tensors neither overlap nor leave holes.
 func ReadSafetensors(b []byte) (map[string]*Tensor, map[string]string, error) {
 	if len(b) < 8 {
@@ -101,8 +109,9 @@ func ReadSafetensors(b []byte) (map[string]*Tensor, map[string]string, error) {
 		if err := json.Unmarshal(msg, &e); err != nil {
 			return nil, nil, fmt.Errorf("safetensors: tensor %q: %w", name, err)
 		}
-		if e.DType != "F32" {
-			return nil, nil, fmt.Errorf("safetensors: tensor %q: dtype %q, only F32 is supported", name, e.DType)
+		size, ok := dtypeSize[e.DType]
+		if !ok {
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: dtype %q: t1 reads F32, BF16 and F16 weights", name, e.DType)
 		}
 		count := int64(1)
 		for _, d := range e.Shape {
@@ -112,12 +121,20 @@ func ReadSafetensors(b []byte) (map[string]*Tensor, map[string]string, error) {
 			count *= int64(d)
 		}
 		lo, hi := e.Offsets[0], e.Offsets[1]
-		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*count {
-			return nil, nil, fmt.Errorf("safetensors: tensor %q: offsets [%d,%d) do not hold shape %v of F32 within %d data bytes", name, lo, hi, e.Shape, len(data))
+		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != size*count {
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: offsets [%d,%d) do not hold shape %v of %s within %d data bytes", name, lo, hi, e.Shape, e.DType, len(data))
 		}
 		t := &Tensor{Name: name, Shape: e.Shape, Data: make([]float32, count)}
+		src := data[lo:hi]
 		for i := range t.Data {
-			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[lo+4*int64(i):]))
+			switch e.DType {
+			case "F32":
+				t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+			case "BF16":
+				t.Data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+			case "F16":
+				t.Data[i] = halfToFloat(binary.LittleEndian.Uint16(src[2*i:]))
+			}
 		}
 		out[name] = t
 		spans = append(spans, span{lo, hi, name})
@@ -138,25 +155,70 @@ func ReadSafetensors(b []byte) (map[string]*Tensor, map[string]string, error) {
 	return out, meta, nil
 }
 
+// halfToFloat widens an IEEE 754 binary16 value exactly.
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // infinity, NaN
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	case frac == 0:
+		return math.Float32frombits(sign)
+	}
+	// Subnormal: frac · 2⁻²⁴, exact in float32.
+	v := float32(frac) / (1 << 24)
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
+
 // loadTensors copies named tensors into w, requiring exactly w's names and
-// shapes.
-func loadTensors(w *Weights, got map[string]*Tensor) error {
+// shapes. With tied embeddings a checkpoint may also hold lm_head.weight,
+// if it equals the embedding (some writers keep both).
+func loadTensors(w *Weights, got map[string]*Tensor, cfg Config) error {
+	if lm, ok := got["lm_head.weight"]; ok && cfg.TieEmbeddings && w.LMHead == nil && w.Score == nil {
+		if e := got["model.embed_tokens.weight"]; e == nil || !slices.Equal(e.Data, lm.Data) {
+			return errors.New("tensor \"lm_head.weight\" differs from the embedding, but the config ties them (tie_word_embeddings)")
+		}
+		got = maps.Clone(got)
+		delete(got, "lm_head.weight")
+	}
+	var missing []string
 	for _, t := range w.Tensors {
 		g, ok := got[t.Name]
 		if !ok {
-			return fmt.Errorf("tensor %q missing", t.Name)
+			missing = append(missing, t.Name)
+			continue
 		}
 		if !slices.Equal(g.Shape, t.Shape) {
 			return fmt.Errorf("tensor %q: shape %v, the config needs %v", t.Name, g.Shape, t.Shape)
 		}
 		copy(t.Data, g.Data)
 	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%d tensors missing: %s", len(missing), strings.Join(firstN(missing, 5), ", "))
+	}
 	if len(got) != len(w.Tensors) {
+		var extra []string
 		for name := range got {
 			if w.Tensor(name) == nil {
-				return fmt.Errorf("tensor %q is not part of the model", name)
+				extra = append(extra, name)
 			}
 		}
+		slices.Sort(extra)
+		return fmt.Errorf("%d tensors are not part of the model: %s", len(extra), strings.Join(firstN(extra, 5), ", "))
 	}
 	return nil
+}
+
+// firstN lists up to n names, saying how many more there are.
+func firstN(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
 }

@@ -72,9 +72,12 @@ type Sampler struct {
 const DefaultPrefixCache = 16
 
 // NewSampler snapshots m's weights at precision p; later training of m does
-// not affect it.
+// not affect it. m must be a policy.
 func NewSampler(m *Model, p Precision) *Sampler {
-	w := newWeights(m.Cfg)
+	if m.Head != LMHead {
+		panic("moe: a sampler needs a policy (LM head), not a critic")
+	}
+	w := newWeights(m.Cfg, LMHead)
 	for i, t := range m.W.Tensors {
 		copy(w.Tensors[i].Data, t.Data)
 		p.round(w.Tensors[i].Data)
@@ -104,12 +107,13 @@ func (s *Sampler) Config() Config { return s.cfg }
 func (s *Sampler) Precision() Precision { return s.prec }
 
 // kvState is one generation's cache and scratch. Keys are kept
-// transposed (kt[l] is [D, capacity]), so that one query's scores are a
-// gemm row over positions; values are rows (v[l] is [capacity, D]).
+// transposed (kt[l] is [Hkv, capacity]), so that one query's scores are a
+// gemm row over positions; values are rows (v[l] is [capacity, Hkv]).
 type kvState struct {
 	capacity              int
 	kt, v                 [][]float32
-	x, h1, q, k, a, x2    []float32
+	x, a, x2              []float32
+	att                   attnAct
 	xout, xf, logits, rms []float32
 	moe                   *moeAct
 	scores                []float32
@@ -140,25 +144,25 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 		return nil, fmt.Errorf("moe generate: top_p %g outside [0,1]", sp.TopP)
 	}
 	total := min(n+sp.MaxNewTokens, cfg.Context)
-	D, K, L := cfg.DModel, cfg.TopK, cfg.Layers
+	D, K, L, dkv := cfg.DModel, cfg.TopK, cfg.Layers, cfg.kvDim()
 	f := func(k int) []float32 { return make([]float32, k) }
-	st := &kvState{capacity: total, x: f(D), h1: f(D), q: f(D), k: f(D), a: f(D), x2: f(D), xout: f(D), xf: f(D),
+	st := &kvState{capacity: total, x: f(D), a: f(cfg.qDim()), x2: f(D), att: newAttnAct(cfg, 1), xout: f(D), xf: f(D),
 		logits: f(cfg.Vocab), rms: f(1), moe: newMoEAct(cfg, 1), scores: f(total)}
 	for l := 0; l < L; l++ {
-		st.kt = append(st.kt, f(total*D))
-		st.v = append(st.v, f(total*D))
+		st.kt = append(st.kt, f(total*dkv))
+		st.v = append(st.v, f(total*dkv))
 	}
 	rng := rand.New(rand.NewPCG(sp.Seed, 0x73616d706c65))
 	g := &Generation{MatchedStop: -1, FinishReason: FinishLength}
 	tokens := append(make([]int, 0, total), prompt...)
-	start, routing := s.cache.restore(st, prompt, D, L, K)
+	start, routing := s.cache.restore(st, prompt, dkv, L, K)
 	if sp.MaxNewTokens == 0 || n == cfg.Context {
 		// Nothing to generate; still report the prompt's routing.
 		for pos := start; pos < n-1; pos++ {
 			routing = s.step(st, tokens[pos], pos, routing)
 		}
 		g.Routing = Routing{Tokens: n - 1, Layers: L, TopK: K, Experts: routing}
-		s.cache.store(st, tokens[:n-1], routing, D, L, K)
+		s.cache.store(st, tokens[:n-1], routing, dkv, L, K)
 		return g, nil
 	}
 	for pos := start; ; pos++ {
@@ -171,7 +175,8 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 		if pos < n-1 {
 			continue
 		}
-		headRows(s.w, s.wt, s.prec, 1, st.x, st.xf, st.rms, st.logits, false)
+		finalNorm(cfg, s.w, s.prec, 1, st.x, st.xf, st.rms, false)
+		lmHead(s.wt, s.prec, 1, st.xf, st.logits, D)
 		id, lp := sample(st.logits, sp, rng)
 		g.OutputIDs = append(g.OutputIDs, id)
 		g.LogProbs = append(g.LogProbs, lp)
@@ -186,25 +191,26 @@ func (s *Sampler) Generate(ctx context.Context, prompt []int, sp SamplingParams)
 	}
 	rows := len(tokens) - 1
 	g.Routing = Routing{Tokens: rows, Layers: L, TopK: K, Experts: routing[:rows*L*K]}
-	s.cache.store(st, tokens[:rows], routing, D, L, K)
+	s.cache.store(st, tokens[:rows], routing, dkv, L, K)
 	return g, nil
 }
 
 // step runs token id at position pos through every block, leaving the
 // final residual in st.x and appending its routing.
 func (s *Sampler) step(st *kvState, id, pos int, routing []int32) []int32 {
-	D := s.cfg.DModel
+	cfg := s.cfg
+	D, dkv := cfg.DModel, cfg.kvDim()
 	copy(st.x, s.w.Embed[id*D:(id+1)*D])
 	for l := range s.w.Layers {
 		lw, lt := &s.w.Layers[l], &s.wt.layers[l]
-		attnIn(lw, lt, s.rope, s.prec, pos, 1, st.x, st.h1, st.q, st.k, st.v[l][pos*D:(pos+1)*D], st.rms, false)
+		attnIn(cfg, lw, lt, s.rope, s.prec, pos, 1, st.x, &st.att, st.v[l][pos*dkv:(pos+1)*dkv], false)
 		kt := st.kt[l]
-		for d, v := range st.k {
+		for d, v := range st.att.k {
 			kt[d*st.capacity+pos] = v
 		}
-		attendOne(st.a, st.q, kt, st.v[l], pos, st.capacity, s.cfg.Heads, st.scores)
+		attendOne(st.a, st.att.q, kt, st.v[l], pos, st.capacity, cfg, st.scores)
 		attnOut(lt, s.prec, 1, st.a, st.x, st.x2, false)
-		moeForward(lw, lt, s.prec, 1, st.x2, nil, 0, st.moe, st.xout, false)
+		moeForward(cfg, lw, lt, s.prec, 1, st.x2, nil, 0, st.moe, st.xout, false)
 		routing = append(routing, st.moe.sel...)
 		st.x, st.xout = st.xout, st.x
 	}

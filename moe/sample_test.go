@@ -29,7 +29,7 @@ func TestSamplerF32MatchesTrainer(t *testing.T) {
 // wideConfig has widths that exercise every gemm tile (16- and 8-column
 // blocks, 64-column rows, odd remainders) while staying fast in tests.
 func wideConfig() Config {
-	return Config{Vocab: 44, Layers: 2, DModel: 32, Heads: 2, Experts: 4, TopK: 2, DFF: 72, Context: 64, Seed: 5}
+	return Config{Vocab: 44, Layers: 2, DModel: 32, Heads: 2, KVHeads: 1, HeadDim: 16, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 2, DFF: 72, Context: 64, Seed: 5}
 }
 
 // samplerMatchesTrainer: at equal precision, the training forward at the

@@ -123,11 +123,11 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return nil, err
 	}
 	if modelType != moe.ModelType && (cfg.Training.Trainer.Backend != trainer.BackendExec || cfg.Inference.Backend == inference.BackendReference) {
-		return nil, fmt.Errorf("inference.checkpoint %q: model_type %q: t1's reference trainer and engine train and serve only %s (%s); "+
+		return nil, fmt.Errorf("inference.checkpoint %q: model_type %q: t1's reference trainer and engine train and serve only Qwen3-MoE (%s, %s); "+
 			"an external architecture needs training.trainer.backend: exec (your trainer) and inference.backend: sglang or vllm (your engine)",
 			initialCheckpoint, modelType, moe.ModelType, moe.Architecture)
 	}
-	cfg.Inference.Model = inferenceModel(mcfg)
+	cfg.Inference.Model = config.ModelOf(mcfg)
 	dims := schemas.ModelDims{Vocab: mcfg.Vocab, Layers: mcfg.Layers, TopK: mcfg.TopK, Experts: mcfg.Experts}
 	rw, err := reward.New(reward.Config{Store: st, Trial: opt, Settings: sc.Reward, Log: log})
 	if err != nil {
@@ -172,8 +172,12 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	}
 	// A branch reads the checkpoints it did not make from its ancestors.
 	lineage := update.Lineage(log.Lineage)
+	// t1 reads the weights of an initial checkpoint only to run them: with
+	// another architecture, or with an exec trainer and a remote engine
+	// (a real Qwen3-MoE's weights are tens of GB), it reads only its
+	// config.json and tokenizer.
 	external := ""
-	if modelType != moe.ModelType {
+	if modelType != moe.ModelType || (cfg.Training.Trainer.Backend == trainer.BackendExec && cfg.Inference.Backend != inference.BackendReference) {
 		external = initialCheckpoint
 	}
 	policies, err := newPolicies(st, cfg.Inference, abs(cfg.Inference.WeightsDir), initial, external, lineage)
@@ -276,12 +280,6 @@ func ConfigHash(v any) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// ModelConfig converts the configuration's model shape.
-func ModelConfig(m config.InferenceModel) moe.Config {
-	return moe.Config{Vocab: m.Vocab, Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Experts: m.Experts,
-		TopK: m.TopK, DFF: m.DFF, Context: m.Context, Seed: m.Seed}
-}
-
 // synthConfig wires the synth stage's generator. The llm generator's API
 // key is read from its environment variable here, once, and goes nowhere
 // but the request header.
@@ -362,7 +360,7 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 				return checkpoint.Export(ctx, st, prefix, dir)
 			}
 		} else {
-			ck, err := checkpoint.Load(ctx, st, prefix)
+			ck, err := checkpoint.LoadPolicy(ctx, st, prefix)
 			if err != nil {
 				return rollout.Policy{}, err
 			}
@@ -403,7 +401,7 @@ func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
 // InferenceOptions converts the inference section.
 func InferenceOptions(in config.Inference) inference.Options {
 	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
-		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: ModelConfig(in.Model)}
+		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: in.Model.Shape()}
 }
 
 // ModelShape is the model's shape and model_type: the checkpoint's
@@ -412,7 +410,7 @@ func InferenceOptions(in config.Inference) inference.Options {
 // the configured reference model.
 func ModelShape(configured config.InferenceModel, checkpoint string, st store.ObjectStore) (moe.Config, string, error) {
 	if checkpoint == "" {
-		return ModelConfig(configured), moe.ModelType, nil
+		return configured.Shape(), moe.ModelType, nil
 	}
 	var b []byte
 	var err error
@@ -443,10 +441,4 @@ func readObject(ctx context.Context, st store.ObjectStore, key string) ([]byte, 
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, 1<<20))
-}
-
-// inferenceModel is ModelConfig's inverse.
-func inferenceModel(c moe.Config) config.InferenceModel {
-	return config.InferenceModel{Vocab: c.Vocab, Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Experts: c.Experts,
-		TopK: c.TopK, DFF: c.DFF, Context: c.Context, Seed: c.Seed}
 }

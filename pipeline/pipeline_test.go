@@ -142,7 +142,7 @@ func TestModelShapeComesFromTheCheckpoint(t *testing.T) {
 		t.Fatalf("run.started model %+v, want the checkpoint's", d)
 	}
 	same := cfg
-	same.Inference.Model = inferenceModel(shape)
+	same.Inference.Model = config.ModelOf(shape)
 	same.Inference.Checkpoint = ""
 	if build(t, same).Hash() != p.Hash() {
 		t.Fatal("the hash differs from a fresh model of the checkpoint's shape")
@@ -168,6 +168,8 @@ func TestExternalArchitectureShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Qwen2-MoE's fields are Qwen3-MoE's, but its shared experts are not.
+	b = bytes.Replace(b, []byte(`"model_type": "qwen3_moe"`), []byte(`"model_type": "qwen2_moe"`), 1)
 	if err := os.WriteFile(filepath.Join(dir, moe.ConfigFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,8 @@ func TestExternalArchitectureShape(t *testing.T) {
 	}
 	same := cfg
 	same.Inference.Checkpoint = ""
-	same.Inference.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, Experts: 128, TopK: 8, DFF: 768, Context: 40960}
+	same.Inference.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Experts: 128, TopK: 8, DFF: 768,
+		Context: 40960, RopeTheta: 1e6, RMSNormEps: 1e-6, NormTopKProb: true}
 	if build(t, same).Hash() != p.Hash() {
 		t.Fatal("the run's model section is not the config.json's dimensions")
 	}
@@ -196,7 +199,7 @@ func TestExternalArchitectureShape(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: an external architecture accepted", name)
 		}
-		for _, want := range []string{dir, `"qwen3_moe"`, "t1_moe", "training.trainer.backend: exec", "inference.backend: sglang or vllm"} {
+		for _, want := range []string{dir, `"qwen2_moe"`, "qwen3_moe", "training.trainer.backend: exec", "inference.backend: sglang or vllm"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %q lacks %q", name, err, want)
 			}
@@ -245,7 +248,8 @@ func TestExternalPolicies(t *testing.T) {
 	}
 	ic := config.Default().Inference
 	ic.Backend, ic.URL = "sglang", "http://127.0.0.1:1"
-	ic.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, Experts: 128, TopK: 8, DFF: 768, Context: 40960}
+	ic.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Experts: 128, TopK: 8, DFF: 768,
+		Context: 40960, RopeTheta: 1e6, RMSNormEps: 1e-6, NormTopKProb: true}
 	refuse := func(context.Context) (*moe.Checkpoint, error) {
 		return nil, errors.New("an external model has no reference checkpoint")
 	}

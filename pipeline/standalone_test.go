@@ -42,7 +42,7 @@ func TestStandaloneOracleContext(t *testing.T) {
 // an architecture it does not run.
 func TestReferenceOnly(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "num_experts": 2, "num_experts_per_tok": 1, "max_position_embeddings": 64, "moe_intermediate_size": 8}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "qwen2_moe", "vocab_size": 100, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "num_experts": 2, "num_experts_per_tok": 1, "max_position_embeddings": 64, "moe_intermediate_size": 8}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := referenceOnly(dir); err == nil || !strings.Contains(err.Error(), "runs only") {

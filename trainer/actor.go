@@ -36,7 +36,7 @@ func (r *Reference) TrainActor(ctx context.Context, job ActorJob) (*ActorResult,
 	if err != nil {
 		return nil, err
 	}
-	ck, err := checkpoint.Load(ctx, r.Store, job.Policy)
+	ck, err := checkpoint.LoadPolicy(ctx, r.Store, job.Policy)
 	if err != nil {
 		return nil, err
 	}

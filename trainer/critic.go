@@ -105,19 +105,21 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 }
 
 // critic loads the critic under prefix with its optimiser at the
-// configured settings, or, when prefix is "", makes a fresh one: a copy
-// of the policy under policy, or a seeded model when that is "" too.
+// configured settings, or, when prefix is "", makes a fresh one: the
+// policy's backbone under policy with a zero score head, or a seeded
+// critic when that is "" too.
 func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Model, *moe.Adam, error) {
 	o := r.Opt.Critic
 	if prefix == "" && policy != "" {
-		ck, err := checkpoint.Load(ctx, r.Store, policy)
+		ck, err := checkpoint.LoadPolicy(ctx, r.Store, policy)
 		if err != nil {
 			return nil, nil, err
 		}
-		return ck.Model, moe.NewAdam(ck.Model, o.Adam), nil
+		c := ck.Model.Critic()
+		return c, moe.NewAdam(c, o.Adam), nil
 	}
 	if prefix == "" {
-		m, err := moe.NewModel(o.Model)
+		m, err := moe.NewCritic(o.Model)
 		if err != nil {
 			return nil, nil, batch.Bad(fmt.Errorf("critic model: %w", err))
 		}
@@ -126,6 +128,9 @@ func (r *Reference) critic(ctx context.Context, prefix, policy string) (*moe.Mod
 	ck, err := checkpoint.Load(ctx, r.Store, prefix)
 	if err != nil {
 		return nil, nil, err
+	}
+	if ck.Model.Head != moe.ScoreHead {
+		return nil, nil, batch.Bad(fmt.Errorf("critic %s is a policy (%s), not a critic (%s)", prefix, moe.Architecture, moe.CriticArchitecture))
 	}
 	opt := ck.Optimizer
 	if opt == nil {

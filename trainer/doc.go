@@ -119,8 +119,9 @@
 //	              "trajectory_files": [{"key": "runs/r1/trajectories/iter=0001/part-a958….parquet", "table": "trajectories",
 //	                                    "schema_version": "1.1", "rows": 64, "bytes": 3655, "sha256": "cf9e…"}]},
 //	 "gae": {"gamma": 1, "lambda": 0.95, "baseline": "group"},
-//	 "hyperparameters": {"critic": {"model": {"vocab": 512, "layers": 2, "d_model": 64, "heads": 4, "experts": 8, "top_k": 2,
-//	                                          "d_ff": 128, "context": 2048, "seed": 1},
+//	 "hyperparameters": {"critic": {"model": {"vocab": 512, "layers": 2, "d_model": 64, "heads": 4, "kv_heads": 2, "head_dim": 16,
+//	                                          "experts": 8, "top_k": 2, "d_ff": 128, "context": 2048, "seed": 1, "rope_theta": 10000,
+//	                                          "rms_norm_eps": 1e-6, "norm_topk_prob": true, "tie_embeddings": false},
 //	                                "adam": {"lr": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8},
 //	                                "value_clip": 0.2, "epochs": 1, "max_grad_norm": 1, "warmup_steps": 0, "warmup_ev": 0},
 //	                     "temperature": "per_token"}}

@@ -15,7 +15,7 @@ import (
 
 func tiny(t *testing.T) *moe.Model {
 	t.Helper()
-	m, err := moe.NewModel(moe.Config{Vocab: 24, Layers: 2, DModel: 8, Heads: 2, Experts: 4, TopK: 2, DFF: 8, Context: 32, Seed: 5})
+	m, err := moe.NewModel(moe.Config{Vocab: 24, Layers: 2, DModel: 8, Heads: 2, KVHeads: 1, HeadDim: 4, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 2, DFF: 8, Context: 32, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,13 @@ func TestPolicyGradFiniteDifferences(t *testing.T) {
 // The clipped value loss's gradient through the value head and the
 // network matches finite differences.
 func TestValueGradFiniteDifferences(t *testing.T) {
-	m := tiny(t)
-	f := newFixture(t, m)
+	pol := tiny(t)
+	f := newFixture(t, pol)
+	m := pol.Critic()
+	// A fresh score head is 0, which would leave the backbone no gradient.
+	for i := range m.W.Score {
+		m.W.Score[i] = float32(math.Sin(float64(i)))
+	}
 	p, _ := m.Forward(f.ids, moe.ForwardOptions{})
 	v0, _ := rl.ActionValues(f.loss, p.Values)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -144,7 +149,12 @@ func TestValueGradFiniteDifferences(t *testing.T) {
 func checkFD(t *testing.T, m *moe.Model, loss func() float64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(9, 9))
-	for _, name := range []string{"lm_head", "layers.1.moe.router", "layers.0.attn.wq", "layers.1.moe.experts.2.w1", "value_head.w"} {
+	head := "lm_head.weight"
+	if m.Head == moe.ScoreHead {
+		head = "score.weight"
+	}
+	for _, name := range []string{head, "model.layers.1.mlp.gate.weight", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_norm.weight",
+		"model.layers.1.mlp.experts.2.gate_proj.weight"} {
 		w, g := m.W.Tensor(name), m.G.Tensor(name)
 		if w == nil || g == nil {
 			t.Fatalf("no tensor %s", name)

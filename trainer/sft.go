@@ -66,7 +66,7 @@ func (r *Reference) TrainSFT(ctx context.Context, job SFTJob) (*SFTResult, error
 	if len(seqs) == 0 {
 		return nil, batch.Bad(fmt.Errorf("sft: %d token rows, none with a loss token", len(rows)))
 	}
-	ck, err := checkpoint.Load(ctx, r.Store, job.Policy)
+	ck, err := checkpoint.LoadPolicy(ctx, r.Store, job.Policy)
 	if err != nil {
 		return nil, err
 	}

@@ -195,7 +195,7 @@ func TestReferenceTrainer(t *testing.T) {
 		if ck.Meta["policy_version"] != "1" || ck.Optimizer == nil || ck.Optimizer.Steps() != 2 {
 			t.Fatalf("checkpoint meta %v", ck.Meta)
 		}
-		if ck.Model.W.Tensor("lm_head").Data[0] == m.W.Tensor("lm_head").Data[0] {
+		if ck.Model.W.Tensor("lm_head.weight").Data[0] == m.W.Tensor("lm_head.weight").Data[0] {
 			t.Fatal("the update changed nothing")
 		}
 	}
@@ -204,7 +204,7 @@ func TestReferenceTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur.Model.W.Tensor("lm_head").Data[0] != m.W.Tensor("lm_head").Data[0] {
+	if cur.Model.W.Tensor("lm_head.weight").Data[0] != m.W.Tensor("lm_head.weight").Data[0] {
 		t.Fatal("training wrote over the current policy")
 	}
 	// A checkpoint that does not exist is bad input.

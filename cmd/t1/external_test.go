@@ -68,7 +68,7 @@ func TestRolloutExternalCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run make setup)", err)
 	}
-	mc := moe.Config{Vocab: tok.VocabSize(), Layers: 3, DModel: 16, Heads: 2, Experts: 4, TopK: 1, DFF: 16, Context: 2048, Seed: 5}
+	mc := moe.Config{Vocab: tok.VocabSize(), Layers: 3, DModel: 16, Heads: 2, KVHeads: 1, HeadDim: 8, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 1, DFF: 16, Context: 2048, Seed: 5}
 	m, err := moe.NewModel(mc)
 	if err != nil {
 		t.Fatal(err)

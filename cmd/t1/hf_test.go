@@ -26,7 +26,7 @@ func qwen3Model(t *testing.T, d, context int) (*moe.Model, tokenizer.Tokenizer) 
 	if err != nil {
 		t.Fatalf("%v (run make setup)", err)
 	}
-	m, err := moe.NewModel(moe.Config{Vocab: tok.VocabSize(), Layers: 2, DModel: d, Heads: 2, Experts: 4, TopK: 2, DFF: d, Context: context, Seed: 3})
+	m, err := moe.NewModel(moe.Config{Vocab: tok.VocabSize(), Layers: 2, DModel: d, Heads: 2, KVHeads: 1, HeadDim: d / 2, RopeTheta: 10000, RMSNormEps: 1e-6, NormTopKProb: true, Experts: 4, TopK: 2, DFF: d, Context: context, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

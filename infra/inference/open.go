@@ -94,17 +94,22 @@ func LoadCheckpoint(ctx context.Context, ref string, cfg moe.Config, st store.Ob
 		}
 		return &moe.Checkpoint{Model: m, Tokenizer: tok}, nil
 	}
-	if fi, err := os.Stat(filepath.Join(ref, moe.ConfigFile)); err == nil && !fi.IsDir() {
-		return moe.LoadDir(ref)
-	}
-	if st == nil {
+	var ck *moe.Checkpoint
+	var err error
+	if fi, serr := os.Stat(filepath.Join(ref, moe.ConfigFile)); serr == nil && !fi.IsDir() {
+		ck, err = moe.LoadDir(ref)
+	} else if st == nil {
 		return nil, fmt.Errorf("inference: checkpoint %q is not a local directory holding %s, and no object store is open", ref, moe.ConfigFile)
-	}
-	ck, err := moe.Load(ctx, st, ref)
-	if errors.Is(err, store.ErrNotFound) {
+	} else if ck, err = moe.Load(ctx, st, ref); errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("inference: checkpoint %q is neither a local directory nor an object-store prefix: %w", ref, err)
 	}
-	return ck, err
+	if err != nil {
+		return nil, err
+	}
+	if ck.Model.Head != moe.LMHead {
+		return nil, fmt.Errorf("inference: checkpoint %q is a critic (%s); an engine serves a policy (%s)", ref, moe.CriticArchitecture, moe.Architecture)
+	}
+	return ck, nil
 }
 
 // IsLocalCheckpoint reports whether ref names a local checkpoint directory

@@ -266,7 +266,7 @@ func TestCriticThenPPO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Model.W.Tensor("lm_head").Data[0] == e.m.W.Tensor("lm_head").Data[0] {
+	if ck.Model.W.Tensor("lm_head.weight").Data[0] == e.m.W.Tensor("lm_head.weight").Data[0] {
 		t.Fatal("the new policy equals the old")
 	}
 	// The attempt that earned the reward became likelier, the one that
@@ -396,7 +396,7 @@ func TestExecTrainerStage(t *testing.T) {
 	// The stand-in reports a checkpoint it "trained": the initial model
 	// with one weight changed, saved to a local directory.
 	trained := e.m.Clone()
-	trained.W.Tensor("lm_head").Data[0] += 1
+	trained.W.Tensor("lm_head.weight").Data[0] += 1
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	if err := (&moe.Checkpoint{Model: trained, Tokenizer: e.tok}).SaveDir(dir); err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestExecTrainerStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pu.Checkpoint.Key != keys.Policy(e.run, 1) || ck.Model.W.Tensor("lm_head").Data[0] != trained.W.Tensor("lm_head").Data[0] {
+	if pu.Checkpoint.Key != keys.Policy(e.run, 1) || ck.Model.W.Tensor("lm_head.weight").Data[0] != trained.W.Tensor("lm_head.weight").Data[0] {
 		t.Fatalf("policy.updated %+v does not hold the external trainer's checkpoint", pu)
 	}
 
