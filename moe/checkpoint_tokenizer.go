@@ -13,11 +13,12 @@ import (
 	"github.com/t1pipe/t1/tokenizer"
 )
 
-// A checkpoint's tokenizer.json is t1's own ({"type":"t1-byte-bpe-v1",…})
-// or a Hugging Face model's, whose other tokenizer files (the chat
-// template above all) travel with it: a checkpoint written from a loaded
-// one carries them unchanged, so a trained policy keeps its model's
-// template and tokenizer.
+// A checkpoint's tokenizer files are Hugging Face's: t1's own tokenizer
+// is written as one (HFFiles), and a Hugging Face model's files (the chat
+// template above all) travel with it unchanged, so a trained policy keeps
+// its model's template and tokenizer. Checkpoints written before t1's
+// tokenizer had that form hold t1's private tokenizer.json
+// ({"type":"t1-byte-bpe-v1",…}), which still reads.
 
 // TokenizerConfigFile is a Hugging Face model's tokenizer_config.json: its
 // chat_template and special tokens.
@@ -52,6 +53,12 @@ func (h *HFTokenizer) File(name string) (b []byte, ok bool) {
 // format is told apart by its type field; anything else must be a Hugging
 // Face tokenizer.json that package tokenizer implements exactly, else it
 // is refused with the feature named.
+//
+// Files exactly as t1 writes its own tokenizer (tokenizerFromHF) load as
+// *Tokenizer, not as the Hugging Face tokenizer they equally describe: the
+// ids are the same (TestHFLoaderAgrees), but t1's template (Chat) renders
+// a turn without re-rendering the conversation, and the default run
+// renders thousands of them.
 func ReadTokenizer(files map[string][]byte) (tokenizer.Tokenizer, error) {
 	b, ok := files[TokenizerFile]
 	if !ok {
@@ -62,6 +69,9 @@ func ReadTokenizer(files map[string][]byte) (tokenizer.Tokenizer, error) {
 		if err := json.Unmarshal(b, tok); err != nil {
 			return nil, err
 		}
+		return tok, nil
+	}
+	if tok, ok := tokenizerFromHF(files); ok {
 		return tok, nil
 	}
 	h, err := tokenizer.ParseHF(b)
@@ -149,8 +159,8 @@ func TokenizerMismatch(checkpoint, configured map[string][]byte) string {
 	return ""
 }
 
-// TokenizerFilesOf returns the files tok is saved as: t1's own
-// tokenizer.json, or the Hugging Face files it was read from.
+// TokenizerFilesOf returns the files tok is saved as: t1's own as
+// Hugging Face files (HFFiles), or the Hugging Face files it was read from.
 func TokenizerFilesOf(tok tokenizer.Tokenizer) (map[string][]byte, error) { return tokenizerFiles(tok) }
 
 // TokenizerDirFiles reads a model directory's tokenizer.json and the
@@ -205,6 +215,11 @@ func LoadServed(dir string) (Config, string, tokenizer.Tokenizer, error) {
 func tokenizerFiles(tok tokenizer.Tokenizer) (map[string][]byte, error) {
 	switch t := tok.(type) {
 	case *Tokenizer:
+		if files, err := t.HFFiles(); err == nil {
+			return files, nil
+		}
+		// No Hugging Face form (two ids spell one text): t1's private
+		// format still saves it exactly.
 		b, err := json.Marshal(t)
 		if err != nil {
 			return nil, err

@@ -112,7 +112,10 @@
 // template (the agent harness and /v1/chat/completions use it), renders
 // <|role|>content<|end|> turns (content via EncodeOrdinary, so text can
 // never forge a special token) ending in <|assistant|>; <|end|> is the stop
-// token, and appending a turn only appends tokens.
+// token, and appending a turn only appends tokens. A checkpoint saves the
+// tokenizer as a Hugging Face one (HFFiles): Hugging Face's library and
+// t1's loader (package tokenizer) encode valid UTF-8 to Encode's ids, and
+// its chat_template renders to Chat's ids.
 //
 // # Checkpoint
 //
@@ -124,10 +127,16 @@
 //	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads;
 //	                                       ParseShape also reads an external MoE's (Qwen3-MoE field names), whose
 //	                                       dimensions t1 needs though it never loads its weights
-//	                   /tokenizer.json     {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}, or a Hugging
-//	                                       Face tokenizer.json (package tokenizer) with, when the model has them,
-//	                                       /tokenizer_config.json, /special_tokens_map.json, /chat_template.jinja
-//	                                       beside it, carried byte for byte (checkpoint_tokenizer.go)
+//	                   /tokenizer.json     Hugging Face's: t1's tokenizer as BPE (vocab and merges in the byte-level
+//	                                       alphabet, the specials as added_tokens, Split(tokenizer.ByteClassPattern)
+//	                                       then ByteLevel, ByteLevel decoder: tokenizer_hf.go), or a Hugging Face
+//	                                       model's (package tokenizer); earlier checkpoints hold
+//	                                       {"type":"t1-byte-bpe-v1","specials":[…],"merges":[[a,b],…]}, which still reads
+//	                   /tokenizer_config.json  chat_template (Chat in Jinja), eos_token <|end|>, pad_token <|pad|>, no bos_token
+//	                   /special_tokens_map.json  eos_token, pad_token, additional_special_tokens (the other specials);
+//	                                       a Hugging Face model's files (these two and /chat_template.jinja, those it
+//	                                       has) are carried byte for byte instead (checkpoint_tokenizer.go). Files
+//	                                       exactly as t1 writes them load as *Tokenizer, others as *HFTokenizer
 //	                   /model.safetensors  every tensor, F32, names as below (an external model's weights may
 //	                                       instead be model.safetensors.index.json and the shards its weight_map
 //	                                       names: checkpoint_weights.go)

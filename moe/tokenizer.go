@@ -33,6 +33,10 @@ var DefaultSpecials = []string{TokPad, TokSystem, TokUser, TokAssistant, TokTool
 // tokenisations (e.g. "h","e" instead of "he") that Encode would not; the
 // text round-trips but the ids need not.
 //
+// A checkpoint saves it as a Hugging Face tokenizer (HFFiles), which
+// Hugging Face's library reads to the same ids for any valid UTF-8 text;
+// MarshalJSON's private form is what earlier checkpoints hold.
+//
 // A Tokenizer is immutable after construction and safe for concurrent use.
 type Tokenizer struct {
 	specials  []string
@@ -225,6 +229,9 @@ func class(b byte) int {
 // chunks splits s into pre-tokens that merges never cross: runs of one byte
 // class, where a single space preceding a letter, digit or punctuation run
 // joins that run (" word"), as in GPT-2. It covers every byte of s.
+// tokenizer.ByteClassPattern is the same cut as a regex, for the
+// tokenizer.json a checkpoint holds: changing one means changing both
+// (TestHFLibraryAgrees compares them through Hugging Face's library).
 func chunks(s string) []string {
 	var out []string
 	for i := 0; i < len(s); {
@@ -316,7 +323,8 @@ func TrainTokenizer(corpus string, vocabSize int, specials []string) (*Tokenizer
 	return NewTokenizer(specials, merges)
 }
 
-// tokenizerJSON is the serialised form (tokenizer.json in a checkpoint).
+// tokenizerJSON is t1's private serialised form, the tokenizer.json of
+// checkpoints written before they held Hugging Face's (HFFiles).
 type tokenizerJSON struct {
 	Type     string   `json:"type"`
 	Specials []string `json:"specials"`

@@ -12,7 +12,9 @@
 //   - The pre-tokenizer regexes need lookahead (\s+(?!\S)), which Go's
 //     regexp lacks; each known pattern has a hand-written scanner that
 //     follows Oniguruma's alternation and backtracking. Any other pattern
-//     is refused.
+//     is refused. ByteClassPattern is t1's own (the tokenizer.json a
+//     checkpoint of moe.Tokenizer holds); package moe's tests check it
+//     against the library (testdata/t1-reference.mjs).
 //   - \p{L}, \p{N} and \s are Oniguruma's, not Go's unicode package: the
 //     two differ in Unicode version. onig_tables.go is generated from the
 //     library by the reference script.

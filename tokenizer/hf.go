@@ -348,6 +348,16 @@ var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
 	return b2r, r2b
 }()
 
+// ByteLevel writes raw bytes in the byte-level alphabet, as a byte-level
+// BPE's tokenizer.json spells its vocabulary and merges.
+func ByteLevel(raw []byte) string {
+	r := make([]rune, len(raw))
+	for i, b := range raw {
+		r[i] = byteToRune[b]
+	}
+	return string(r)
+}
+
 // fromByteLevel maps a token written in the byte-level alphabet to its
 // bytes; ok is false when a character is outside the alphabet.
 func fromByteLevel(tok string) ([]byte, bool) {

@@ -364,6 +364,7 @@ var splitPatterns = map[string]pattern{
 	`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`:                                          patternGPT2,
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:      patternQwen2,
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: patternCL100K,
+	ByteClassPattern: patternByteClass,
 }
 
 func parseSplit(where string, s object) (pattern, error) {
@@ -380,7 +381,7 @@ func parseSplit(where string, s object) (pattern, error) {
 	}
 	p, ok := splitPatterns[re]
 	if !ok {
-		return 0, fmt.Errorf("%s: Split pattern %q is not supported (t1 implements the GPT-2, Qwen2 and cl100k/Llama 3 patterns)", where, re)
+		return 0, fmt.Errorf("%s: Split pattern %q is not supported (t1 implements the GPT-2, Qwen2, cl100k/Llama 3 and its own byte-class patterns)", where, re)
 	}
 	var behavior string
 	var invert bool

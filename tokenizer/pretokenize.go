@@ -66,6 +66,8 @@ const (
 	patternQwen2
 	// the same with \p{N}{1,3}
 	patternCL100K
+	// t1's byte classes (ByteClassPattern)
+	patternByteClass
 )
 
 // Character classes, as Oniguruma has them (onig_tables.go).
@@ -123,6 +125,9 @@ func isCRLF(r rune) bool { return r == '\r' || r == '\n' }
 // next is the end of the match that starts at i (< len(s)). Every
 // character matches some alternative, so the pattern covers s.
 func (p pattern) next(s string, i int) int {
+	if p == patternByteClass {
+		return byteClassNext(s, i)
+	}
 	r, w, c, _ := at(s, i)
 	if r == '\'' {
 		if j := p.contraction(s, i+1); j > 0 {
@@ -247,4 +252,58 @@ func (p pattern) contraction(s string, j int) int {
 		}
 	}
 	return 0
+}
+
+// ByteClassPattern is the Split regex of t1's own tokenizer (package moe):
+// runs of letters (ASCII letters, '_' and every non-ASCII character),
+// digits, punctuation, spaces or control characters, a single space
+// joining the letter, digit or punctuation run after it, as in GPT-2.
+// Its classes are ASCII ranges and their complement, so unlike \p{L} they
+// do not depend on a Unicode version, and a character's UTF-8 bytes all
+// fall in one class: cutting the bytes (as moe does) and cutting the
+// characters (as the Rust library does) agree.
+const ByteClassPattern = ` ?[^\x00-\x40\x5B-\x5E\x60\x7B-\x7F]+| ?[0-9]+| ?[\x21-\x2F\x3A-\x40\x5B-\x5E\x60\x7B-\x7E]+| +(?![^\x00-\x20\x7F])|[\x00-\x1F\x7F]+`
+
+// Byte classes of ByteClassPattern.
+const (
+	bcLetter = iota
+	bcDigit
+	bcSpace
+	bcControl
+	bcPunct
+)
+
+func byteClass(b byte) int {
+	switch {
+	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b == '_', b >= 0x80:
+		return bcLetter
+	case b >= '0' && b <= '9':
+		return bcDigit
+	case b == ' ':
+		return bcSpace
+	case b < 0x20 || b == 0x7f:
+		return bcControl
+	}
+	return bcPunct
+}
+
+// byteClassNext matches ByteClassPattern at i. The alternatives are tried
+// in order: " ?X+" takes one space before a non-space, non-control run;
+// " +(?!…)" backtracks off the last space of a longer run so that space
+// can join what follows.
+func byteClassNext(s string, i int) int {
+	c := byteClass(s[i])
+	j := i
+	if c == bcSpace && i+1 < len(s) {
+		if c2 := byteClass(s[i+1]); c2 != bcSpace && c2 != bcControl {
+			j, c = i+1, c2
+		}
+	}
+	for j < len(s) && byteClass(s[j]) == c {
+		j++
+	}
+	if c == bcSpace && j < len(s) && j-i > 1 && byteClass(s[j]) != bcControl {
+		j--
+	}
+	return j
 }
