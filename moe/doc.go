@@ -1,12 +1,17 @@
 // Package moe is t1's reference Mixture-of-Experts language model in Go
-// (with AVX kernels for its inner loops, chosen at run time): a byte-level BPE tokenizer, a decoder-only transformer whose
-// feed-forward layers are top-k routed experts, a KV-cached sampler (the
-// serving path), a float32 forward/backward with rollout routing replay
-// (the training path), Adam, and safetensors checkpoints. It is small
-// enough that rollouts, critic and PPO of the whole pipeline run on a CPU,
-// and it differs between serving and training the way real stacks do
-// (bf16 serving, f32 training), so routing flips and log-prob gaps are
-// real and R³ and TITO have something to fix.
+// (with AVX kernels for its inner loops, chosen at run time): a
+// Qwen3-MoE, exactly as transformers' Qwen3MoeForCausalLM computes one, at
+// any size — a byte-level BPE tokenizer, the decoder whose feed-forward
+// layers are top-k routed experts, a KV-cached sampler (the serving path),
+// a float32 forward/backward with rollout routing replay (the training
+// path), Adam, and Hugging Face checkpoints that transformers, SGLang and
+// vLLM load. Its default size is small enough that rollouts, critic and
+// PPO of the whole pipeline run on a CPU, and it differs between serving
+// and training the way real stacks do (bf16 serving, f32 training), so
+// routing flips and log-prob gaps are real and R³ and TITO have something
+// to fix. TestMatchesTransformers runs transformers itself
+// (testdata/qwen3_moe_reference.py) and compares log-probs, expert sets
+// and gradients.
 //
 // It is the model only: the training procedures that drive it — the PPO
 // actor update, the critic's value regression and warm-up, supervised
@@ -14,14 +19,15 @@
 // Adam.Update. Those three are here because they are model math: the
 // gradients follow the architecture, and the optimiser walks the
 // parameter tensors and its moments are part of the checkpoint format
-// (optimizer.safetensors). The critic is a Model too, read at its value
-// head.
+// (optimizer.safetensors). The critic is a Model too, with a score head
+// where a policy has its LM head (Qwen3MoeForTokenClassification, one
+// label).
 //
 // # Files, in reading order
 //
 //	config.go      Config and its validation
 //	forward.go     the f32 training forward (Pass), built from the layers below
-//	attention.go   RoPE and causal attention, forward and backward
+//	attention.go   RoPE, the per-head q/k norms and grouped-query causal attention, forward and backward
 //	moe.go         Routing, top-k routing and the expert layer, forward and backward
 //	norm.go        RMSNorm
 //	gemm.go        the one matrix product (gemm), its tiling and portable code; transposes
@@ -39,17 +45,23 @@
 //
 // # Model
 //
-//	ids ─▶ Embed ─▶ ┌─ block × Layers ─────────────────────────────────────────┐ ─▶ RMSNorm ─┬▶ LMHead ─▶ log-probs
-//	                │ x2 = x  + Wo·Attn(RoPE(Wq h1), RoPE(Wk h1), Wv h1)      │             └▶ value head (critic)
-//	                │        h1 = RMSNorm(x)           causal, Heads heads    │
-//	                │ out = x2 + Σ_{e∈S} g_e · W2_e(silu(W1_e h2) ⊙ W3_e h2)  │
-//	                │        h2 = RMSNorm(x2), p = softmax(Router h2),        │
-//	                │        S = top-k(p) (or replayed), g_e = p_e / Σ_S p    │
-//	                └─────────────────────────────────────────────────────────┘
+//	ids ─▶ Embed ─▶ ┌─ block × Layers ─────────────────────────────────────────────┐ ─▶ RMSNorm ─┬▶ LMHead ─▶ log-probs
+//	                │ x2 = x  + Wo·Attn(q, k, v)       causal, Heads query heads,   │             │  (or Embed, tied)
+//	                │        h1 = RMSNorm(x)           KVHeads key/value heads     │             └▶ score head (critic)
+//	                │        q = RoPE(RMSNorm_h(Wq h1)), k = RoPE(RMSNorm_h(Wk h1)), │
+//	                │        v = Wv h1                 (RMSNorm_h: per head, q_norm/k_norm)
+//	                │ out = x2 + Σ_{e∈S} g_e · W2_e(silu(W1_e h2) ⊙ W3_e h2)      │
+//	                │        h2 = RMSNorm(x2), p = softmax(Router h2),            │
+//	                │        S = top-k(p) (or replayed), g_e = p_e / Σ_S p        │
+//	                │        (or g_e = p_e without norm_topk_prob)                │
+//	                └─────────────────────────────────────────────────────────────┘
 //
-// Config (config.json) gives vocab, layers, d_model, heads, experts, top_k,
-// d_ff, context and seed; DefaultConfig is 512/2/64/4/8/2/128/2048. Weights
-// are initialised deterministically from the seed.
+// RoPE rotates each head's halves (dimension i with i+HeadDim/2), its
+// angles float32 as transformers computes them; every RMSNorm has the
+// config's ε. Config (config.json) gives the shape; DefaultConfig is
+// vocab 512, 2 layers, hidden 64, 4 query and 2 key/value heads of 16,
+// 8 experts of width 128, top-2 renormalised, context 2048. Weights are
+// initialised deterministically from the seed.
 //
 // # Serving path (Sampler)
 //
@@ -119,14 +131,19 @@
 //
 // # Checkpoint
 //
-//	<dir or key prefix>/config.json        Config in the Hugging Face layout (checkpoint_config.go):
-//	                                       {"architectures":["T1MoeForCausalLM"],"model_type":"t1_moe",
-//	                                        "vocab_size","num_hidden_layers","hidden_size","num_attention_heads",
-//	                                        "num_experts","num_experts_per_tok","moe_intermediate_size",
-//	                                        "max_position_embeddings","rope_theta","torch_dtype":"float32","t1_init_seed"};
-//	                                       Config's own JSON (vocab, layers, …), as earlier checkpoints hold, still reads;
-//	                                       ParseShape also reads an external MoE's (Qwen3-MoE field names), whose
-//	                                       dimensions t1 needs though it never loads its weights
+//	<dir or key prefix>/config.json        a Qwen3-MoE's, as transformers writes it (checkpoint_config.go):
+//	                                       {"architectures":["Qwen3MoeForCausalLM"] (a critic:
+//	                                        ["Qwen3MoeForTokenClassification"] with id2label of one label),
+//	                                        "model_type":"qwen3_moe","vocab_size","hidden_size","num_hidden_layers",
+//	                                        "num_attention_heads","num_key_value_heads","head_dim","num_experts",
+//	                                        "num_experts_per_tok","moe_intermediate_size","max_position_embeddings",
+//	                                        "rope_theta" (and rope_parameters),"rms_norm_eps","norm_topk_prob",
+//	                                        "tie_word_embeddings","hidden_act":"silu","decoder_sparse_step":1,
+//	                                        "mlp_only_layers":[],"torch_dtype":"float32","t1_init_seed"};
+//	                                       dense layers, attention biases, sliding windows, RoPE scaling are refused
+//	                                       by name; the earlier t1_moe architecture is refused (LegacyModelType);
+//	                                       ParseShape also reads another MoE's dimensions, which t1 needs though it
+//	                                       never runs that model
 //	                   /tokenizer.json     Hugging Face's: t1's tokenizer as BPE (vocab and merges in the byte-level
 //	                                       alphabet, the specials as added_tokens, Split(tokenizer.ByteClassPattern)
 //	                                       then ByteLevel, ByteLevel decoder: tokenizer_hf.go), or a Hugging Face
@@ -137,19 +154,24 @@
 //	                                       a Hugging Face model's files (these two and /chat_template.jinja, those it
 //	                                       has) are carried byte for byte instead (checkpoint_tokenizer.go). Files
 //	                                       exactly as t1 writes them load as *Tokenizer, others as *HFTokenizer
-//	                   /model.safetensors  every tensor, F32, names as below (an external model's weights may
-//	                                       instead be model.safetensors.index.json and the shards its weight_map
-//	                                       names: checkpoint_weights.go)
+//	                   /model.safetensors  every tensor, F32 as t1 writes them (BF16 and F16 read too, widened to
+//	                                       float32), names as below; or model.safetensors.index.json and the shards
+//	                                       its weight_map names, as transformers saves a large model
+//	                                       (checkpoint_weights.go)
 //	                   /optimizer.safetensors  optional: Adam moments m.<name>, v.<name>;
 //	                                           __metadata__ step, lr, beta1, beta2, eps
 //
 //	safetensors: u64 LE header length N │ N bytes JSON header (space-padded to 8) │ raw LE data
 //	header:      {"__metadata__":{"format":"pt","policy_version":"3"},
-//	              "embed":{"dtype":"F32","shape":[512,64],"data_offsets":[0,131072]}, …}
-//	tensors:     embed [V,D]; layers.<l>.attn_norm [D]; layers.<l>.attn.{wq,wk,wv,wo} [D,D];
-//	             layers.<l>.moe_norm [D]; layers.<l>.moe.router [E,D];
-//	             layers.<l>.moe.experts.<e>.{w1,w3} [F,D], .w2 [D,F];
-//	             final_norm [D]; lm_head [V,D]; value_head.w [D]; value_head.b [1]
+//	              "model.embed_tokens.weight":{"dtype":"F32","shape":[512,64],"data_offsets":[0,131072]}, …}
+//	tensors:     model.embed_tokens.weight [V,D]
+//	             model.layers.<l>.input_layernorm.weight [D]
+//	             model.layers.<l>.self_attn.q_proj.weight [Heads·hd, D]; .k_proj, .v_proj [KVHeads·hd, D];
+//	             model.layers.<l>.self_attn.o_proj.weight [D, Heads·hd]; .q_norm.weight, .k_norm.weight [hd]
+//	             model.layers.<l>.post_attention_layernorm.weight [D]; model.layers.<l>.mlp.gate.weight [E,D]
+//	             model.layers.<l>.mlp.experts.<e>.{gate_proj,up_proj}.weight [F,D], .down_proj.weight [D,F]
+//	             model.norm.weight [D]; lm_head.weight [V,D] (absent when tied); a critic's score.weight [1,D],
+//	             score.bias [1] in place of lm_head
 //
 // Matrices are [out, in] (PyTorch nn.Linear layout). Checkpoints are
 // written to local directories (SaveDir/LoadDir) or through
