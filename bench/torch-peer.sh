@@ -1,33 +1,30 @@
 #!/usr/bin/env bash
-# Package moe's reference trainer and sampler side by side with a PyTorch
-# eager peer of the same architecture (bench/torch_peer.py), interleaved
-# round by round so that both see the same load; prints medians and the
-# moe/PyTorch ratios (bench/peer_ratio.py). Not part of `make test`.
+# Package moe's reference trainer and sampler side by side with
+# transformers' Qwen3-MoE of the same shapes (bench/torch_peer.py),
+# interleaved round by round so that both see the same load; prints
+# medians and the moe/PyTorch ratios (bench/peer_ratio.py). Not part of
+# `make test`.
 #
 #   bash bench/torch-peer.sh [BASE_REV]
 #
 # BASE_REV (a git revision) adds that revision's moe, built with this
 # tree's BenchmarkPeer, as a third column: before/after in the same run.
 # ROUNDS (default 5) rounds; each runs BenchmarkPeer with -benchtime 3x
-# and the peer with 3 repetitions. Needs Debian's python3-torch (PyTorch
-# CPU; its BLAS is libblas.so.3, OpenBLAS with libopenblas0-pthread):
-#   apt-get install -y python3-torch libopenblas0-pthread
+# and the peer with 3 repetitions. The peer runs in the project's Python
+# environment (make setup: torch and transformers from requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-5}
-py=${PYTHON:-/usr/bin/python3}
+py=${PYTHON:-.venv/bin/python}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-if ! "$py" -c 'import torch' 2>/dev/null; then
-	echo "torch-peer: $py cannot import torch; install python3-torch (apt-get install -y python3-torch libopenblas0-pthread) or set PYTHON" >&2
+if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
+	echo "torch-peer: $py cannot import torch and transformers; run make setup, or set PYTHON" >&2
 	exit 1
 fi
 # One thread everywhere: the peer runs torch.set_num_threads(1), moe's
 # BenchmarkPeer sets Workers = 1.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 GOMAXPROCS=${GOMAXPROCS:-2}
-if [ -d /usr/lib/x86_64-linux-gnu/openblas-pthread ]; then
-	export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 GOMAXPROCS=${GOMAXPROCS:-2}
 go test -c -o "$out/moe.test" ./moe/
 bins=(moe)
 if [ -n "${1:-}" ]; then

@@ -18,9 +18,9 @@ import (
 	"github.com/t1pipe/t1/tokenizer"
 )
 
-// An external trainer may train a model of another architecture than the
-// reference MoE (Qwen3-MoE, …) and report a Hugging Face checkpoint of it.
-// t1 never runs such a model, so it checks what it relies on and stores
+// An external trainer may train a model t1 does not run — a real
+// Qwen3-MoE tens of GB large, or another architecture — and report a
+// Hugging Face checkpoint of it. t1 checks what it relies on and stores
 // the files as they are: config.json gives dimensions that fit the
 // batch (moe.ParseShape), tokenizer.json is one t1 tokenises with (with
 // the files beside it, the chat template above all), and there are

@@ -159,7 +159,7 @@ func BenchmarkAgentTurns(b *testing.B) {
 // BenchmarkPeer is moe's side of bench/torch-peer.sh: the training step
 // (forward, backward with ∂L/∂logp = −1/N, clip 1, Adam) on a 512-token
 // sequence and KV-cached bf16 sampling (64-token prompt, 448 sampled), at
-// the default config (d64) and at d_model 256, d_ff 512 (d256), on one
+// the default config (d64) and at d_model 256, head_dim 64, d_ff 512 (d256), on one
 // goroutine (Workers = 1) like the single-threaded PyTorch peer. Its
 // sub-benchmark names match bench/torch_peer.py's. Besides tok/s (wall)
 // it reports cpu-tok/s, tokens per CPU-second of the whole process, which
@@ -236,10 +236,11 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// peerConfig is the larger shape of BenchmarkPeer: d_model 256, d_ff 512.
+// peerConfig is the larger shape of BenchmarkPeer: d_model 256, heads of
+// 64, d_ff 512.
 func peerConfig() Config {
 	c := DefaultConfig()
-	c.DModel, c.DFF = 256, 512
+	c.DModel, c.HeadDim, c.DFF = 256, 64, 512
 	return c
 }
 
