@@ -74,12 +74,12 @@ def time_sample(cfg, prompt, new, reps, attn, experts):
 
     def generate():
         cache = DynamicCache()
-        out = m(input_ids=ids, past_key_values=cache, use_cache=True)
+        out = m(input_ids=ids, cache=cache, use_cache=True)
         last = out.logits[0, -1]
         for _ in range(new):
             tok = torch.multinomial(torch.softmax(last, -1), 1, generator=g)
             torch.log_softmax(last, -1)[tok]  # the sampled token's log-prob, as moe reports it
-            out = m(input_ids=tok[None], past_key_values=cache, use_cache=True)
+            out = m(input_ids=tok[None], cache=cache, use_cache=True)
             last = out.logits[0, -1]
 
     generate()

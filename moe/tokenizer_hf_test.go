@@ -152,22 +152,45 @@ func short(s string) string {
 	return s
 }
 
-// TestHFLoaderAgrees reads the Hugging Face files through package
-// tokenizer, as any Hugging Face model's are read, and checks the result
-// tokenises exactly as the Tokenizer it was written from.
-func TestHFLoaderAgrees(t *testing.T) {
+// hfLoaded is the default tokenizer and its Hugging Face files read back
+// through package tokenizer, as any Hugging Face model's are read.
+func hfLoaded(tb testing.TB) (*Tokenizer, *tokenizer.HF) {
+	tb.Helper()
 	tok, err := DefaultTokenizer()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	files, err := tok.HFFiles()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	h, err := tokenizer.ParseHF(files[TokenizerFile])
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return tok, h
+}
+
+// agreeOn checks that h encodes s as tok does, with and without special
+// tokens, and decodes it back.
+func agreeOn(tb testing.TB, tok *Tokenizer, h *tokenizer.HF, s string) {
+	tb.Helper()
+	if a, b := tok.Encode(s), h.Encode(s); !slices.Equal(a, b) {
+		tb.Fatalf("%q: Encode %v, want %v", s, b, a)
+	}
+	if a, b := tok.EncodeOrdinary(s), h.EncodeOrdinary(s); !slices.Equal(a, b) {
+		tb.Fatalf("%q: EncodeOrdinary %v, want %v", s, b, a)
+	}
+	if d, err := h.Decode(h.Encode(s)); err != nil || d != s {
+		tb.Fatalf("%q decodes to %q (%v)", s, d, err)
+	}
+}
+
+// TestHFLoaderAgrees reads the Hugging Face files through package
+// tokenizer and checks the result tokenises exactly as the Tokenizer it
+// was written from.
+func TestHFLoaderAgrees(t *testing.T) {
+	tok, h := hfLoaded(t)
 	if h.VocabSize() != tok.VocabSize() || !slices.Equal(h.AddedTokens(), tok.AddedTokens()) {
 		t.Fatalf("vocab %d, added %q; want %d, %q", h.VocabSize(), h.AddedTokens(), tok.VocabSize(), tok.AddedTokens())
 	}
@@ -184,50 +207,24 @@ func TestHFLoaderAgrees(t *testing.T) {
 			t.Fatalf("%s: id %d, want %d", s, b, a)
 		}
 	}
-	check := func(s string) {
-		t.Helper()
-		if a, b := tok.Encode(s), h.Encode(s); !slices.Equal(a, b) {
-			t.Fatalf("%q: Encode %v, want %v", s, b, a)
-		}
-		if a, b := tok.EncodeOrdinary(s), h.EncodeOrdinary(s); !slices.Equal(a, b) {
-			t.Fatalf("%q: EncodeOrdinary %v, want %v", s, b, a)
-		}
-		if d, err := h.Decode(h.Encode(s)); err != nil || d != s {
-			t.Fatalf("%q decodes to %q (%v)", s, d, err)
-		}
-	}
 	for _, s := range hfCases() {
-		check(s)
+		agreeOn(t, tok, h, s)
 	}
 	for _, s := range randomTexts(3000) {
-		check(s)
+		agreeOn(t, tok, h, s)
 	}
 }
 
 // FuzzHFLoaderAgrees is TestHFLoaderAgrees on any valid UTF-8 text (the
 // loader, like the library, reads invalid UTF-8 with U+FFFD).
 func FuzzHFLoaderAgrees(f *testing.F) {
-	tok, err := DefaultTokenizer()
-	if err != nil {
-		f.Fatal(err)
-	}
-	files, err := tok.HFFiles()
-	if err != nil {
-		f.Fatal(err)
-	}
-	h, err := tokenizer.ParseHF(files[TokenizerFile])
-	if err != nil {
-		f.Fatal(err)
-	}
+	tok, h := hfLoaded(f)
 	for _, s := range hfCases()[1:40] {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if !utf8.ValidString(s) {
-			return
-		}
-		if a, b := tok.Encode(s), h.Encode(s); !slices.Equal(a, b) {
-			t.Fatalf("%q: Encode %v, want %v", s, b, a)
+		if utf8.ValidString(s) {
+			agreeOn(t, tok, h, s)
 		}
 	})
 }
