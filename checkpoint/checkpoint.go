@@ -145,14 +145,14 @@ func CriticFits(c moe.Config, d schemas.ModelDims) error {
 // names; and stores it under prefix file by file when it is elsewhere. A
 // checkpoint that is missing or fails a check is a BadInputError.
 func Adopt(ctx context.Context, st store.ObjectStore, where, prefix string, fits func(moe.Config) error) error {
-	c, modelType, _, err := externalShape(ctx, st, where)
+	c, modelType, err := readShape(ctx, st, where)
 	if err != nil {
 		return err
 	}
 	if modelType == "" {
 		return batch.Bad(fmt.Errorf("the trainer's checkpoint %s: no %s", where, moe.ConfigFile))
 	}
-	return adoptExternal(ctx, st, where, prefix, c, modelType, fits)
+	return adoptFiles(ctx, st, where, prefix, c, modelType, fits)
 }
 
 // LatestCritic returns the newest critic version at most maxVersion of a

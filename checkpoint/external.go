@@ -33,11 +33,9 @@ type checkpointFile struct {
 	open func() (io.ReadCloser, error)
 }
 
-// externalShape reads where's config.json and reports whether it is an
-// external architecture's, with its shape. A config.json that is missing
-// or the reference model's is left to the reference loader (external
-// false), whose errors name the problem.
-func externalShape(ctx context.Context, st store.ObjectStore, where string) (c moe.Config, modelType string, external bool, err error) {
+// readShape reads where's config.json: the model's shape and model_type,
+// or modelType "" when there is no config.json.
+func readShape(ctx context.Context, st store.ObjectStore, where string) (c moe.Config, modelType string, err error) {
 	var b []byte
 	if filepath.IsAbs(where) {
 		b, err = os.ReadFile(filepath.Join(where, moe.ConfigFile))
@@ -50,25 +48,25 @@ func externalShape(ctx context.Context, st store.ObjectStore, where string) (c m
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, store.ErrNotFound) {
-			return moe.Config{}, "", false, nil
+			return moe.Config{}, "", nil
 		}
 		if filepath.IsAbs(where) {
-			return moe.Config{}, "", false, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+			return moe.Config{}, "", batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 		}
-		return moe.Config{}, "", false, fmt.Errorf("the trainer's checkpoint %s: %w", where, err)
+		return moe.Config{}, "", fmt.Errorf("the trainer's checkpoint %s: %w", where, err)
 	}
 	c, modelType, err = moe.ParseShape(b)
 	if err != nil {
-		return moe.Config{}, "", false, batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
+		return moe.Config{}, "", batch.Bad(fmt.Errorf("the trainer's checkpoint %s: %w", where, err))
 	}
-	return c, modelType, modelType != moe.ModelType, nil
+	return c, modelType, nil
 }
 
-// adoptExternal checks an external architecture's checkpoint at where
-// and stores its files under prefix, the weights last, so that their
-// presence marks a complete checkpoint as it does for the reference
-// model's.
-func adoptExternal(ctx context.Context, st store.ObjectStore, where, prefix string, c moe.Config, modelType string, fits func(moe.Config) error) error {
+// adoptFiles checks the checkpoint at where (shape c of model_type
+// modelType) without reading its weights and stores its files under
+// prefix, the weights last, so that their presence marks a complete
+// checkpoint.
+func adoptFiles(ctx context.Context, st store.ObjectStore, where, prefix string, c moe.Config, modelType string, fits func(moe.Config) error) error {
 	files, err := listCheckpoint(ctx, st, where)
 	if err != nil {
 		return err
@@ -203,12 +201,12 @@ func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []stri
 		return prefix, err
 	}
 	prefix = keys.Policy(runs[0], 0)
-	c, modelType, _, err := externalShape(ctx, st, checkpoint)
+	c, modelType, err := readShape(ctx, st, checkpoint)
 	if err == nil && modelType == "" {
 		err = batch.Bad(fmt.Errorf("the initial checkpoint %s has no %s", checkpoint, moe.ConfigFile))
 	}
 	if err == nil {
-		err = adoptExternal(ctx, st, checkpoint, prefix, c, modelType, nil)
+		err = adoptFiles(ctx, st, checkpoint, prefix, c, modelType, nil)
 	}
 	if err != nil {
 		return "", fmt.Errorf("initial policy: %w", err)
@@ -222,11 +220,11 @@ func EnsureExternalPolicy(ctx context.Context, st store.ObjectStore, runs []stri
 // weights (every shard its index names), which the trainer starts from.
 // Whether its weights load is left to the loader that reads them.
 func CheckInitial(ctx context.Context, dir string) error {
-	c, modelType, _, err := externalShape(ctx, nil, dir)
+	c, modelType, err := readShape(ctx, nil, dir)
 	if err != nil || modelType == "" {
 		return err
 	}
-	if err := adoptExternal(ctx, nil, dir, dir, c, modelType, nil); err != nil {
+	if err := adoptFiles(ctx, nil, dir, dir, c, modelType, nil); err != nil {
 		return fmt.Errorf("inference.checkpoint: %w (t1 run stores it as policy version 0 for the exec trainer to start from; t1 rollout reads none of its weights)", err)
 	}
 	return nil

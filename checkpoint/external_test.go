@@ -162,7 +162,7 @@ func TestAdoptExternalCheckpoint(t *testing.T) {
 		}, schemas.ModelDims{Vocab: 1000, Layers: 48, TopK: 8, Experts: 128}, "vocab_size only 1000"},
 		"a dense model": {func(d string) {
 			os.WriteFile(filepath.Join(d, moe.ConfigFile), bytes.Replace(qcfg, []byte(`"num_experts": 128,`), nil, 1), 0o644)
-		}, dims, "lacks [num_experts]"},
+		}, dims, "lacks num_experts"},
 	} {
 		d, _ := externalCheckpoint(t, qcfg)
 		if tc.edit != nil {

@@ -69,7 +69,7 @@ func TestRunOnRemoteEngineSyncsWeights(t *testing.T) {
 			ModelType string `json:"model_type"`
 			Layers    int    `json:"num_hidden_layers"`
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || json.Unmarshal(b, &hf) != nil || hf.ModelType != "t1_moe" || hf.Layers != 2 {
+		if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || json.Unmarshal(b, &hf) != nil || hf.ModelType != "qwen3_moe" || hf.Layers != 2 {
 			t.Errorf("%s/config.json: %+v %v", dir, hf, err)
 		}
 		if !strings.Contains(serverLog.String(), fmt.Sprintf("weight_version=%d", v)) {

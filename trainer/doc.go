@@ -22,7 +22,7 @@
 //     job leaves it current;
 //   - reports where the new checkpoint is: Out itself, another prefix, or
 //     (from an external trainer) an absolute local directory; the stage
-//     adopts it (checkpoint.Adopt: it must load and fit the batch) under Out;
+//     adopts it (checkpoint.Adopt: it must fit the batch) under Out;
 //   - actor: trains on the batch's advantages (the value files must be
 //     present) and reports ActorMetrics, whose LossDrift must be 0;
 //   - critic: reports, for every chunk of the batch, its values after any
@@ -152,17 +152,17 @@
 //	{"kind": "sft", "checkpoint": "runs/r1/policy/v000001",
 //	 "metrics": {"steps": 20, "sequences": 8, "first_loss": 3.1, "loss": 1.2}}
 //
-// The checkpoint is a Hugging Face model directory: config.json with the
-// architecture's dimensions (for the reference model model_type t1_moe,
-// num_hidden_layers, num_experts, num_experts_per_tok, vocab_size, …),
-// model.safetensors (F32) and the tokenizer file; its shape must fit the
-// batch (checkpoint.Adopt refuses one that does not). It may be of an external
-// architecture (model_type qwen3_moe, …), which t1 does not load but
-// checks: config.json's dimensions read under Qwen3-MoE's field names
-// (moe.ParseShape) must be the run's — vocab_size covering the batch's
-// ids, num_hidden_layers, num_experts and num_experts_per_tok equal to
-// the routing records' (a critic's: its vocabulary alone) — every layer
-// must be an MoE layer, tokenizer.json must be there and read (with
+// The checkpoint is a Hugging Face model directory. t1's own architecture
+// is Qwen3-MoE as transformers writes it (model_type qwen3_moe; a policy's
+// architectures Qwen3MoeForCausalLM, a critic's
+// Qwen3MoeForTokenClassification with one label; transformers' tensor
+// names; package moe), and another architecture is accepted too. t1 checks
+// what it relies on without reading the weights, which whatever runs them
+// reads: config.json's dimensions (moe.ParseShape, under Qwen3-MoE's
+// field names) must be the run's — vocab_size covering the batch's ids,
+// num_hidden_layers, num_experts and num_experts_per_tok equal to the
+// routing records' (a critic's: its vocabulary alone) — every layer must
+// be an MoE layer, tokenizer.json must be there and read (with
 // tokenizer_config.json and the files beside it) with no more ids than
 // vocab_size, and the weights must be there: model.safetensors, or
 // model.safetensors.index.json with every shard its weight_map names
@@ -179,10 +179,9 @@
 //
 // # Layout
 //
-//	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer.json,model.safetensors,optimizer.safetensors}
-//	                                       (Hugging Face layout; a config.json of the earlier layout still loads;
-//	                                       an external model's files as they are, version 0 its initial
-//	                                       directory's: checkpoint.EnsureExternalPolicy)
+//	runs/<run>/policy/v<version, 6 digits>/{config.json,tokenizer files,model.safetensors,optimizer.safetensors}
+//	                                       (Hugging Face layout; a model t1 does not run, its files as they are,
+//	                                       version 0 its initial directory's: checkpoint.EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //
