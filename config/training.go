@@ -53,8 +53,8 @@ type Training struct {
 	// MaxGradNorm clips the global gradient norm (0: no clipping).
 	MaxGradNorm float64 `yaml:"max_grad_norm"`
 	// CriticInit is where a run's first critic starts: CriticFromPolicy
-	// (the policy's weights with their value head, as warm critics
-	// usually start) or CriticFresh (a seeded random model).
+	// (the policy's backbone under a zero score head, as warm critics
+	// usually start) or CriticFresh (a seeded random critic).
 	CriticInit string `yaml:"critic_init"`
 	// Replay turns rollout routing replay (R³) on in the actor update.
 	Replay bool `yaml:"replay"`

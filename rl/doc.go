@@ -15,7 +15,7 @@
 // belongs to token t. A token is an action when its loss-mask entry is
 // set; its log-prob is log p(ids[t] | ids[:t]) (the model's LogProbs[t−1])
 // and its value is the critic's estimate of the state it was sampled in,
-// the value head at position t−1. Token 0 is never an action. Entries of
+// the critic's score head at position t−1. Token 0 is never an action. Entries of
 // non-action tokens are 0 in every output.
 //
 //	ids        ⟨sys⟩ … ⟨asst⟩  a₁  a₂  a₃ ⟨end⟩ ⟨user⟩ obs … ⟨asst⟩ a₄ …

@@ -60,7 +60,7 @@ func GAE(chunks []Chunk, reward, gamma, lambda float64) (adv, ret [][]float32, e
 	return adv, ret, nil
 }
 
-// ActionValues maps a forward pass's value head (length T, position t is
+// ActionValues maps a critic forward pass's score head (length T, position t is
 // the state after token t) to per-token action values: entry t is
 // values[t−1] where loss[t] is set, else 0.
 func ActionValues(loss []bool, values []float32) ([]float32, error) {

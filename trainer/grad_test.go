@@ -93,7 +93,7 @@ func TestPolicyGradFiniteDifferences(t *testing.T) {
 	checkFD(t, m, func() float64 { l, _ := f.policyLoss(t, m, eps, false); return l })
 }
 
-// The clipped value loss's gradient through the value head and the
+// The clipped value loss's gradient through the score head and the
 // network matches finite differences.
 func TestValueGradFiniteDifferences(t *testing.T) {
 	pol := tiny(t)

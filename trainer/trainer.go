@@ -137,8 +137,8 @@ type CriticJob struct {
 	// its values are taken.
 	Critic string
 	// Policy, for a fresh critic, is the policy checkpoint it starts from:
-	// the policy's weights, read at the value head (0 until trained), as
-	// warm critics usually start. "" starts from a seeded random model of
+	// the policy's backbone under a score head of 0 (moe.Model.Critic), as
+	// warm critics usually start. "" starts from a seeded random critic of
 	// Opt.Critic.Model's shape.
 	Policy string
 	// Out is the object-store prefix the new critic should go to, and

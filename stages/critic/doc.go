@@ -30,7 +30,7 @@
 //
 // A values row has one entry per token of its chunk, aligned as package rl
 // describes: entry t of an action token is the critic's value of the state
-// it was sampled in (the value head at position t−1) and its advantage and
+// it was sampled in (the score head at position t−1) and its advantage and
 // return; other tokens hold 0.
 //
 // With the reference trainer every step is deterministic, so a
