@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/t1pipe/t1/batch"
@@ -197,5 +198,22 @@ func TestTorchTrainerUnits(t *testing.T) {
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("pytest t1train/tests: %v", err)
+	}
+}
+
+// The store reaches an exec command as URL, bucket, prefix, region and
+// keys, or as a local directory.
+func TestStoreAccessEnv(t *testing.T) {
+	got := StoreAccess{Endpoint: "127.0.0.1:9000", Bucket: "t1-data", Prefix: "/team/a/", Region: "us-east-1", AccessKey: "k", SecretKey: "s"}.Env()
+	want := []string{"T1_STORE_ENDPOINT=http://127.0.0.1:9000", "T1_STORE_BUCKET=t1-data", "T1_STORE_PREFIX=team/a", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("env %q, want %q", got, want)
+	}
+	if got := (StoreAccess{Endpoint: "s3.example.com", Secure: true, Bucket: "b"}).Env(); !slices.Equal(got, []string{"T1_STORE_ENDPOINT=https://s3.example.com", "T1_STORE_BUCKET=b"}) {
+		t.Fatalf("env %q", got)
+	}
+	if got := (StoreAccess{Dir: "/data/s3/t1-data"}).Env(); !slices.Equal(got, []string{"T1_STORE_DIR=/data/s3/t1-data"}) {
+		t.Fatalf("env %q", got)
 	}
 }
