@@ -21,6 +21,7 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/chat"
 	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/audit"
@@ -137,7 +138,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return inference.LoadCheckpoint(ctx, initialCheckpoint, mcfg, st)
 	}
 	tc := cfg.Training
-	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, "."))},
+	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, ".")), Env: storeEnv(st)},
 		Reference: trainer.ReferenceOptions{
 			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, WeighAttempts: tc.LossWeighting == config.LossPerAttempt, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay, MaxLiveKL: tc.MaxLiveKL},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
@@ -441,4 +442,18 @@ func readObject(ctx context.Context, st store.ObjectStore, key string) ([]byte, 
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, 1<<20))
+}
+
+// storeEnv hands an exec trainer the run's object store: the endpoint,
+// bucket, prefix, region and keys st was opened with (trainer.StoreAccess),
+// so that it reads the batch and checkpoints the job names by itself.
+// A store of another kind hands over nothing.
+func storeEnv(st store.ObjectStore) []string {
+	s, ok := st.(*s3.Store)
+	if !ok {
+		return nil
+	}
+	c := s.Config()
+	return trainer.StoreAccess{Endpoint: c.Endpoint, Secure: c.Secure, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
+		AccessKey: c.AccessKey, SecretKey: c.SecretKey}.Env()
 }

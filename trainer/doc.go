@@ -135,6 +135,18 @@
 //	 "hyperparameters": {"sft": {"adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}, "max_grad_norm": 1, "batch": 16},
 //	                     "temperature": "per_token"}}
 //
+// The command reads what the job names from the run's object store by
+// itself; t1 hands the store over in its environment (StoreAccess, set
+// by the pipeline from the store it runs on): T1_STORE_ENDPOINT (a URL),
+// T1_STORE_BUCKET, T1_STORE_PREFIX (keys are <prefix>/<key>; absent when
+// the store has none), AWS_REGION and AWS_ACCESS_KEY_ID with
+// AWS_SECRET_ACCESS_KEY (inherited from t1's own environment when the
+// store was configured from it) — or T1_STORE_DIR, a local directory
+// whose files are the objects. t1train (the repository's PyTorch
+// trainer, t1train/README.md) is such a command:
+//
+//	command: [".venv/bin/python", "-m", "t1train", "--job", "{job}", "--out", "{out}"]
+//
 // The command exits 0 after writing {out}, the result, which names the
 // job's kind (an actor result may leave "kind" out) and where the new
 // checkpoint is: an object-store prefix, or an absolute local directory

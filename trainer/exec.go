@@ -38,7 +38,8 @@ type Exec struct {
 	Argv []string
 	// Dir is the working directory ("" = this process's).
 	Dir string
-	// Env is added to this process's environment.
+	// Env is added to this process's environment; StoreAccess.Env gives
+	// the variables that hand the command the run's object store.
 	Env []string
 	// TempDir holds the job files ("" = os.TempDir()).
 	TempDir string
@@ -46,6 +47,59 @@ type Exec struct {
 	// training section, as the reference backend takes them); each job
 	// file carries those of its kind, defaults filled in.
 	Hyperparameters ReferenceOptions
+}
+
+// The environment variables that hand an exec command the object store
+// the job's keys live in (StoreAccess.Env). An S3 store is
+// T1_STORE_ENDPOINT (a URL), T1_STORE_BUCKET, T1_STORE_PREFIX (keys are
+// <prefix>/<key> in the bucket; absent when empty) with AWS_REGION and,
+// when the store was configured with keys rather than the environment,
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; a store that is a local
+// directory, each object a file at <dir>/<key>, is T1_STORE_DIR.
+const (
+	EnvStoreEndpoint = "T1_STORE_ENDPOINT"
+	EnvStoreBucket   = "T1_STORE_BUCKET"
+	EnvStorePrefix   = "T1_STORE_PREFIX"
+	EnvStoreDir      = "T1_STORE_DIR"
+)
+
+// StoreAccess is how an external trainer reaches the run's object store
+// by itself: an S3 endpoint and bucket (Dir empty) or a local directory.
+type StoreAccess struct {
+	// Endpoint is a URL (http://host:port, https://s3.example.com); a
+	// bare host:port is taken as https when Secure, else http.
+	Endpoint, Bucket, Prefix, Region string
+	Secure                           bool
+	// AccessKey and SecretKey, when empty, are the AWS_* variables the
+	// command inherits from this process.
+	AccessKey, SecretKey string
+	Dir                  string
+}
+
+// Env is a's environment variables (see EnvStoreEndpoint).
+func (a StoreAccess) Env() []string {
+	if a.Dir != "" {
+		return []string{EnvStoreDir + "=" + a.Dir}
+	}
+	ep := a.Endpoint
+	if ep != "" && !strings.Contains(ep, "://") {
+		scheme := "http://"
+		if a.Secure {
+			scheme = "https://"
+		}
+		ep = scheme + ep
+	}
+	env := []string{EnvStoreEndpoint + "=" + ep, EnvStoreBucket + "=" + a.Bucket}
+	if p := strings.Trim(a.Prefix, "/"); p != "" {
+		env = append(env, EnvStorePrefix+"="+p)
+	}
+	if a.Region != "" {
+		env = append(env, "AWS_REGION="+a.Region)
+	}
+	if a.AccessKey != "" || a.SecretKey != "" {
+		env = append(env, "AWS_ACCESS_KEY_ID="+a.AccessKey, "AWS_SECRET_ACCESS_KEY="+a.SecretKey)
+	}
+	return env
 }
 
 // TemperaturePerToken is the one way log-probs are taken: the logits of

@@ -79,6 +79,7 @@ type Store struct {
 	core   minio.Core
 	bucket string
 	prefix string
+	cfg    Config
 }
 
 var _ store.ObjectStore = (*Store)(nil)
@@ -120,7 +121,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		core:   minio.Core{Client: client},
 		bucket: cfg.Bucket,
 		prefix: normalizePrefix(cfg.Prefix),
+		cfg:    cfg,
 	}
+	s.cfg.Region = region
 
 	// A second client without retries, so that an unreachable endpoint is
 	// reported at once with its real cause rather than as a timeout.
@@ -135,6 +138,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// Config is the configuration the store was opened with (its region
+// resolved), for handing the same store to another process, e.g. an
+// external trainer. Empty keys mean the process's AWS_* variables.
+func (s *Store) Config() Config { return s.cfg }
 
 func ensureBucket(ctx context.Context, c *minio.Client, host, bucket, region string) error {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)

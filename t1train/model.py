@@ -1,0 +1,270 @@
+"""The model: transformers' Qwen3-MoE, loaded strictly, with rollout routing replay.
+
+Policy: Qwen3MoeForCausalLM. Critic: Qwen3MoeForTokenClassification with one label (the backbone
+plus score.weight [1, D] and score.bias [1]). Everything runs in float32 with eager attention and
+eager experts, one sequence per forward, as t1's Go reference does.
+
+Routing replay (R3): every MoE layer's router (Qwen3MoeTopKRouter) gets a replacement forward
+(install_replay) that, while a replay record is set for the forward (replaying), uses the recorded
+experts of the first T_r tokens and routes the rest live; the gate weights are the live router's
+softmax probabilities at the experts used, renormalised over them iff config.norm_topk_prob, so the
+router keeps its gradient. Each forward leaves the experts each layer chose live and used on the
+router (.t1_live, .t1_used), [T, K] ascending, for the routing metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import types
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from safetensors.torch import load_file, save_file
+from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
+
+from .errors import Refused
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+OPTIMIZER_FILE = "optimizer.safetensors"
+# What save_pretrained writes itself; every other file of the starting checkpoint (the tokenizer's)
+# is copied beside it.
+NOT_COPIED = {"config.json", "generation_config.json", OPTIMIZER_FILE, *WEIGHT_FILES}
+
+
+# -----------------------------------------------------------------------------
+# routing replay
+
+
+def _router_forward(self, hidden_states):
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    logits = F.linear(hidden_states, self.weight)
+    probs = F.softmax(logits, dtype=torch.float, dim=-1)
+    live = torch.topk(probs, self.top_k, dim=-1).indices.sort(dim=-1).values
+    used = live
+    replay = self.t1_replay
+    if replay is not None:
+        n = replay.shape[0]
+        if n > live.shape[0]:
+            raise Refused(f"replayed routing covers {n} tokens of a {live.shape[0]}-token forward")
+        used = torch.cat([replay, live[n:]], dim=0)
+    gates = probs.gather(1, used)
+    if self.norm_topk_prob:
+        gates = gates / gates.sum(dim=-1, keepdim=True)
+    self.t1_live, self.t1_used = live.detach(), used.detach()
+    return logits, gates.to(logits.dtype), used
+
+
+def routers(model) -> list:
+    base = model.model
+    return [layer.mlp.gate for layer in base.layers]
+
+
+def install_replay(model) -> None:
+    """Gives every MoE layer's router the replay-aware forward (idempotent)."""
+    for r in routers(model):
+        if not hasattr(r, "top_k"):
+            raise Refused(f"layer router {type(r).__name__} is not a Qwen3-MoE top-k router (a dense layer?)")
+        r.forward = types.MethodType(_router_forward, r)
+        r.t1_replay, r.t1_live, r.t1_used = None, None, None
+
+
+@contextlib.contextmanager
+def replaying(model, record: np.ndarray | None):
+    """Within it, forwards replay record ([T_r, L, K] expert ids; None: route live)."""
+    rs = routers(model)
+    if record is not None:
+        if record.ndim != 3 or record.shape[1] != len(rs) or record.shape[2] != rs[0].top_k:
+            raise Refused(f"routing record of shape {list(record.shape)} for a model of {len(rs)} layers, top-{rs[0].top_k}")
+        E = rs[0].num_experts
+        if record.size and (record.min() < 0 or record.max() >= E):
+            raise Refused(f"routing record names an expert outside [0, {E})")
+        s = np.sort(record, axis=-1)
+        if record.shape[2] > 1 and not (np.diff(s, axis=-1) > 0).all():
+            raise Refused("routing record selects an expert twice in one set")
+        t = torch.from_numpy(np.ascontiguousarray(s)).long()
+    for i, r in enumerate(rs):
+        r.t1_replay = None if record is None else t[:, i, :]
+    try:
+        yield
+    finally:
+        for r in rs:
+            r.t1_replay = None
+
+
+def used_routing(model) -> np.ndarray:
+    """The experts the last forward used, [T, L, K]."""
+    return np.stack([r.t1_used.numpy() for r in routers(model)], axis=1)
+
+
+def live_routing(model) -> np.ndarray:
+    return np.stack([r.t1_live.numpy() for r in routers(model)], axis=1)
+
+
+def compare_routing(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(mismatching, total) (token, layer) sets over the tokens both cover (moe.CompareRouting)."""
+    n = min(a.shape[0], b.shape[0])
+    if a.shape[1:] != b.shape[1:]:
+        L = max(a.shape[1], b.shape[1])
+        return n * L, n * L
+    x, y = np.sort(a[:n], axis=-1), np.sort(b[:n], axis=-1)
+    return int((x != y).any(axis=-1).sum()), n * a.shape[1]
+
+
+# -----------------------------------------------------------------------------
+# forwards
+
+
+def action_logprobs(model, ids: list[int], temperature: float, replay: np.ndarray | None = None) -> torch.Tensor:
+    """log p(ids[t+1] | ids[:t+1]) for t < T-1 ([T-1], float32, differentiable), the logits divided
+    by the sampling temperature (0 counting as 1), the log-softmax taken in float64 as t1 does."""
+    x = torch.tensor([ids], dtype=torch.long)
+    with replaying(model, replay):
+        logits = model(input_ids=x, use_cache=False).logits[0, :-1]
+    temp = temperature if temperature > 0 else 1.0
+    lp = torch.log_softmax(logits.double() / temp, dim=-1)
+    return lp.gather(1, x[0, 1:, None])[:, 0].float()
+
+
+def values(model, ids: list[int]) -> torch.Tensor:
+    """The critic's score at every position ([T], float32, differentiable); it routes live."""
+    x = torch.tensor([ids], dtype=torch.long)
+    return model(input_ids=x, use_cache=False).logits[0, :, 0]
+
+
+# -----------------------------------------------------------------------------
+# loading and saving
+
+
+def _check_files(d: str) -> None:
+    if not os.path.exists(os.path.join(d, "config.json")):
+        raise Refused(f"checkpoint {d}: no config.json")
+    if not any(os.path.exists(os.path.join(d, f)) for f in WEIGHT_FILES):
+        raise Refused(f"checkpoint {d}: no model.safetensors")
+
+
+def _load(cls, d: str, allow_missing=()) -> torch.nn.Module:
+    _check_files(d)
+    cfg = transformers.AutoConfig.from_pretrained(d)
+    if cfg.model_type != "qwen3_moe":
+        raise Refused(f"checkpoint {d}: model_type {cfg.model_type!r}; this trainer trains qwen3_moe")
+    if cls is Qwen3MoeForTokenClassification:
+        cfg.num_labels = 1
+    model, info = cls.from_pretrained(d, config=cfg, dtype=torch.float32, attn_implementation="eager",
+                                      experts_implementation="eager", output_loading_info=True)
+    problems = []
+    for k, v in info.items():
+        v = [n for n in v if not (k == "missing_keys" and str(n) in allow_missing)]
+        if k == "unexpected_keys" and allow_missing:  # a policy's head under a fresh critic
+            v = [n for n in v if not str(n).startswith("lm_head.")]
+        if v:
+            problems.append(f"{k}: {sorted(map(str, v))}")
+    if problems:
+        raise Refused(f"checkpoint {d} does not load strictly: {'; '.join(problems)}")
+    install_replay(model)
+    model.eval()  # no dropout; gradients still flow
+    return model
+
+
+def check_shape(model, dims: dict, critic: bool) -> None:
+    """Refuses a checkpoint of another shape than the batch's model (checkpoint.PolicyFits /
+    CriticFits)."""
+    c = model.config
+    if critic:
+        if c.vocab_size < int(dims["vocab"]):
+            raise Refused(f"critic vocabulary {c.vocab_size} does not cover the policy's {dims['vocab']}")
+        return
+    if (c.vocab_size < int(dims["vocab"]) or c.num_hidden_layers != int(dims["layers"])
+            or c.num_experts_per_tok != int(dims["top_k"]) or c.num_experts != int(dims["experts"])):
+        raise Refused(f"checkpoint: vocab {c.vocab_size}, {c.num_hidden_layers} layers, top-{c.num_experts_per_tok} of "
+                      f"{c.num_experts} experts; the batch was sampled from vocab {dims['vocab']}, {dims['layers']} layers, "
+                      f"top-{dims['top_k']} of {dims['experts']}")
+
+
+def load_policy(d: str):
+    return _load(Qwen3MoeForCausalLM, d)
+
+
+def load_critic(d: str):
+    return _load(Qwen3MoeForTokenClassification, d)
+
+
+def critic_from_policy(d: str):
+    """The policy's backbone with a zero score head (moe.Model.Critic)."""
+    m = _load(Qwen3MoeForTokenClassification, d, allow_missing=("score.weight", "score.bias"))
+    with torch.no_grad():
+        m.score.weight.zero_()
+        m.score.bias.zero_()
+    return m
+
+
+def seeded_critic(shape) -> torch.nn.Module:
+    """A fresh critic of the hyperparameters' model shape, its weights drawn from shape.seed (not
+    the Go reference's initialisation: only the shape and the seed's determinism are shared)."""
+    cfg = Qwen3MoeConfig(vocab_size=shape.vocab, hidden_size=shape.d_model, num_hidden_layers=shape.layers,
+                         num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
+                         num_experts=shape.experts, num_experts_per_tok=shape.top_k, moe_intermediate_size=shape.d_ff,
+                         max_position_embeddings=shape.context, rope_theta=shape.rope_theta, rms_norm_eps=shape.rms_norm_eps,
+                         norm_topk_prob=shape.norm_topk_prob, tie_word_embeddings=shape.tie_embeddings, num_labels=1,
+                         decoder_sparse_step=1, mlp_only_layers=[])
+    torch.manual_seed(shape.seed)
+    m = Qwen3MoeForTokenClassification(cfg).to(torch.float32)
+    with torch.no_grad():
+        m.score.weight.zero_()
+        m.score.bias.zero_()
+    install_replay(m)
+    m.eval()
+    return m
+
+
+def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
+    """Writes model (float32, save_pretrained), the tokenizer files of tokenizer_from and, when
+    given, the optimiser's state in t1's optimizer.safetensors layout; returns out, absolute."""
+    out = os.path.abspath(out)
+    os.makedirs(out, exist_ok=True)
+    model.to(torch.float32).save_pretrained(out)
+    if tokenizer_from:
+        for name in sorted(os.listdir(tokenizer_from)):
+            src = os.path.join(tokenizer_from, name)
+            if name in NOT_COPIED or name.startswith(".") or name.startswith("model-") or not os.path.isfile(src):
+                continue
+            shutil.copyfile(src, os.path.join(out, name))
+    if not os.path.exists(os.path.join(out, "tokenizer.json")):
+        raise Refused(f"no tokenizer.json to save with the checkpoint (from {tokenizer_from})")
+    if optimizer is not None:
+        tensors, meta = optimizer.state_tensors()
+        save_file(tensors, os.path.join(out, OPTIMIZER_FILE), metadata=meta)
+    return out
+
+
+def load_optimizer_state(d: str):
+    p = os.path.join(d, OPTIMIZER_FILE)
+    if not os.path.exists(p):
+        return None
+    from safetensors import safe_open
+
+    with safe_open(p, framework="pt") as f:
+        meta = f.metadata() or {}
+    return load_file(p), meta
+
+
+# -----------------------------------------------------------------------------
+# checkpoint names: the fused experts as save_pretrained writes them, one matrix per expert
+
+
+def hub_names(name: str, p: torch.Tensor) -> list[tuple[str, tuple]]:
+    """The checkpoint tensors a parameter is stored as: (name, index into p) pairs."""
+    if name.endswith("mlp.experts.gate_up_proj"):
+        prefix, f = name[: -len("gate_up_proj")], p.shape[1] // 2
+        out = []
+        for e in range(p.shape[0]):
+            out.append((f"{prefix}{e}.gate_proj.weight", (e, slice(0, f))))
+            out.append((f"{prefix}{e}.up_proj.weight", (e, slice(f, 2 * f))))
+        return out
+    if name.endswith("mlp.experts.down_proj"):
+        prefix = name[: -len("down_proj")]
+        return [(f"{prefix}{e}.down_proj.weight", (e,)) for e in range(p.shape[0])]
+    return [(name, ())]

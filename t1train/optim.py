@@ -1,0 +1,129 @@
+"""Adam, gradient-norm clipping and the step, exactly as t1's moe/adam.go computes them.
+
+    norm = sqrt(sum g^2) in float64; if max_norm > 0 and norm > max_norm: g *= float32(max_norm/norm)
+    matrices (dim > 1) *= float32(1 - lr*weight_decay)                     (AdamW, when above 0)
+    m = b1 m + (1-b1) g;  v = b2 v + ((1-b2) g) g                          (float64, stored float32)
+    w -= float32(lr (m/bc1) / (sqrt(v/bc2) + eps))                         bias-corrected, eps outside
+
+The state is saved as t1's optimizer.safetensors: m.<name> and v.<name> under the checkpoint's tensor
+names (the experts one matrix each), metadata step, lr, beta1, beta2, eps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .config import Adam as AdamConfig
+from .errors import Refused
+from .model import hub_names
+
+
+
+class Adam:
+    def __init__(self, model: torch.nn.Module, cfg: AdamConfig):
+        self.cfg = cfg
+        self.params = [(n, p) for n, p in model.named_parameters()]
+        self.m = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.params}
+        self.v = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.params}
+        self.step = 0
+
+    # -- state -----------------------------------------------------------------
+
+    def load_state(self, tensors: dict, meta: dict) -> None:
+        """Restores the moments and step count t1 (or this trainer) saved."""
+        try:
+            self.step = int(meta.get("step", "0"))
+        except ValueError:
+            raise Refused(f"optimizer.safetensors: step {meta.get('step')!r}") from None
+        want = 0
+        for n, p in self.params:
+            for hub, idx in hub_names(n, p):
+                for kind, dst in (("m", self.m[n]), ("v", self.v[n])):
+                    t = tensors.get(f"{kind}.{hub}")
+                    if t is None:
+                        raise Refused(f"optimizer.safetensors: tensor {kind}.{hub} missing")
+                    if tuple(t.shape) != tuple(dst[idx].shape):
+                        raise Refused(f"optimizer.safetensors: {kind}.{hub} of shape {list(t.shape)}, want {list(dst[idx].shape)}")
+                    dst[idx] = t.float()
+                    want += 1
+        if len(tensors) != want:
+            raise Refused(f"optimizer.safetensors: {len(tensors)} tensors, want {want}")
+
+    def state_tensors(self) -> tuple[dict, dict]:
+        out = {}
+        for n, p in self.params:
+            for hub, idx in hub_names(n, p):
+                out[f"m.{hub}"] = self.m[n][idx].contiguous().clone()
+                out[f"v.{hub}"] = self.v[n][idx].contiguous().clone()
+        c = self.cfg
+        meta = {"step": str(self.step), "lr": repr(float(c.lr)), "beta1": repr(float(c.beta1)),
+                "beta2": repr(float(c.beta2)), "eps": repr(float(c.eps))}
+        return out, meta
+
+    def mark(self):
+        """A function that puts the moments and step count back as they are now."""
+        m = {n: t.clone() for n, t in self.m.items()}
+        v = {n: t.clone() for n, t in self.v.items()}
+        step = self.step
+
+        def restore():
+            for n in m:
+                self.m[n].copy_(m[n])
+                self.v[n].copy_(v[n])
+            self.step = step
+
+        return restore
+
+    # -- the step ----------------------------------------------------------------
+
+    def grads(self):
+        for n, p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            yield n, p, p.grad
+
+    def grad_norm(self) -> float:
+        s = 0.0
+        for _, _, g in self.grads():
+            s += float(g.double().square().sum())
+        return math.sqrt(s)
+
+    def clip(self, max_norm: float) -> float:
+        n = self.grad_norm()
+        if max_norm > 0 and n > max_norm:
+            scale = torch.tensor(max_norm / n, dtype=torch.float64).float()
+            for _, _, g in self.grads():
+                g.mul_(scale)
+        return n
+
+    @torch.no_grad()
+    def apply(self) -> None:
+        self.step += 1
+        c = self.cfg
+        bc1 = 1 - c.beta1 ** self.step
+        bc2 = 1 - c.beta2 ** self.step
+        shrink = torch.tensor(1 - c.lr * c.weight_decay, dtype=torch.float64).float()
+        for n, p, g in self.grads():
+            if c.weight_decay > 0 and p.dim() > 1:
+                p.mul_(shrink)
+            g64 = g.double()
+            m = c.beta1 * self.m[n].double() + (1 - c.beta1) * g64
+            v = c.beta2 * self.v[n].double() + ((1 - c.beta2) * g64) * g64
+            self.m[n].copy_(m.float())
+            self.v[n].copy_(v.float())
+            p.sub_((c.lr * (m / bc1) / ((v / bc2).sqrt() + c.eps)).float())
+
+    def update(self, max_norm: float) -> float:
+        """Clips, steps and clears the gradients; returns the norm before clipping."""
+        n = self.clip(max_norm)
+        if not math.isfinite(n):
+            return n  # the caller refuses the update before any weight moves
+        self.apply()
+        self.zero_grad()
+        return n
+
+    def zero_grad(self) -> None:
+        for _, p in self.params:
+            p.grad = None

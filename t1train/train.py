@@ -1,0 +1,107 @@
+"""One job, top to bottom: parse it, read its inputs from the store, train, save, describe."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import torch
+
+from . import actor, critic, sft
+from . import model as M
+from .config import Job, parse_job
+from .data import load_batch, load_sft_rows
+from .errors import Refused
+from .optim import Adam
+from .store import Store
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def is_rank0() -> bool:
+    return rank() == 0
+
+
+def setup_distributed() -> None:
+    """Under torchrun (WORLD_SIZE > 1) every rank joins the process group and runs the same
+    replicated update for now (sharding the batch and the model, FSDP2, comes later); only rank 0
+    saves the checkpoint and writes the result."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(backend="gloo")
+
+
+def run(job_path: str, workdir: str = "") -> dict:
+    with open(job_path) as f:
+        job = parse_job(f.read())
+    if not job.checkpoint:
+        raise Refused("job file: no checkpoint to train towards")
+    setup_distributed()
+    torch.use_deterministic_algorithms(True)
+    store = Store.from_env()
+    scratch = tempfile.mkdtemp(prefix="t1train-in-")
+    out = os.path.join(os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="t1train-out-"),
+                       f"{job.run}-{job.kind}-v{job.version:06d}")
+    if os.path.exists(out) and os.listdir(out):
+        raise Refused(f"{out} exists and is not empty")
+    return {"actor": run_actor, "critic": run_critic, "sft": run_sft}[job.kind](job, store, scratch, out)
+
+
+def fetch(store: Store, prefix: str, scratch: str, name: str) -> str:
+    return store.download(prefix, os.path.join(scratch, name))
+
+
+def run_actor(job: Job, store: Store, scratch: str, out: str) -> dict:
+    if not job.policy or job.policy == job.checkpoint:
+        raise Refused(f"the checkpoint {job.policy!r} and the new one {job.checkpoint!r} must be distinct prefixes")
+    b = load_batch(store, job.manifest, need_values=True)
+    src = fetch(store, job.policy, scratch, "policy")
+    policy = M.load_policy(src)
+    M.check_shape(policy, job.manifest["model"], critic=False)
+    opt = Adam(policy, job.actor.adam)
+    state = M.load_optimizer_state(src)
+    if state is not None:
+        opt.load_state(*state)
+    opt.cfg = job.actor.adam  # the configured constant, whatever the state was saved with
+    met = actor.train(job, policy, opt, b)
+    ck = M.save(policy, out, src, opt) if is_rank0() else out
+    return {"kind": "actor", "checkpoint": ck, "metrics": met}
+
+
+def run_critic(job: Job, store: Store, scratch: str, out: str) -> dict:
+    if job.critic and job.critic == job.checkpoint:
+        raise Refused(f"the checkpoint {job.critic!r} and the new one {job.checkpoint!r} must be distinct prefixes")
+    b = load_batch(store, job.manifest, need_values=False)
+    o = job.critic_opts
+    if job.critic:
+        src = fetch(store, job.critic, scratch, "critic")
+        model = M.load_critic(src)
+    elif job.policy:
+        src = fetch(store, job.policy, scratch, "policy")
+        model = M.critic_from_policy(src)
+    else:
+        model = M.seeded_critic(o.model)
+        # The tokenizer saved with it is the sampling policy's.
+        src = fetch(store, f"runs/{job.run}/policy/v{int(job.manifest.get('policy_version', 0)):06d}", scratch, "policy")
+    M.check_shape(model, job.manifest["model"], critic=True)
+    opt = Adam(model, o.adam)
+    state = M.load_optimizer_state(src) if job.critic else None
+    if state is not None:
+        opt.load_state(*state)
+    opt.cfg = o.adam
+    values, met = critic.train(job, model, opt, b, fresh=not job.critic)
+    ck = M.save(model, out, src, opt) if is_rank0() else out
+    return {"kind": "critic", "checkpoint": ck, "values": values, "metrics": met}
+
+
+def run_sft(job: Job, store: Store, scratch: str, out: str) -> dict:
+    if not job.policy or job.policy == job.checkpoint:
+        raise Refused(f"the checkpoint {job.policy!r} and the new one {job.checkpoint!r} must be distinct prefixes")
+    rows = load_sft_rows(store, job.data)
+    src = fetch(store, job.policy, scratch, "policy")
+    policy = M.load_policy(src)
+    opt = Adam(policy, job.sft.adam)  # a fresh optimiser; saved without its state
+    met = sft.train(job, policy, opt, rows)
+    ck = M.save(policy, out, src) if is_rank0() else out
+    return {"kind": "sft", "checkpoint": ck, "metrics": met}

@@ -1,0 +1,219 @@
+package trainer
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/checkpoint"
+	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/moe"
+)
+
+// torchTrainer is the exec backend running t1's PyTorch trainer (t1train)
+// with the project's Python environment against the test's store, with
+// the settings o.
+func torchTrainer(t *testing.T, o ReferenceOptions) *Exec {
+	t.Helper()
+	py := testinfra.Python(t)
+	root := filepath.Dir(filepath.Dir(filepath.Dir(py)))
+	c := testinfra.StoreConfig(t)
+	env := StoreAccess{Endpoint: c.Endpoint, Secure: c.Secure, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
+		AccessKey: c.AccessKey, SecretKey: c.SecretKey}.Env()
+	return &Exec{Argv: []string{py, "-m", "t1train", "--job", "{job}", "--out", "{out}"}, Dir: root,
+		Env: append(env, "T1TRAIN_WORKDIR="+t.TempDir()), Hyperparameters: o}
+}
+
+// adopted stores the checkpoint an external trainer wrote in dir under
+// prefix and loads it.
+func adopted(t *testing.T, dir, prefix string) *moe.Model {
+	t.Helper()
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	if err := checkpoint.Adopt(ctx, st, dir, prefix, nil); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Load(ctx, st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck.Model
+}
+
+func relDiff(a, b float64) float64 {
+	return math.Abs(a-b) / math.Max(math.Abs(a), 1e-12)
+}
+
+// The PyTorch trainer (t1train: transformers' Qwen3-MoE with routing
+// replay, through the exec protocol) trains as the reference does: on the
+// same batch and starting checkpoint, CPU float32, the critic's values,
+// advantages and returns agree within 1e-5, the actor's clip fraction and
+// routing counts exactly, its loss, KL and gradient norm within 1e-4
+// relative, the two updated policies' log-probs within 1e-4, and SFT's
+// first and last losses within 1e-4.
+func TestTorchTrainerMatchesReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the PyTorch trainer: about a minute")
+	}
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	_, man, b := rewardedBatch(t, st)
+	opts := ReferenceOptions{
+		Actor: ActorOptions{Epochs: 2, Minibatches: 2, Clip: 0.2, Adam: adam(3e-3), MaxGradNorm: 1, Replay: true, NormalizeAdvantages: true},
+		Critic: CriticOptions{Model: moe.DefaultConfig(), Adam: adam(1e-3), ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1,
+			WarmupSteps: 2, WarmupEV: 0.99},
+		SFT: SFTOptions{Adam: adam(1e-3), Schedule: ScheduleCosine, MaxGradNorm: 1, Batch: 2},
+	}
+	ref, torch := NewReference(st, opts), torchTrainer(t, opts)
+
+	t.Run("critic", func(t *testing.T) {
+		gae := GAE{Gamma: 1, Lambda: 0.95}
+		want, err := ref.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: gae})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := torch.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 2), Version: 1, GAE: gae})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := batch.ValueRows(b, got.Values, 1); err != nil {
+			t.Fatalf("the torch critic's values do not fit the batch: %v", err)
+		}
+		var worst float64
+		for i, w := range want.Values {
+			g := got.Values[i]
+			if g.TaskID != w.TaskID || g.Attempt != w.Attempt || g.Chunk != w.Chunk {
+				t.Fatalf("chunk %d: torch %s/%d/%d, reference %s/%d/%d", i, g.TaskID, g.Attempt, g.Chunk, w.TaskID, w.Attempt, w.Chunk)
+			}
+			for _, p := range [][2][]float32{{w.Values, g.Values}, {w.Advantages, g.Advantages}, {w.Returns, g.Returns}} {
+				for j := range p[0] {
+					worst = math.Max(worst, math.Abs(float64(p[0][j])-float64(p[1][j])))
+				}
+			}
+		}
+		t.Logf("critic: largest difference of values, advantages, returns %.3g; reference %+v, torch %+v", worst, want.Metrics, got.Metrics)
+		if worst > 1e-5 {
+			t.Fatalf("values, advantages or returns differ by %g", worst)
+		}
+		wm, gm := want.Metrics, got.Metrics
+		if gm.Steps != wm.Steps || gm.Warmup != wm.Warmup || gm.WarmupSteps != wm.WarmupSteps || gm.WarmupEnd != wm.WarmupEnd ||
+			math.Abs(gm.ExplainedVariance-wm.ExplainedVariance) > 1e-4 || relDiff(wm.ValueLoss, gm.ValueLoss) > 1e-4 {
+			t.Fatalf("critic metrics: torch %+v, reference %+v", gm, wm)
+		}
+	})
+
+	t.Run("actor", func(t *testing.T) {
+		want, err := ref.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := torch.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 2), Version: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wm, gm := want.Metrics, got.Metrics
+		t.Logf("actor: reference %+v", wm)
+		t.Logf("actor: torch     %+v", gm)
+		if gm.Steps != wm.Steps || gm.Actions != wm.Actions || gm.ClipFraction != wm.ClipFraction ||
+			gm.RoutingMismatches != wm.RoutingMismatches || gm.RoutingSets != wm.RoutingSets || gm.LossDrift != 0 || gm.Skipped != wm.Skipped {
+			t.Fatalf("counts differ: torch %+v, reference %+v", gm, wm)
+		}
+		for _, q := range []struct {
+			name      string
+			want, got float64
+		}{{"policy loss", wm.PolicyLoss, gm.PolicyLoss}, {"approx KL", wm.ApproxKL, gm.ApproxKL}, {"grad norm", wm.GradNorm, gm.GradNorm}} {
+			t.Logf("%s: reference %.9g, torch %.9g, relative difference %.3g", q.name, q.want, q.got, relDiff(q.want, q.got))
+			if relDiff(q.want, q.got) > 1e-4 {
+				t.Errorf("%s: torch %g, reference %g", q.name, q.got, q.want)
+			}
+		}
+		refCk, err := checkpoint.Load(ctx, st, want.Checkpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !filepath.IsAbs(got.Checkpoint) {
+			t.Fatalf("torch checkpoint %q is not a local directory", got.Checkpoint)
+		}
+		if _, err := os.Stat(filepath.Join(got.Checkpoint, "optimizer.safetensors")); err != nil {
+			t.Fatal(err)
+		}
+		torchM := adopted(t, got.Checkpoint, keys.Policy(run, 2))
+		var worst float64
+		for _, c := range b.Chunks() {
+			o := moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}
+			pw, err := refCk.Model.Forward(c.IDs(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg, err := torchM.Forward(c.IDs(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range pw.LogProbs {
+				worst = math.Max(worst, math.Abs(float64(pw.LogProbs[i])-float64(pg.LogProbs[i])))
+			}
+		}
+		t.Logf("updated policies: largest log-prob difference %.3g", worst)
+		if worst > 1e-4 {
+			t.Fatalf("the updated policies' log-probs differ by %g", worst)
+		}
+	})
+
+	t.Run("sft", func(t *testing.T) {
+		job := SFTJob{Run: run, Data: man.TokenFiles, Steps: 3, Policy: keys.Policy(run, 0), Version: 1, Seed: 5}
+		job.Out = keys.Policy(run, 3)
+		want, err := ref.TrainSFT(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job.Out = keys.Policy(run, 4)
+		got, err := torch.TrainSFT(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wm, gm := want.Metrics, got.Metrics
+		t.Logf("sft: reference %+v, torch %+v", wm, gm)
+		if gm.Steps != wm.Steps || gm.Sequences != wm.Sequences || relDiff(wm.FirstLoss, gm.FirstLoss) > 1e-4 || relDiff(wm.Loss, gm.Loss) > 1e-4 {
+			t.Fatalf("sft: torch %+v, reference %+v", gm, wm)
+		}
+	})
+}
+
+// The PyTorch trainer's own unit tests (t1train/tests) run with the
+// project's Python environment.
+func TestTorchTrainerUnits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pytest over t1train: about 20 s")
+	}
+	py := testinfra.Python(t)
+	cmd := exec.Command(py, "-m", "pytest", "t1train/tests", "-q", "-p", "no:cacheprovider")
+	cmd.Dir = filepath.Dir(filepath.Dir(filepath.Dir(py)))
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("pytest t1train/tests: %v", err)
+	}
+}
+
+// The store reaches an exec command as URL, bucket, prefix, region and
+// keys, or as a local directory.
+func TestStoreAccessEnv(t *testing.T) {
+	got := StoreAccess{Endpoint: "127.0.0.1:9000", Bucket: "t1-data", Prefix: "/team/a/", Region: "us-east-1", AccessKey: "k", SecretKey: "s"}.Env()
+	want := []string{"T1_STORE_ENDPOINT=http://127.0.0.1:9000", "T1_STORE_BUCKET=t1-data", "T1_STORE_PREFIX=team/a", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("env %q, want %q", got, want)
+	}
+	if got := (StoreAccess{Endpoint: "s3.example.com", Secure: true, Bucket: "b"}).Env(); !slices.Equal(got, []string{"T1_STORE_ENDPOINT=https://s3.example.com", "T1_STORE_BUCKET=b"}) {
+		t.Fatalf("env %q", got)
+	}
+	if got := (StoreAccess{Dir: "/data/s3/t1-data"}).Env(); !slices.Equal(got, []string{"T1_STORE_DIR=/data/s3/t1-data"}) {
+		t.Fatalf("env %q", got)
+	}
+}
