@@ -2,6 +2,8 @@ package inference_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/inference/inferencetest"
+	"github.com/t1pipe/t1/infra/inference/standin"
 	"github.com/t1pipe/t1/moe"
 )
 
@@ -86,4 +89,41 @@ func TestConformanceExternalSGLang(t *testing.T) {
 		t.Fatal(err)
 	}
 	inferencetest.Run(t, cl, spec)
+}
+
+// serveStandin serves h over loopback for the test's lifetime.
+func serveStandin(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestConformanceSGLangStandin runs the SGLang client against a stand-in
+// as strict as SGLang 0.5.23 (no routing shape, experts in router order,
+// unknown sampling_params keys rejected).
+func TestConformanceSGLangStandin(t *testing.T) {
+	m, _, spec := conformanceModel(t)
+	url := serveStandin(t, standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true, Deterministic: true}))
+	cl, err := inference.NewSGLang(inference.SGLangOptions{URL: url, Timeout: time.Minute, Layers: spec.Layers, TopK: spec.TopK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inferencetest.Run(t, cl, spec)
+}
+
+// TestConformanceVLLMStandin runs the vLLM client against stand-ins of
+// vLLM 0.21.0 (routing as nested lists) and 0.34.0 (routing as .npy).
+func TestConformanceVLLMStandin(t *testing.T) {
+	for _, v := range []string{standin.VLLM021, standin.VLLM034} {
+		t.Run(v, func(t *testing.T) {
+			m, _, spec := conformanceModel(t)
+			url := serveStandin(t, standin.NewVLLM(m, standin.VLLMOptions{Version: v, ReturnRoutedExperts: true, LogprobsMode: "processed_logprobs"}))
+			cl, err := inference.NewVLLM(inference.VLLMOptions{URL: url, Model: "standin", Timeout: time.Minute, Layers: spec.Layers, TopK: spec.TopK})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inferencetest.Run(t, cl, spec)
+		})
+	}
 }

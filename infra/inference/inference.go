@@ -2,8 +2,10 @@ package inference
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/t1pipe/t1/moe"
 )
@@ -18,7 +20,60 @@ type SamplingParams struct {
 	// StopTokenIDs end generation; the stop token is part of the output.
 	StopTokenIDs []int `json:"stop_token_ids,omitempty"`
 	// Seed makes sampling reproducible (SGLang: sampling_seed; vLLM: seed).
-	Seed uint64 `json:"sampling_seed"`
+	// It crosses the wire as the int64 of the same 64 bits (WireSeed):
+	// both servers bound it to [-2**63, 2**63-1] (SGLang 0.5.23,
+	// python/sglang/srt/sampling/sampling_params.py; vLLM 0.21.0 and
+	// 0.34.0, vllm/entrypoints/openai/completion/protocol.py) and answer
+	// 400 above. SGLang uses it only when started with
+	// --enable-deterministic-inference.
+	Seed uint64 `json:"-"`
+}
+
+// WireSeed is seed as the servers take it: the int64 with the same bits,
+// so distinct seeds stay distinct and every one is within int64.
+func WireSeed(seed uint64) int64 { return int64(seed) }
+
+// samplingWire is SamplingParams on the wire: sampling_seed an int64.
+type samplingWire struct {
+	Temperature  float64 `json:"temperature"`
+	TopP         float64 `json:"top_p"`
+	MaxNewTokens int     `json:"max_new_tokens"`
+	StopTokenIDs []int   `json:"stop_token_ids,omitempty"`
+	SamplingSeed int64   `json:"sampling_seed"`
+}
+
+// MarshalJSON writes SGLang's sampling_params, the seed within int64.
+func (p SamplingParams) MarshalJSON() ([]byte, error) {
+	return json.Marshal(samplingWire{Temperature: p.Temperature, TopP: p.TopP, MaxNewTokens: p.MaxNewTokens, StopTokenIDs: p.StopTokenIDs,
+		SamplingSeed: WireSeed(p.Seed)})
+}
+
+// UnmarshalJSON reads sampling_params, keeping p's values for missing
+// fields; sampling_seed may be an int64 (as t1 sends it) or, from older
+// clients, a uint64.
+func (p *SamplingParams) UnmarshalJSON(b []byte) error {
+	w := struct {
+		Temperature  *float64     `json:"temperature"`
+		TopP         *float64     `json:"top_p"`
+		MaxNewTokens *int         `json:"max_new_tokens"`
+		StopTokenIDs []int        `json:"stop_token_ids"`
+		SamplingSeed *json.Number `json:"sampling_seed"`
+	}{Temperature: &p.Temperature, TopP: &p.TopP, MaxNewTokens: &p.MaxNewTokens, StopTokenIDs: p.StopTokenIDs}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	p.StopTokenIDs = w.StopTokenIDs
+	if w.SamplingSeed != nil {
+		s := w.SamplingSeed.String()
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			p.Seed = uint64(v)
+		} else if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			p.Seed = u
+		} else {
+			return fmt.Errorf("sampling_seed %s is not a 64-bit integer", s)
+		}
+	}
+	return nil
 }
 
 // DefaultSampling is SGLang's default: temperature 1, top_p 1, 128 tokens.

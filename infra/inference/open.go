@@ -27,6 +27,11 @@ type Options struct {
 	URL         string
 	ServedModel string
 	Timeout     time.Duration
+	// LoadTimeout (sglang, vllm) bounds one weight load.
+	LoadTimeout time.Duration
+	// VLLMLogprobsMode is the vLLM server's --logprobs-mode
+	// (VLLMOptions.LogprobsMode).
+	VLLMLogprobsMode string
 	// Checkpoint (reference): a local directory, else a key prefix in the
 	// object store; empty means a fresh model of shape Model with the
 	// default tokenizer.
@@ -47,9 +52,10 @@ func Open(ctx context.Context, o Options, st store.ObjectStore) (Engine, error) 
 	case BackendReference:
 		return OpenReference(ctx, o, st)
 	case BackendSGLang:
-		return NewSGLang(SGLangOptions{URL: o.URL, Timeout: o.Timeout, Layers: o.Model.Layers, TopK: o.Model.TopK, Client: &http.Client{}})
+		return NewSGLang(SGLangOptions{URL: o.URL, Timeout: o.Timeout, LoadTimeout: o.LoadTimeout, Layers: o.Model.Layers, TopK: o.Model.TopK, Client: &http.Client{}})
 	case BackendVLLM:
-		return NewVLLM(VLLMOptions{URL: o.URL, Model: o.ServedModel, Timeout: o.Timeout, Layers: o.Model.Layers, TopK: o.Model.TopK})
+		return NewVLLM(VLLMOptions{URL: o.URL, Model: o.ServedModel, Timeout: o.Timeout, LoadTimeout: o.LoadTimeout, LogprobsMode: o.VLLMLogprobsMode,
+			Layers: o.Model.Layers, TopK: o.Model.TopK})
 	}
 	return nil, fmt.Errorf("inference: unknown backend %q (want reference, sglang or vllm)", o.Backend)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,7 +98,18 @@ func DecodeRoutedExperts(s string, tokens, layers, topK int) (moe.Routing, error
 	for i := range r.Experts {
 		r.Experts[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
 	}
+	sortSets(r)
 	return r, nil
+}
+
+// sortSets puts every (token, layer) set in ascending order, as
+// moe.Routing holds them: servers send the router's order (SGLang 0.5.23,
+// python/sglang/srt/layers/moe/topk.py topk(sorted=False); vLLM's fused
+// top-k kernels), which no one may rely on.
+func sortSets(r moe.Routing) {
+	for i := 0; i+r.TopK <= len(r.Experts) && r.TopK > 0; i += r.TopK {
+		slices.Sort(r.Experts[i : i+r.TopK])
+	}
 }
 
 // SGLangOptions configure an SGLang client.
@@ -106,6 +118,10 @@ type SGLangOptions struct {
 	URL string
 	// Timeout bounds one request; 0 means none beyond the context.
 	Timeout time.Duration
+	// LoadTimeout bounds one /update_weights_from_disk, which waits for
+	// the generations in flight and reads the whole checkpoint; 0 means
+	// none beyond the context.
+	LoadTimeout time.Duration
 	// Layers and TopK reshape routed_experts (SGLang sends a flat array).
 	// Needed unless the server sends routed_experts_shape (t1's does).
 	Layers, TopK int
@@ -266,10 +282,50 @@ func postJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url s
 		}
 		return err
 	}
+	return decodeAnswer(url, b, out)
+}
+
+// decodeAnswer decodes a 200 answer into out: nil ignores it, a
+// *json.RawMessage takes it as it is (possibly empty: vLLM's dev
+// endpoints answer an empty 200).
+func decodeAnswer(url string, b []byte, out any) error {
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case *json.RawMessage:
+		*o = bytes.TrimSpace(b)
+		return nil
+	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%s: answer is not the expected JSON: %w", url, err)
 	}
 	return nil
+}
+
+// getJSON GETs url and decodes a 200 answer into out.
+func getJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url string, out any) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s: reading the answer: %w", url, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d: %.300s", url, res.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return decodeAnswer(url, b, out)
 }
 
 // UpdateWeightsFromDisk asks the server to load the weights at modelPath
@@ -281,7 +337,9 @@ func (c *SGLang) UpdateWeightsFromDisk(ctx context.Context, modelPath, version s
 		return err
 	}
 	var res updateResponse
-	if err := postJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/update_weights_from_disk", body, &res); err != nil {
+	// SGLang 0.5.23 answers 400 with {"success": false, "message"} when
+	// the load fails (tokenizer_manager.py).
+	if err := postJSON(ctx, c.hc, c.opt.LoadTimeout, c.opt.URL+"/update_weights_from_disk", body, &res); err != nil {
 		return fmt.Errorf("sglang: update weights: %w", err)
 	}
 	if !res.Success {

@@ -36,14 +36,19 @@ type Synced struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	cur     string // the loaded version; "" before the first load
+	path    func(context.Context) (string, error)
 	holders int
 	loads   int
+	// epoch counts loads, so that concurrent episodes that see the same
+	// restart reload once.
+	epoch  int
+	loaded map[string]bool // every version this Synced loaded
 }
 
 // NewSynced wraps eng, whose loaded weights are unknown until the first
 // Hold loads a version.
 func NewSynced(eng WeightLoader) *Synced {
-	s := &Synced{eng: eng}
+	s := &Synced{eng: eng, loaded: map[string]bool{}}
 	s.changed = sync.NewCond(&s.mu)
 	return s
 }
@@ -81,8 +86,10 @@ func (s *Synced) Hold(ctx context.Context, version string, path func(context.Con
 		if err := s.eng.LoadWeights(ctx, p, version); err != nil {
 			return nil, nil, err
 		}
-		s.cur = version
+		s.cur, s.path = version, path
 		s.loads++
+		s.epoch++
+		s.loaded[version] = true
 	}
 	s.holders++
 	var once sync.Once
@@ -94,7 +101,46 @@ func (s *Synced) Hold(ctx context.Context, version string, path func(context.Con
 			s.changed.Broadcast()
 		})
 	}
-	return pinned{eng: s.eng, version: version}, release, nil
+	return pinned{s: s, version: version}, release, nil
+}
+
+// restarted tells an engine that lost its weights behind t1's back from
+// one updated to another version: SGLang reads weight_version "default"
+// after a restart (SGLang 0.5.23, python/sglang/srt/server_args.py), and
+// a version this Synced never loaded means a fresh engine too.
+func (s *Synced) restarted(served string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return served == "default" || !s.loaded[served]
+}
+
+// reload loads the held version again after an engine restart, unless
+// another episode did since epoch.
+func (s *Synced) reload(ctx context.Context, version string, epoch int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch != epoch {
+		return nil
+	}
+	if s.cur != version || s.path == nil {
+		return fmt.Errorf("%w: version %s is no longer loaded", ErrStaleWeights, version)
+	}
+	p, err := s.path(ctx)
+	if err != nil {
+		return fmt.Errorf("weights of version %s: %w", version, err)
+	}
+	if err := s.eng.LoadWeights(ctx, p, version); err != nil {
+		return fmt.Errorf("reloading version %s after the engine restarted: %w", version, err)
+	}
+	s.loads++
+	s.epoch++
+	return nil
+}
+
+func (s *Synced) currentEpoch() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
 }
 
 // Loads counts the weight loads so far.
@@ -104,23 +150,34 @@ func (s *Synced) Loads() int {
 	return s.loads
 }
 
-// pinned refuses answers from weights other than version's.
+// pinned refuses answers from weights other than version's. An answer
+// from a restarted engine (weight version "default", or one never loaded)
+// makes it load version again and ask once more.
 type pinned struct {
-	eng     Engine
+	s       *Synced
 	version string
 }
 
 func (p pinned) Generate(ctx context.Context, req GenerateRequest) (*GenerateResponse, error) {
-	resp, err := p.eng.Generate(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	// vLLM reports no version: Hold's serialisation is then the guarantee.
-	if resp.WeightVersion != "" && resp.WeightVersion != p.version {
+	for try := 0; ; try++ {
+		epoch := p.s.currentEpoch()
+		resp, err := p.s.eng.Generate(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		// vLLM reports no version: Hold's serialisation is then the guarantee.
+		if resp.WeightVersion == "" || resp.WeightVersion == p.version {
+			resp.WeightVersion = p.version
+			return resp, nil
+		}
+		if try == 0 && p.s.restarted(resp.WeightVersion) {
+			if err := p.s.reload(ctx, p.version, epoch); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		return nil, fmt.Errorf("%w: the engine served weight version %q, the episode samples version %q", ErrStaleWeights, resp.WeightVersion, p.version)
 	}
-	resp.WeightVersion = p.version
-	return resp, nil
 }
 
 // LoadWeights implements WeightLoader with POST /update_weights_from_disk.
@@ -130,16 +187,40 @@ func (c *SGLang) LoadWeights(ctx context.Context, path, version string) error {
 
 // LoadWeights implements WeightLoader with vLLM's POST /collective_rpc
 // {"method": "reload_weights", "kwargs": {"weights_path": path}}, which a
-// server started with VLLM_SERVER_DEV_MODE=1 exposes; vLLM keeps no
-// weight version, so version is the caller's to track.
+// server started with VLLM_SERVER_DEV_MODE=1 exposes (it answers an empty
+// 200, or {"results": [...]}), then POST /reset_prefix_cache, since
+// reload_weights keeps the prefix cache of the old weights (vLLM 0.21.0
+// and 0.34.0, vllm/entrypoints/serve/dev). vLLM keeps no weight version
+// t1 relies on, so version is the caller's to track. Both calls share
+// LoadTimeout.
 func (c *VLLM) LoadWeights(ctx context.Context, path, version string) error {
+	if _, err := c.ServerVersion(ctx); err != nil {
+		return err
+	}
+	if c.opt.LoadTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opt.LoadTimeout)
+		defer cancel()
+	}
 	body, err := json.Marshal(map[string]any{"method": "reload_weights", "kwargs": map[string]string{"weights_path": path}})
 	if err != nil {
 		return err
 	}
-	var res json.RawMessage
-	if err := postJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/collective_rpc", body, &res); err != nil {
+	if err := postJSON(ctx, c.hc, 0, c.opt.URL+"/collective_rpc", body, nil); err != nil {
 		return fmt.Errorf("vllm: reload weights of version %s from %s (start vLLM with VLLM_SERVER_DEV_MODE=1): %w", version, path, err)
+	}
+	// 0.21.0 answers an empty 200; 0.34.0 {"success": bool}.
+	var res json.RawMessage
+	if err := postJSON(ctx, c.hc, 0, c.opt.URL+"/reset_prefix_cache", nil, &res); err != nil {
+		return fmt.Errorf("vllm: reset the prefix cache after loading version %s: %w", version, err)
+	}
+	if len(res) > 0 {
+		var ok struct {
+			Success *bool `json:"success"`
+		}
+		if json.Unmarshal(res, &ok) == nil && ok.Success != nil && !*ok.Success {
+			return fmt.Errorf("vllm: %s/reset_prefix_cache answered success false after loading version %s: cached prefixes of the old weights remain", c.opt.URL, version)
+		}
 	}
 	return nil
 }

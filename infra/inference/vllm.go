@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,20 +19,39 @@ type VLLMOptions struct {
 	// Model is the served model name the completions API wants.
 	Model   string
 	Timeout time.Duration
-	// Layers and TopK reshape routing if a server returns it as a flat
-	// base64 array (as SGLang does).
+	// LoadTimeout bounds one weight reload (reload_weights and the prefix
+	// cache reset after it); 0 means none beyond the context.
+	LoadTimeout time.Duration
+	// LogprobsMode is the server's --logprobs-mode. vLLM's default,
+	// raw_logprobs ("" here), reports log-probs before temperature and
+	// top-p (vllm/config/model.py, 0.21.0 and 0.34.0): the sampled
+	// distribution's only at temperature 1 (or greedy) and top_p 1, so
+	// the client refuses other sampling unless the server runs
+	// processed_logprobs, the log-probs of the distribution sampled from.
+	LogprobsMode string
+	// Layers and TopK check the routing's shape, and reshape it if a
+	// server returns it as a flat base64 array (as SGLang does).
 	Layers, TopK int
 	Client       *http.Client
 }
 
+// vLLM's --logprobs-mode values t1 knows.
+const (
+	VLLMRawLogprobs       = "raw_logprobs"
+	VLLMProcessedLogprobs = "processed_logprobs"
+)
+
 // VLLM is a client of vLLM's OpenAI-compatible completions API with a
-// token-id prompt. vLLM's completions API does not return routed experts;
-// a request for them gets RoutingUnavailable set, unless the server adds a
-// routed_experts field to the choice (some forks do), which is decoded as
-// SGLang's.
+// token-id prompt. A server started with --enable-return-routed-experts
+// returns routing (0.21.0 as nested lists, 0.34.0 as a base64 .npy); else
+// a request for it gets RoutingUnavailable set. It checks GET /version
+// before its first request.
 type VLLM struct {
 	opt VLLMOptions
 	hc  *http.Client
+
+	mu      sync.Mutex
+	version string // the server's GET /version, once checked
 }
 
 // NewVLLM returns a client; it does not contact the server.
@@ -47,7 +67,41 @@ func NewVLLM(opt VLLMOptions) (*VLLM, error) {
 		hc = &http.Client{}
 	}
 	opt.URL = strings.TrimRight(opt.URL, "/")
+	switch opt.LogprobsMode {
+	case "", VLLMRawLogprobs, VLLMProcessedLogprobs:
+	default:
+		return nil, fmt.Errorf("vllm: logprobs mode %q: want %s or %s", opt.LogprobsMode, VLLMRawLogprobs, VLLMProcessedLogprobs)
+	}
 	return &VLLM{opt: opt, hc: hc}, nil
+}
+
+// minVLLM is the oldest vLLM t1 speaks to: 0.21.0 returns token ids and
+// routed experts (vllm/entrypoints/openai/completion/protocol.py).
+var minVLLM = [2]int{0, 21}
+
+// ServerVersion asks GET /version once ({"version": "0.21.0"}) and
+// refuses a server older than 0.21.
+func (c *VLLM) ServerVersion(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.version != "" {
+		return c.version, nil
+	}
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := getJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/version", &v); err != nil {
+		return "", fmt.Errorf("vllm: %w", err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(v.Version, "%d.%d", &major, &minor); err != nil {
+		return "", fmt.Errorf("vllm: %s/version answered version %q, want major.minor.patch", c.opt.URL, v.Version)
+	}
+	if major < minVLLM[0] || major == minVLLM[0] && minor < minVLLM[1] {
+		return "", fmt.Errorf("vllm: the server at %s runs vLLM %s; t1 needs %d.%d or later (token ids, routed experts)", c.opt.URL, v.Version, minVLLM[0], minVLLM[1])
+	}
+	c.version = v.Version
+	return c.version, nil
 }
 
 type vllmRequest struct {
@@ -56,7 +110,8 @@ type vllmRequest struct {
 	MaxTokens   int     `json:"max_tokens"`
 	Temperature float64 `json:"temperature"`
 	TopP        float64 `json:"top_p"`
-	Seed        uint64  `json:"seed"`
+	// Seed is within int64 (protocol.py: ge=-(2**63), le=2**63-1).
+	Seed int64 `json:"seed"`
 	// StopTokenIDs is a vLLM extension; the stop token is part of the
 	// output, as with SGLang.
 	StopTokenIDs []int `json:"stop_token_ids,omitempty"`
@@ -68,6 +123,9 @@ type vllmRequest struct {
 	ReturnTokenIDs      bool `json:"return_token_ids"`
 	SkipSpecialTokens   bool `json:"skip_special_tokens"`
 	IncludeStopStrInOut bool `json:"include_stop_str_in_output"`
+	// RoutedExpertsPromptStart 0 asks 0.34 for the prompt's rows too;
+	// 0.21 ignores it (unknown fields are ignored).
+	RoutedExpertsPromptStart *int `json:"routed_experts_prompt_start,omitempty"`
 }
 
 type vllmResponse struct {
@@ -77,18 +135,22 @@ type vllmResponse struct {
 			Tokens        []string   `json:"tokens"`
 			TokenLogprobs []*float64 `json:"token_logprobs"`
 		} `json:"logprobs"`
-		FinishReason  *string         `json:"finish_reason"`
-		StopReason    json.RawMessage `json:"stop_reason"`
-		RoutedExperts *string         `json:"routed_experts"`
+		FinishReason *string         `json:"finish_reason"`
+		StopReason   json.RawMessage `json:"stop_reason"`
+		// RoutedExperts is [gen, L, K] nested lists (0.21.0) or a base64
+		// .npy (0.34.0); see decodeVLLMRouting.
+		RoutedExperts json.RawMessage `json:"routed_experts"`
 	} `json:"choices"`
-	Usage struct {
+	// PromptRoutedExperts is 0.21.0's [prompt, L, K].
+	PromptRoutedExperts json.RawMessage `json:"prompt_routed_experts"`
+	Usage               struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 }
 
 // RoutingUnavailableVLLM is the marker set when routing was asked of vLLM.
-const RoutingUnavailableVLLM = "vllm: the completions API does not return routed experts; use the sglang or reference backend for routing replay"
+const RoutingUnavailableVLLM = "vllm: the server returned no routed experts (start vLLM 0.21 or later with --enable-return-routed-experts)"
 
 // Generate implements Engine with POST /v1/completions.
 func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (*GenerateResponse, error) {
@@ -96,10 +158,22 @@ func (c *VLLM) Generate(ctx context.Context, req GenerateRequest) (*GenerateResp
 		return nil, badRequest("vllm: input_ids is empty")
 	}
 	sp := req.SamplingParams
+	if req.ReturnLogprob && c.opt.LogprobsMode != VLLMProcessedLogprobs && (sp.Temperature != 0 && sp.Temperature != 1 || sp.TopP > 0 && sp.TopP < 1) {
+		return nil, badRequest("vllm: temperature %g, top_p %g: vLLM's default --logprobs-mode raw_logprobs reports log-probs before temperature and top-p, "+
+			"not those of the distribution sampled from; start vLLM with --logprobs-mode processed_logprobs and set inference.vllm_logprobs_mode: processed_logprobs, "+
+			"or sample at temperature 1 and top_p 1", sp.Temperature, sp.TopP)
+	}
+	if _, err := c.ServerVersion(ctx); err != nil {
+		return nil, err
+	}
 	zero := 0
-	body, err := json.Marshal(vllmRequest{Model: c.opt.Model, Prompt: req.InputIDs, MaxTokens: sp.MaxNewTokens, Temperature: sp.Temperature,
-		TopP: sp.TopP, Seed: sp.Seed, StopTokenIDs: sp.StopTokenIDs, Logprobs: &zero, ReturnTokensAsTokenIDs: true,
-		ReturnTokenIDs: true, IncludeStopStrInOut: true})
+	vr := vllmRequest{Model: c.opt.Model, Prompt: req.InputIDs, MaxTokens: sp.MaxNewTokens, Temperature: sp.Temperature,
+		TopP: sp.TopP, Seed: WireSeed(sp.Seed), StopTokenIDs: sp.StopTokenIDs, Logprobs: &zero, ReturnTokensAsTokenIDs: true,
+		ReturnTokenIDs: true, IncludeStopStrInOut: true}
+	if req.ReturnRoutedExperts {
+		vr.RoutedExpertsPromptStart = &zero
+	}
+	body, err := json.Marshal(vr)
 	if err != nil {
 		return nil, fmt.Errorf("vllm: %w", err)
 	}
@@ -166,14 +240,14 @@ func fromVLLM(raw vllmResponse, req GenerateRequest, layers, topK int) (*Generat
 		resp.MatchedStop = &stop
 	}
 	if req.ReturnRoutedExperts {
-		if ch.RoutedExperts == nil {
+		r, err := decodeVLLMRouting(ch.RoutedExperts, raw.PromptRoutedExperts, resp.PromptTokens, len(resp.OutputIDs), layers, topK)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
 			resp.RoutingUnavailable = RoutingUnavailableVLLM
 		} else {
-			r, err := DecodeRoutedExperts(*ch.RoutedExperts, resp.PromptTokens+len(resp.OutputIDs)-1, layers, topK)
-			if err != nil {
-				return nil, fmt.Errorf("choices[0].%w", err)
-			}
-			resp.RoutedExperts = &r
+			resp.RoutedExperts = r
 		}
 	}
 	return resp, nil
