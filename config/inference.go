@@ -16,6 +16,14 @@ type Inference struct {
 	ServedModel string `yaml:"served_model"`
 	// Timeout bounds one generate request.
 	Timeout time.Duration `yaml:"timeout"`
+	// LoadTimeout (sglang, vllm) bounds one weight load, which waits for
+	// the generations in flight and reads a whole checkpoint.
+	LoadTimeout time.Duration `yaml:"load_timeout"`
+	// VLLMLogprobsMode (vllm) is the server's --logprobs-mode: vLLM's
+	// default raw_logprobs reports log-probs before temperature and top-p,
+	// so sampling at another temperature or top_p needs the server started
+	// with --logprobs-mode processed_logprobs and this set to match.
+	VLLMLogprobsMode string `yaml:"vllm_logprobs_mode"`
 	// Checkpoint is the initial policy (version 0): a local directory or
 	// an object-store key prefix in the Hugging Face layout; its
 	// config.json gives the model's dimensions and its tokenizer file the
@@ -78,11 +86,12 @@ type Sampling struct {
 
 func defaultInference() Inference {
 	return Inference{
-		Backend:   "reference",
-		Timeout:   2 * time.Minute,
-		Precision: "bf16",
-		Model:     ModelOf(moe.DefaultConfig()),
-		Sampling:  Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 256},
+		Backend:     "reference",
+		Timeout:     2 * time.Minute,
+		LoadTimeout: 30 * time.Minute,
+		Precision:   "bf16",
+		Model:       ModelOf(moe.DefaultConfig()),
+		Sampling:    Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 256},
 	}
 }
 
@@ -105,6 +114,25 @@ func (in Inference) check(bad func(path, format string, args ...any)) {
 	}
 	if in.Timeout <= 0 {
 		bad(p+".timeout", "must be positive, got %s", in.Timeout)
+	}
+	if in.LoadTimeout <= 0 {
+		bad(p+".load_timeout", "must be positive, got %s", in.LoadTimeout)
+	}
+	switch in.VLLMLogprobsMode {
+	case "", "raw_logprobs", "processed_logprobs":
+		if in.VLLMLogprobsMode != "" && in.Backend != "vllm" {
+			bad(p+".vllm_logprobs_mode", "is for the vllm backend")
+		}
+	default:
+		bad(p+".vllm_logprobs_mode", "unknown mode %q (want raw_logprobs or processed_logprobs, the server's --logprobs-mode)", in.VLLMLogprobsMode)
+	}
+	if t := in.Sampling.Temperature; in.Backend == "vllm" && in.VLLMLogprobsMode != "processed_logprobs" && (t != 0 && t != 1 || in.Sampling.TopP < 1) {
+		key := p + ".sampling.temperature"
+		if t == 0 || t == 1 {
+			key = p + ".sampling.top_p"
+		}
+		bad(key, "vLLM's default --logprobs-mode raw_logprobs reports log-probs before temperature and top-p; sampling at temperature %g, top_p %g "+
+			"needs the server started with --logprobs-mode processed_logprobs and inference.vllm_logprobs_mode: processed_logprobs", t, in.Sampling.TopP)
 	}
 	if in.Precision != "bf16" && in.Precision != "f32" {
 		bad(p+".precision", "unknown precision %q (want bf16 or f32)", in.Precision)

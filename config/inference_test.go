@@ -28,6 +28,9 @@ func TestInferenceSection(t *testing.T) {
 		{"inference:\n  model:\n    top_k: 9\n", "inference.model.top_k"},
 		{"inference:\n  sampling:\n    top_p: 0\n", "inference.sampling.top_p"},
 		{"inference:\n  timeout: 0s\n", "inference.timeout"},
+		{"inference:\n  load_timeout: 0s\n", "inference.load_timeout"},
+		{"inference:\n  vllm_logprobs_mode: processed\n", "inference.vllm_logprobs_mode"},
+		{"inference:\n  backend: vllm\n  url: http://gpu-1:8000\n  sampling:\n    temperature: 0.7\n", "p.yaml:5:"},
 		{"inference:\n  sampling:\n    temprature: 1\n", "temprature"},
 	} {
 		_, err := Parse("p.yaml", []byte(c.yaml))

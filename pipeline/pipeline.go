@@ -401,8 +401,9 @@ func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
 
 // InferenceOptions converts the inference section.
 func InferenceOptions(in config.Inference) inference.Options {
-	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout,
-		Checkpoint: in.Checkpoint, Precision: in.Precision, Model: in.Model.Shape()}
+	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout, LoadTimeout: in.LoadTimeout,
+		VLLMLogprobsMode: in.VLLMLogprobsMode,
+		Checkpoint:       in.Checkpoint, Precision: in.Precision, Model: in.Model.Shape()}
 }
 
 // ModelShape is the model's shape and model_type: the checkpoint's
