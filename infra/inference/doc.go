@@ -8,7 +8,10 @@
 //     --enable-return-routed-experts to get routing), or of t1's own
 //     Server, which answers in the same format;
 //   - VLLM: a client of vLLM's OpenAI-compatible POST /v1/completions with a
-//     token-id prompt; it marks routing as unavailable.
+//     token-id prompt (vLLM 0.21 or later, checked with GET /version);
+//     routing comes back from a server started with
+//     --enable-return-routed-experts (0.21.0: nested lists, 0.34.0: a
+//     base64 .npy), else it is marked unavailable.
 //
 // Server exposes any Engine over HTTP (`t1 serve-policy`): POST /generate,
 // GET /health, GET /get_model_info and, for the reference engine, POST
@@ -30,7 +33,15 @@
 // loaded (WeightLoader: SGLang's /update_weights_from_disk, vLLM's
 // /collective_rpc reload_weights) only once no episode holds another,
 // and a reply whose weight_version is not the held one is refused
-// (ErrStaleWeights). Probe checks GET /health so that a run with no engine
+// (ErrStaleWeights), except a restarted engine's (SGLang reads "default"
+// again, or a version never loaded): the held version is loaded again and
+// the request repeated. vLLM's reload is followed by POST
+// /reset_prefix_cache. Loads have their own timeout (LoadTimeout).
+//
+// standin holds HTTP stand-ins as strict as SGLang 0.5.23 and vLLM
+// 0.21.0/0.34.0 (no routing shape, experts in router order, int64 seed
+// bounds, their error bodies), computing with t1's own engine; the
+// conformance suite runs the clients against them. Probe checks GET /health so that a run with no engine
 // fails at its start, in one line naming the URL.
 //
 // inferencetest holds the conformance suite every backend passes (shapes,
@@ -71,7 +82,9 @@
 // frombuffer(b64decode(s), "<i4").reshape(prompt+completion−1, layers, top_k).
 // SGLang does not send the shape; the SGLang client takes layers and top_k
 // from its options (the inference configuration) unless the server sends
-// routed_experts_shape. Errors are {"error": {"message": …, "code": …}},
+// routed_experts_shape. Servers list each set in router order (SGLang
+// 0.5.23: topk(sorted=False)); the clients sort every set, as moe.Routing
+// holds them. Errors are {"error": {"message": …, "code": …}},
 // 400 for a bad request.
 //
 // # Field mapping
@@ -80,20 +93,25 @@
 //	OutputIDs             output_ids (else ids in the           choices[0].token_ids (return_token_ids),
 //	                      output_token_logprobs tuples)         else "token_id:<id>" in logprobs.tokens
 //	OutputTokenLogprobs   meta_info.output_token_logprobs[i][0] choices[0].logprobs.token_logprobs (logprobs: 0)
-//	RoutedExperts         meta_info.routed_experts (base64)     not returned: RoutingUnavailable is set
+//	RoutedExperts         meta_info.routed_experts (base64)     [prompt_]routed_experts lists (0.21), .npy (0.34)
 //	FinishReason          meta_info.finish_reason.type          choices[0].finish_reason
 //	MatchedStop           meta_info.finish_reason.matched       choices[0].stop_reason (when a token id)
 //	PromptTokens          meta_info.prompt_tokens               usage.prompt_tokens
 //	CompletionTokens      meta_info.completion_tokens           usage.completion_tokens
 //	WeightVersion         meta_info.weight_version              (none)
-//	SamplingParams.Seed   sampling_params.sampling_seed         seed
+//	SamplingParams.Seed   sampling_params.sampling_seed         seed (both: the int64 of the same bits)
 //
 // # Log-probs
 //
-// Every backend reports the log-prob of each sampled token under the
-// distribution it was drawn from (temperature-scaled, top-p truncated and
-// renormalised), as SGLang does by default; with temperature 1 and top_p 1
-// that is the model's own log-prob, which the trainer recomputes. Greedy
-// sampling reports the temperature-1 log-softmax. Log-probs cross HTTP as
-// JSON numbers and come back bit-identical (float32 → float64 → float32).
+// The reference engine reports the log-prob of each sampled token under
+// the distribution it was drawn from (temperature-scaled, top-p truncated
+// and renormalised). SGLang's are after temperature but before top-p, not
+// renormalised (SGLang 0.5.23, python/sglang/srt/layers/sampler.py); vLLM's
+// default (--logprobs-mode raw_logprobs) are before temperature, and its
+// processed_logprobs match the reference engine's, so the vLLM client
+// refuses a temperature or top_p other than 1 unless LogprobsMode is
+// processed_logprobs. With temperature 1 and top_p 1 every backend reports
+// the model's own log-prob, which the trainer recomputes. Greedy sampling
+// reports the temperature-1 log-softmax. Log-probs cross HTTP as JSON
+// numbers and come back bit-identical (float32 → float64 → float32).
 package inference
