@@ -41,12 +41,13 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def setup() -> bool:
-    """Joins the process group when there is more than one process or a GPU; returns whether the
-    model is to be sharded (FSDP2). One CPU process, the Go reference's peer, runs unsharded."""
+def setup(force: bool = False) -> bool:
+    """Joins the process group when there is more than one process or a GPU (or force); returns
+    whether the model is to be sharded (FSDP2). One CPU process, the Go reference's peer, runs
+    unsharded."""
     dev = device()
     n = int(os.environ.get("WORLD_SIZE", "1"))
-    if n <= 1 and dev.type == "cpu":
+    if n <= 1 and dev.type == "cpu" and not force:
         return False
     if not dist.is_initialized():
         if dev.type == "cuda":

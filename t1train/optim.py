@@ -33,6 +33,18 @@ def local(t: torch.Tensor) -> torch.Tensor:
 
 
 
+PIECE = 1 << 24  # elements: float64 temporaries of one piece stay within a few hundred MB
+
+
+def pieces(t: torch.Tensor) -> list[torch.Tensor]:
+    """Views of t along its first dimension of at most about PIECE elements each (the update is
+    elementwise, so it is the same computed piece by piece; only the float64 temporaries shrink)."""
+    if t.dim() == 0 or t.numel() <= PIECE:
+        return [t]
+    rows = max(1, PIECE // max(1, t[0].numel()))
+    return list(t.split(rows, dim=0))
+
+
 class Adam:
     def __init__(self, model: torch.nn.Module, cfg: AdamConfig):
         self.cfg = cfg
@@ -111,7 +123,7 @@ class Adam:
     def grad_norm(self) -> float:
         s = 0.0
         for _, _, g in self.grads():
-            s += float(g.double().square().sum())
+            s += sum(float(x.double().square().sum()) for x in pieces(g))
         dev = self.params[0][1].device if self.params else torch.device("cpu")
         return math.sqrt(D.all_sum_f64(s, dev))
 
@@ -134,13 +146,13 @@ class Adam:
         for n, p, g in self.grads():
             if c.weight_decay > 0 and dims[n] > 1:
                 p.mul_(shrink.to(p.device))
-            g64 = g.double()
-            mt, vt = local(self.m[n]), local(self.v[n])
-            m = c.beta1 * mt.double() + (1 - c.beta1) * g64
-            v = c.beta2 * vt.double() + ((1 - c.beta2) * g64) * g64
-            mt.copy_(m.float())
-            vt.copy_(v.float())
-            p.sub_((c.lr * (m / bc1) / ((v / bc2).sqrt() + c.eps)).float())
+            for pp, gg, mt, vt in zip(pieces(p), pieces(g), pieces(local(self.m[n])), pieces(local(self.v[n]))):
+                g64 = gg.double()
+                m = c.beta1 * mt.double() + (1 - c.beta1) * g64
+                v = c.beta2 * vt.double() + ((1 - c.beta2) * g64) * g64
+                mt.copy_(m.float())
+                vt.copy_(v.float())
+                pp.sub_((c.lr * (m / bc1) / ((v / bc2).sqrt() + c.eps)).float())
 
     def update(self, max_norm: float) -> float:
         """Clips, steps and clears the gradients; returns the norm before clipping."""

@@ -66,21 +66,21 @@ def checkpoint_layers(model) -> None:
         layer.t1_checkpointed = True
 
 
-def mixed_precision(dev: torch.device):
-    from torch.distributed.fsdp import MixedPrecisionPolicy
-
-    if dev.type == "cuda":
-        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    return MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.float32)
+def compute_dtype(dev: torch.device) -> torch.dtype:
+    """bf16 on a GPU, float32 on the CPU (where the trainer is the Go reference's peer)."""
+    return torch.bfloat16 if dev.type == "cuda" else torch.float32
 
 
-def shard(model, dev: torch.device) -> None:
+def shard(model, dev: torch.device, dtype: torch.dtype | None = None) -> None:
     """FSDP2 over every process: each decoder layer, then the root (embeddings, final norm, head)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
     mesh = init_device_mesh(dev.type, (D.world(),))
-    mp = mixed_precision(dev)
+    dtype = dtype or compute_dtype(dev)
+    mp = MixedPrecisionPolicy(param_dtype=None if dtype == torch.float32 else dtype, reduce_dtype=torch.float32)
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
@@ -91,13 +91,13 @@ def shard(model, dev: torch.device) -> None:
             m.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
 
 
-def parallelize(model, sharded: bool, dev: torch.device) -> None:
-    """Activation checkpointing (when set), then FSDP2 (when sharded), then records the device
-    forwards put their inputs on."""
-    if activation_checkpointing(dev):
+def parallelize(model, sharded: bool, dev: torch.device, ac: bool | None = None, dtype: torch.dtype | None = None) -> None:
+    """Activation checkpointing (ac; by default its setting), then FSDP2 (when sharded; computing in
+    dtype, by default compute_dtype), then records the device forwards put their inputs on."""
+    if activation_checkpointing(dev) if ac is None else ac:
         checkpoint_layers(model)
     if sharded:
-        shard(model, dev)
+        shard(model, dev, dtype)
     elif dev.type != "cpu":
         model.to(dev)
     model.t1_device = dev

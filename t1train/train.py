@@ -34,7 +34,8 @@ def run(job_path: str, workdir: str = "") -> dict:
     if not job.checkpoint:
         raise Refused("job file: no checkpoint to train towards")
     D.setup()
-    torch.use_deterministic_algorithms(True)
+    if D.device().type == "cpu":
+        torch.use_deterministic_algorithms(True)  # the Go reference's peer; bf16 on a GPU is not bit-reproducible anyway
     store = Store.from_env()
     scratch = tempfile.mkdtemp(prefix="t1train-in-")
     out = os.path.join(os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="t1train-out-"),

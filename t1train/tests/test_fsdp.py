@@ -143,3 +143,21 @@ def test_the_split_balances_tokens_deterministically():
     assert abs(loads[0] - loads[1]) <= max(costs) and all(p == sorted(p) for p in parts)
     assert D.split([5], 3) == [[0], [], []]
     assert D.split(costs, 1) == [list(range(len(costs)))]
+
+
+def test_the_gpu_check_runs_tiny_on_the_cpu(capsys):
+    """bench/gpu-trainer.sh's script, --device cpu --tiny: replay under bf16 and the step benchmark
+    print their lines and pass; without a GPU the default refuses with status 2."""
+    from t1train import gpucheck
+
+    if not torch.cuda.is_available():
+        assert gpucheck.main([]) == 2
+    with pytest.MonkeyPatch.context() as mpatch:
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "T1TRAIN_DEVICE"):
+            mpatch.delenv(k, raising=False)
+        mpatch.setenv("MASTER_PORT", str(free_port()))
+        assert gpucheck.main(["--device", "cpu", "--tiny", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "BenchmarkReplayBF16/" in out and "\t0 mismatches-replayed" in out and "replay check PASSED" in out
+    assert "BenchmarkActorStep/replay=on/" in out and "BenchmarkActorStep/replay=off/" in out
+    assert not torch.distributed.is_initialized()
