@@ -28,13 +28,14 @@ def main(argv=None) -> int:
     except Refused as e:
         print(f"t1train: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    from .train import is_rank0
+    from .dist import is_rank0, teardown
 
     if is_rank0():
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(result, f, allow_nan=False)
         os.replace(tmp, args.out)
+    teardown()
     return 0
 
 

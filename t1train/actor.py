@@ -11,6 +11,11 @@
     0x70706f)).Perm(n) as Go draws it, the clipped token-level surrogate over the minibatch's actions;
  6. live_kl and experts_switched: the policy before and after, each routing on its own;
  7. max_live_kl: the step halved until live_kl is within it (at most 5 times, else not taken).
+
+Across ranks (dist.py) every pass is split by tokens: the forward-only passes' log-probs and routing
+are gathered to every rank, each minibatch's chunks are shared out, every rank's gradient is its
+chunks' share of the global token-level mean, and the per-chunk statistics are gathered and summed
+in the 1-rank order.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import dist as D
 from . import model as M
 from . import rl
 from .config import Job
 from .data import Batch, Chunk
 from .errors import Refused
 from .gorand import PCG
-from .optim import Adam
+from .optim import Adam, local
 
 MAX_BACKTRACKS = 5
 
@@ -63,11 +69,27 @@ def live(policy, p: Prepared):
     return lp, M.used_routing(policy)
 
 
+def pad_forward(policy) -> None:
+    """A forward that only keeps the ranks' collectives in step."""
+    with torch.no_grad():
+        M.action_logprobs(policy, D.DUMMY, 1.0)
+
+
+def pad_backward(policy) -> None:
+    (M.action_logprobs(policy, D.DUMMY, 1.0) * 0).sum().backward()
+
+
+def each(policy, chunks: list[Prepared], fn) -> dict:
+    """fn(chunk) for every chunk, forward-only, split across ranks; every result on every rank."""
+    return D.run_split([len(p.ids) for p in chunks], lambda i: fn(chunks[i]), lambda: pad_forward(policy))
+
+
 def live_change(policy, chunks: list[Prepared]) -> tuple[float, float]:
     st = rl.PolicyStats()
     mis, sets = 0, 0
-    for p in chunks:
-        lp, routing = live(policy, p)
+    res = each(policy, chunks, lambda p: live(policy, p))
+    for i, p in enumerate(chunks):
+        lp, routing = res[i]
         st.add_kl(p.loss, p.live_lp, lp)
         T = len(p.ids)
         a, b = M.compare_routing(p.live_routing[: T - 1], routing[: T - 1])
@@ -112,13 +134,18 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
 
     # The ratio's denominator: the policy before any step, with the routing every later forward uses.
     gap, mis, sets = rl.GapStats(), 0, 0
-    for p in chunks:
+
+    def old(p):
         with torch.no_grad():
-            p.old_lp = forward(policy, p).numpy()
+            return forward(policy, p).numpy(), M.used_routing(policy)
+
+    res = each(policy, chunks, old)
+    for i, p in enumerate(chunks):
+        p.old_lp, used = res[i]
         gap.add(p.loss, p.old_lp, p.sampled)
-        p.live_lp, p.live_routing = p.old_lp, M.used_routing(policy)  # live unless replayed (below)
+        p.live_lp, p.live_routing = p.old_lp, used  # live unless replayed (below)
         T = len(p.ids)
-        a, s = M.compare_routing(p.c.routing[: T - 1], M.used_routing(policy)[: T - 1])
+        a, s = M.compare_routing(p.c.routing[: T - 1], used[: T - 1])
         mis, sets = mis + a, sets + s
         met["loss_drift"] += int(sum(1 for t, l in enumerate(p.c.loss) if l and p.ids[t] != p.c.ids[t]))
     met["logprob_gap"], met["logprob_gap_max"] = gap.mean(), gap.max
@@ -126,12 +153,13 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
     if not signal:
         met["skipped"] = "every advantage is 0"
         return met
-    for p in chunks:
-        if p.replay is not None:
-            p.live_lp, p.live_routing = live(policy, p)
+    replayed = [p for p in chunks if p.replay is not None]
+    res = each(policy, replayed, lambda p: live(policy, p))
+    for i, p in enumerate(replayed):
+        p.live_lp, p.live_routing = res[i]
     before = restore_opt = None
     if o.max_live_kl > 0:
-        before = [t.detach().clone() for _, t in opt.params]
+        before = [local(t).detach().clone() for _, t in opt.params]
         restore_opt = opt.mark()
 
     rng = PCG(job.version, 0x70706F)  # "ppo"
@@ -143,12 +171,19 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
             n = int(sum(chunks[i].loss.sum() for i in mb))
             if n == 0:
                 continue
-            step = rl.PolicyStats()
-            for i in mb:
-                p = chunks[i]
+
+            def grad(j):
+                p = chunks[mb[j]]
+                st = rl.PolicyStats()
                 lp = forward(policy, p)
-                g = rl.policy_grad(step, p.loss, lp.detach().numpy(), p.old_lp, p.adv, o.clip, n)
+                g = rl.policy_grad(st, p.loss, lp.detach().numpy(), p.old_lp, p.adv, o.clip, n)
                 (lp * torch.from_numpy(g)).sum().backward()
+                return st
+
+            sts = D.run_split([len(chunks[i].ids) for i in mb], grad, lambda: pad_backward(policy))
+            step = rl.PolicyStats()
+            for j in range(len(mb)):
+                step.add(sts[j])
             norm = opt.update(o.max_grad_norm)
             l = step.mean_loss()
             if not (math.isfinite(l) and math.isfinite(norm)):
@@ -171,19 +206,19 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
 
 @torch.no_grad()
 def backtrack(policy, opt: Adam, before, restore_opt, chunks, bound: float, met: dict) -> None:
-    after = [t.detach().clone() for _, t in opt.params]
+    after = [local(t).detach().clone() for _, t in opt.params]
     scale = torch.tensor(1.0, dtype=torch.float32)
     met["backtracks"] = 0
     while met["backtracks"] < MAX_BACKTRACKS:
         scale = scale / 2
         met["backtracks"] += 1
         for (_, t), b0, a in zip(opt.params, before, after):
-            t.copy_(b0 + scale * (a - b0))
+            local(t).copy_(b0 + scale.to(b0.device) * (a - b0))
         met["live_kl"], met["experts_switched"] = live_change(policy, chunks)
         if met["live_kl"] <= bound:
             return
     for (_, t), b0 in zip(opt.params, before):
-        t.copy_(b0)
+        local(t).copy_(b0)
     restore_opt()
     met["skipped"] = (f"the step scaled to 1/{1 << MAX_BACKTRACKS} still moved the policy as sampled by KL "
                       f"{met['live_kl']:.3g}, above training.max_live_kl {bound:g}")

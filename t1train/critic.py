@@ -9,7 +9,8 @@
  3. epochs Adam steps of the value loss clipped around those values, towards those returns.
 
 A forward that measures the critic runs without gradients; its step runs each chunk again with them
-(the same numbers: the forward is deterministic), so no batch-wide graph is held.
+(the same numbers: the forward is deterministic), so no batch-wide graph is held. Across ranks
+(dist.py) both are split by tokens; values and per-chunk statistics are gathered to every rank.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import dist as D
 from . import model as M
 from . import rl
 from .config import Job
@@ -50,6 +52,15 @@ def action_values(critic, c: Chunk, grad: bool = False):
     return torch.where(loss, out, torch.zeros(()))
 
 
+def pad_forward(critic) -> None:
+    with torch.no_grad():
+        M.values(critic, D.DUMMY)
+
+
+def pad_backward(critic) -> None:
+    (M.values(critic, D.DUMMY) * 0).sum().backward()
+
+
 def measure(critic, b: Batch, gae) -> tuple[list[State], float, bool]:
     """Every chunk's values, advantages and returns, the explained variance, whether rewards vary."""
     group = None
@@ -58,13 +69,17 @@ def measure(critic, b: Batch, gae) -> tuple[list[State], float, bool]:
     states: list[State] = []
     mom = rl.Moments()
     vary = False
+    todo = [c for c in b.chunks() if c.ids]
+    got = D.run_split([len(c.ids) for c in todo], lambda i: action_values(critic, todo[i]).numpy().astype(np.float32),
+                      lambda: pad_forward(critic))
+    vals = {id(c): got[i] for i, c in enumerate(todo)}
     for ai, a in enumerate(b.attempts):
         if a.reward != b.attempts[0].reward:
             vary = True
         sts = []
         for c in a.chunks:
             loss = np.array(c.loss, dtype=bool)
-            v = action_values(critic, c).numpy().astype(np.float32) if c.ids else np.zeros(0, np.float32)
+            v = vals[id(c)] if c.ids else np.zeros(0, np.float32)
             sts.append(State(c, loss, v))
         adv, ret = rl.gae([(list(s.loss), list(s.v_pre)) for s in sts], a.reward, gae.gamma, gae.llambda)
         for i, s in enumerate(sts):
@@ -82,13 +97,21 @@ def measure(critic, b: Batch, gae) -> tuple[list[State], float, bool]:
 def value_step(job: Job, critic, opt: Adam, b: Batch, cur: list[State], anchor: list[State]) -> float:
     """One Adam step of the clipped value loss over the chunks of at least 2 tokens."""
     o = job.critic_opts
-    vs = rl.ValueStats()
-    for s, an in zip(cur, anchor):
-        if len(s.c.ids) < 2:
-            continue
+    pairs = [(s, an) for s, an in zip(cur, anchor) if len(s.c.ids) >= 2]
+
+    def grad(i):
+        s, an = pairs[i]
+        st = rl.ValueStats()
         v = action_values(critic, s.c, grad=True)
-        g = rl.value_grad(vs, s.loss, s.v_pre, an.v_pre, an.ret, o.value_clip, b.actions)
+        g = rl.value_grad(st, s.loss, s.v_pre, an.v_pre, an.ret, o.value_clip, b.actions)
         (v * torch.from_numpy(g)).sum().backward()
+        return st
+
+    sts = D.run_split([len(s.c.ids) for s, _ in pairs], grad, lambda: pad_backward(critic))
+    vs = rl.ValueStats()
+    for i in range(len(pairs)):
+        vs.tokens += sts[i].tokens
+        vs.loss += sts[i].loss
     norm = opt.update(o.max_grad_norm)
     l = vs.mean_loss()
     if not (math.isfinite(l) and math.isfinite(norm)):

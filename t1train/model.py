@@ -1,8 +1,11 @@
 """The model: transformers' Qwen3-MoE, loaded strictly, with rollout routing replay.
 
 Policy: Qwen3MoeForCausalLM. Critic: Qwen3MoeForTokenClassification with one label (the backbone
-plus score.weight [1, D] and score.bias [1]). Everything runs in float32 with eager attention and
-eager experts, one sequence per forward, as t1's Go reference does.
+plus score.weight [1, D] and score.bias [1]). On the CPU everything runs in float32 with eager
+attention and eager experts, one sequence per forward, as t1's Go reference does; on a GPU the
+weights stay float32 (FSDP2's master copy, parallel.py) and the forward computes in bf16 with sdpa
+attention (flash_attention_2 where the flash-attn package is installed) and grouped_mm experts, the
+router's softmax in float32 as transformers computes it and the action log-softmax in float32.
 
 Routing replay (R3): every MoE layer's router (Qwen3MoeTopKRouter) gets a replacement forward
 (install_replay) that, while a replay record is set for the forward (replaying), uses the recorded
@@ -22,6 +25,7 @@ import types
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
@@ -85,7 +89,7 @@ def replaying(model, record: np.ndarray | None):
         s = np.sort(record, axis=-1)
         if record.shape[2] > 1 and not (np.diff(s, axis=-1) > 0).all():
             raise Refused("routing record selects an expert twice in one set")
-        t = torch.from_numpy(np.ascontiguousarray(s)).long()
+        t = torch.from_numpy(np.ascontiguousarray(s)).long().to(device_of(model))
     for i, r in enumerate(rs):
         r.t1_replay = None if record is None else t[:, i, :]
     try:
@@ -97,11 +101,11 @@ def replaying(model, record: np.ndarray | None):
 
 def used_routing(model) -> np.ndarray:
     """The experts the last forward used, [T, L, K]."""
-    return np.stack([r.t1_used.numpy() for r in routers(model)], axis=1)
+    return np.stack([r.t1_used.cpu().numpy() for r in routers(model)], axis=1)
 
 
 def live_routing(model) -> np.ndarray:
-    return np.stack([r.t1_live.numpy() for r in routers(model)], axis=1)
+    return np.stack([r.t1_live.cpu().numpy() for r in routers(model)], axis=1)
 
 
 def compare_routing(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
@@ -118,21 +122,28 @@ def compare_routing(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
 # forwards
 
 
+def device_of(model) -> torch.device:
+    """Where the model's forwards take their inputs (parallel.parallelize records it)."""
+    return getattr(model, "t1_device", None) or torch.device("cpu")
+
+
 def action_logprobs(model, ids: list[int], temperature: float, replay: np.ndarray | None = None) -> torch.Tensor:
-    """log p(ids[t+1] | ids[:t+1]) for t < T-1 ([T-1], float32, differentiable), the logits divided
-    by the sampling temperature (0 counting as 1), the log-softmax taken in float64 as t1 does."""
-    x = torch.tensor([ids], dtype=torch.long)
+    """log p(ids[t+1] | ids[:t+1]) for t < T-1 ([T-1], float32 on the CPU, differentiable), the
+    logits divided by the sampling temperature (0 counting as 1), the log-softmax taken in float64
+    as t1 does (float32 on a GPU, where a float64 [T, vocab] would not fit)."""
+    dev = device_of(model)
+    x = torch.tensor([ids], dtype=torch.long, device=dev)
     with replaying(model, replay):
         logits = model(input_ids=x, use_cache=False).logits[0, :-1]
     temp = temperature if temperature > 0 else 1.0
-    lp = torch.log_softmax(logits.double() / temp, dim=-1)
-    return lp.gather(1, x[0, 1:, None])[:, 0].float()
+    lp = torch.log_softmax(logits.to(torch.float64 if dev.type == "cpu" else torch.float32) / temp, dim=-1)
+    return lp.gather(1, x[0, 1:, None])[:, 0].float().cpu()
 
 
 def values(model, ids: list[int]) -> torch.Tensor:
-    """The critic's score at every position ([T], float32, differentiable); it routes live."""
-    x = torch.tensor([ids], dtype=torch.long)
-    return model(input_ids=x, use_cache=False).logits[0, :, 0]
+    """The critic's score at every position ([T], float32 on the CPU, differentiable); it routes live."""
+    x = torch.tensor([ids], dtype=torch.long, device=device_of(model))
+    return model(input_ids=x, use_cache=False).logits[0, :, 0].float().cpu()
 
 
 # -----------------------------------------------------------------------------
@@ -146,6 +157,18 @@ def _check_files(d: str) -> None:
         raise Refused(f"checkpoint {d}: no model.safetensors")
 
 
+def implementations() -> tuple[str, str]:
+    """(attention, experts) implementations: eager on the CPU (the Go reference's arithmetic), the
+    fastest transformers has on a GPU."""
+    from .dist import device
+
+    if device().type != "cuda":
+        return "eager", "eager"
+    from transformers.utils import is_flash_attn_2_available
+
+    return ("flash_attention_2" if is_flash_attn_2_available() else "sdpa"), "grouped_mm"
+
+
 def _load(cls, d: str, allow_missing=()) -> torch.nn.Module:
     _check_files(d)
     cfg = transformers.AutoConfig.from_pretrained(d)
@@ -153,8 +176,9 @@ def _load(cls, d: str, allow_missing=()) -> torch.nn.Module:
         raise Refused(f"checkpoint {d}: model_type {cfg.model_type!r}; this trainer trains qwen3_moe")
     if cls is Qwen3MoeForTokenClassification:
         cfg.num_labels = 1
-    model, info = cls.from_pretrained(d, config=cfg, dtype=torch.float32, attn_implementation="eager",
-                                      experts_implementation="eager", output_loading_info=True)
+    attn, experts = implementations()
+    model, info = cls.from_pretrained(d, config=cfg, dtype=torch.float32, attn_implementation=attn,
+                                      experts_implementation=experts, output_loading_info=True)
     problems = []
     for k, v in info.items():
         v = [n for n in v if not (k == "missing_keys" and str(n) in allow_missing)]
@@ -210,6 +234,8 @@ def seeded_critic(shape) -> torch.nn.Module:
                          max_position_embeddings=shape.context, rope_theta=shape.rope_theta, rms_norm_eps=shape.rms_norm_eps,
                          norm_topk_prob=shape.norm_topk_prob, tie_word_embeddings=shape.tie_embeddings, num_labels=1,
                          decoder_sparse_step=1, mlp_only_layers=[])
+    attn, experts = implementations()
+    cfg._attn_implementation, cfg._experts_implementation = attn, experts
     torch.manual_seed(shape.seed)
     m = Qwen3MoeForTokenClassification(cfg).to(torch.float32)
     with torch.no_grad():
@@ -224,8 +250,22 @@ def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
     """Writes model (float32, save_pretrained), the tokenizer files of tokenizer_from and, when
     given, the optimiser's state in t1's optimizer.safetensors layout; returns out, absolute."""
     out = os.path.abspath(out)
+    from .dist import is_rank0
+
+    sharded = any(isinstance(p, DTensor) for p in model.parameters())
+    sd = None
+    if sharded:  # every rank takes part in the gathers; rank 0 alone keeps and writes
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    opt = optimizer.state_tensors() if optimizer is not None else None
+    if not is_rank0():
+        return out
     os.makedirs(out, exist_ok=True)
-    model.to(torch.float32).save_pretrained(out)
+    if sd is not None:
+        model.save_pretrained(out, state_dict={k: v.float() for k, v in sd.items()})
+    else:
+        model.to(torch.float32).save_pretrained(out)
     if tokenizer_from:
         for name in sorted(os.listdir(tokenizer_from)):
             src = os.path.join(tokenizer_from, name)
@@ -234,8 +274,8 @@ def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
             shutil.copyfile(src, os.path.join(out, name))
     if not os.path.exists(os.path.join(out, "tokenizer.json")):
         raise Refused(f"no tokenizer.json to save with the checkpoint (from {tokenizer_from})")
-    if optimizer is not None:
-        tensors, meta = optimizer.state_tensors()
+    if opt is not None:
+        tensors, meta = opt
         save_file(tensors, os.path.join(out, OPTIMIZER_FILE), metadata=meta)
     return out
 

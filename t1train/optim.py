@@ -7,6 +7,10 @@
 
 The state is saved as t1's optimizer.safetensors: m.<name> and v.<name> under the checkpoint's tensor
 names (the experts one matrix each), metadata step, lr, beta1, beta2, eps.
+
+Under FSDP2 the parameters, their gradients and the moments are DTensors sharded alike: the norm is
+each rank's float64 sum of squares over its shards, summed across ranks; the rest is elementwise and
+runs on the local shards. Loading scatters the full state to the shards; saving gathers it to rank 0.
 """
 
 from __future__ import annotations
@@ -15,10 +19,30 @@ import math
 
 import torch
 
+from torch.distributed.tensor import DTensor, distribute_tensor
+
+from . import dist as D
 from .config import Adam as AdamConfig
 from .errors import Refused
 from .model import hub_names
 
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (a view: in-place updates reach the parameter), else t."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+
+PIECE = 1 << 24  # elements: float64 temporaries of one piece stay within a few hundred MB
+
+
+def pieces(t: torch.Tensor) -> list[torch.Tensor]:
+    """Views of t along its first dimension of at most about PIECE elements each (the update is
+    elementwise, so it is the same computed piece by piece; only the float64 temporaries shrink)."""
+    if t.dim() == 0 or t.numel() <= PIECE:
+        return [t]
+    rows = max(1, PIECE // max(1, t[0].numel()))
+    return list(t.split(rows, dim=0))
 
 
 class Adam:
@@ -39,8 +63,9 @@ class Adam:
             raise Refused(f"optimizer.safetensors: step {meta.get('step')!r}") from None
         want = 0
         for n, p in self.params:
+            full = {k: torch.zeros(p.shape, dtype=torch.float32) for k in "mv"}
             for hub, idx in hub_names(n, p):
-                for kind, dst in (("m", self.m[n]), ("v", self.v[n])):
+                for kind, dst in full.items():
                     t = tensors.get(f"{kind}.{hub}")
                     if t is None:
                         raise Refused(f"optimizer.safetensors: tensor {kind}.{hub} missing")
@@ -48,15 +73,25 @@ class Adam:
                         raise Refused(f"optimizer.safetensors: {kind}.{hub} of shape {list(t.shape)}, want {list(dst[idx].shape)}")
                     dst[idx] = t.float()
                     want += 1
+            for kind, dst in (("m", self.m[n]), ("v", self.v[n])):
+                src = full[kind]
+                if isinstance(dst, DTensor):
+                    src = distribute_tensor(src.to(dst.device), dst.device_mesh, dst.placements)
+                local(dst).copy_(local(src))
         if len(tensors) != want:
             raise Refused(f"optimizer.safetensors: {len(tensors)} tensors, want {want}")
 
     def state_tensors(self) -> tuple[dict, dict]:
         out = {}
         for n, p in self.params:
+            m, v = self.m[n], self.v[n]
+            if isinstance(m, DTensor):  # every rank gathers; rank 0 keeps
+                m, v = m.full_tensor().cpu(), v.full_tensor().cpu()
+                if not D.is_rank0():
+                    continue
             for hub, idx in hub_names(n, p):
-                out[f"m.{hub}"] = self.m[n][idx].contiguous().clone()
-                out[f"v.{hub}"] = self.v[n][idx].contiguous().clone()
+                out[f"m.{hub}"] = m[idx].contiguous().clone()
+                out[f"v.{hub}"] = v[idx].contiguous().clone()
         c = self.cfg
         meta = {"step": str(self.step), "lr": repr(float(c.lr)), "beta1": repr(float(c.beta1)),
                 "beta2": repr(float(c.beta2)), "eps": repr(float(c.eps))}
@@ -64,14 +99,14 @@ class Adam:
 
     def mark(self):
         """A function that puts the moments and step count back as they are now."""
-        m = {n: t.clone() for n, t in self.m.items()}
-        v = {n: t.clone() for n, t in self.v.items()}
+        m = {n: local(t).clone() for n, t in self.m.items()}
+        v = {n: local(t).clone() for n, t in self.v.items()}
         step = self.step
 
         def restore():
             for n in m:
-                self.m[n].copy_(m[n])
-                self.v[n].copy_(v[n])
+                local(self.m[n]).copy_(m[n])
+                local(self.v[n]).copy_(v[n])
             self.step = step
 
         return restore
@@ -79,23 +114,25 @@ class Adam:
     # -- the step ----------------------------------------------------------------
 
     def grads(self):
+        """(name, parameter, gradient): the local shards under FSDP2."""
         for n, p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            yield n, p, p.grad
+            yield n, local(p), local(p.grad)
 
     def grad_norm(self) -> float:
         s = 0.0
         for _, _, g in self.grads():
-            s += float(g.double().square().sum())
-        return math.sqrt(s)
+            s += sum(float(x.double().square().sum()) for x in pieces(g))
+        dev = self.params[0][1].device if self.params else torch.device("cpu")
+        return math.sqrt(D.all_sum_f64(s, dev))
 
     def clip(self, max_norm: float) -> float:
         n = self.grad_norm()
         if max_norm > 0 and n > max_norm:
             scale = torch.tensor(max_norm / n, dtype=torch.float64).float()
             for _, _, g in self.grads():
-                g.mul_(scale)
+                g.mul_(scale.to(g.device))
         return n
 
     @torch.no_grad()
@@ -105,15 +142,17 @@ class Adam:
         bc1 = 1 - c.beta1 ** self.step
         bc2 = 1 - c.beta2 ** self.step
         shrink = torch.tensor(1 - c.lr * c.weight_decay, dtype=torch.float64).float()
+        dims = {n: p.dim() for n, p in self.params}
         for n, p, g in self.grads():
-            if c.weight_decay > 0 and p.dim() > 1:
-                p.mul_(shrink)
-            g64 = g.double()
-            m = c.beta1 * self.m[n].double() + (1 - c.beta1) * g64
-            v = c.beta2 * self.v[n].double() + ((1 - c.beta2) * g64) * g64
-            self.m[n].copy_(m.float())
-            self.v[n].copy_(v.float())
-            p.sub_((c.lr * (m / bc1) / ((v / bc2).sqrt() + c.eps)).float())
+            if c.weight_decay > 0 and dims[n] > 1:
+                p.mul_(shrink.to(p.device))
+            for pp, gg, mt, vt in zip(pieces(p), pieces(g), pieces(local(self.m[n])), pieces(local(self.v[n]))):
+                g64 = gg.double()
+                m = c.beta1 * mt.double() + (1 - c.beta1) * g64
+                v = c.beta2 * vt.double() + ((1 - c.beta2) * g64) * g64
+                mt.copy_(m.float())
+                vt.copy_(v.float())
+                pp.sub_((c.lr * (m / bc1) / ((v / bc2).sqrt() + c.eps)).float())
 
     def update(self, max_norm: float) -> float:
         """Clips, steps and clears the gradients; returns the norm before clipping."""

@@ -2,7 +2,8 @@
 of at least 2 tokens with a loss token kept; steps Adam steps, step k on the next `batch` rows of a
 stream of passes (each pass in the order rand.New(rand.NewPCG(seed, pass)).Perm(n) draws, or sorted
 with seed 0), the learning rate constant or on a cosine from adam.lr to 0; the loss the mean NLL of
-the loss-region tokens, every sequence routed live at temperature 1."""
+the loss-region tokens, every sequence routed live at temperature 1. Across ranks (dist.py) each
+step's sequences are split by tokens and their losses gathered and summed in the 1-rank order."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from . import dist as D
 from . import model as M
 from .config import Job
 from .data import Chunk
@@ -44,12 +46,21 @@ def step(policy, opt: Adam, seqs: list[list[int]], masks: list[np.ndarray], max_
     n = float(sum(float(m.sum()) for m in masks))
     if n == 0:
         raise Refused("sft: every mask is zero")
-    loss = 0.0
-    for s, m in zip(seqs, masks):
+
+    def grad(i):
+        s, m = seqs[i], masks[i]
         lp = M.action_logprobs(policy, s, 1.0)
         d = (-m / np.float32(n)).astype(np.float32)
-        loss -= float((m.astype(np.float64) * lp.detach().numpy().astype(np.float64)).sum()) / n
         (lp * torch.from_numpy(d)).sum().backward()
+        return float((m.astype(np.float64) * lp.detach().numpy().astype(np.float64)).sum()) / n
+
+    def pad():
+        (M.action_logprobs(policy, D.DUMMY, 1.0) * 0).sum().backward()
+
+    parts = D.run_split([len(s) for s in seqs], grad, pad)
+    loss = 0.0
+    for i in range(len(seqs)):
+        loss -= parts[i]
     norm = opt.update(max_norm)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         raise Refused(f"trainer: divergent update: sft loss {loss}, gradient norm {norm}")

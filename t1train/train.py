@@ -8,7 +8,9 @@ import tempfile
 import torch
 
 from . import actor, critic, sft
+from . import dist as D
 from . import model as M
+from . import parallel
 from .config import Job, parse_job
 from .data import load_batch, load_sft_rows
 from .errors import Refused
@@ -16,20 +18,14 @@ from .optim import Adam
 from .store import Store
 
 
-def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
+is_rank0 = D.is_rank0
 
 
-def is_rank0() -> bool:
-    return rank() == 0
-
-
-def setup_distributed() -> None:
-    """Under torchrun (WORLD_SIZE > 1) every rank joins the process group and runs the same
-    replicated update for now (sharding the batch and the model, FSDP2, comes later); only rank 0
-    saves the checkpoint and writes the result."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend="gloo")
+def prepare(model):
+    """The model, parallelised (parallel.py): FSDP2-sharded over the process group when there is
+    one (torchrun, or any GPU), activation checkpointing per its setting."""
+    parallel.parallelize(model, torch.distributed.is_initialized(), D.device())
+    return model
 
 
 def run(job_path: str, workdir: str = "") -> dict:
@@ -37,8 +33,9 @@ def run(job_path: str, workdir: str = "") -> dict:
         job = parse_job(f.read())
     if not job.checkpoint:
         raise Refused("job file: no checkpoint to train towards")
-    setup_distributed()
-    torch.use_deterministic_algorithms(True)
+    D.setup()
+    if D.device().type == "cpu":
+        torch.use_deterministic_algorithms(True)  # the Go reference's peer; bf16 on a GPU is not bit-reproducible anyway
     store = Store.from_env()
     scratch = tempfile.mkdtemp(prefix="t1train-in-")
     out = os.path.join(os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="t1train-out-"),
@@ -59,13 +56,14 @@ def run_actor(job: Job, store: Store, scratch: str, out: str) -> dict:
     src = fetch(store, job.policy, scratch, "policy")
     policy = M.load_policy(src)
     M.check_shape(policy, job.manifest["model"], critic=False)
+    prepare(policy)
     opt = Adam(policy, job.actor.adam)
     state = M.load_optimizer_state(src)
     if state is not None:
         opt.load_state(*state)
     opt.cfg = job.actor.adam  # the configured constant, whatever the state was saved with
     met = actor.train(job, policy, opt, b)
-    ck = M.save(policy, out, src, opt) if is_rank0() else out
+    ck = M.save(policy, out, src, opt)
     return {"kind": "actor", "checkpoint": ck, "metrics": met}
 
 
@@ -85,13 +83,14 @@ def run_critic(job: Job, store: Store, scratch: str, out: str) -> dict:
         # The tokenizer saved with it is the sampling policy's.
         src = fetch(store, f"runs/{job.run}/policy/v{int(job.manifest.get('policy_version', 0)):06d}", scratch, "policy")
     M.check_shape(model, job.manifest["model"], critic=True)
+    prepare(model)
     opt = Adam(model, o.adam)
     state = M.load_optimizer_state(src) if job.critic else None
     if state is not None:
         opt.load_state(*state)
     opt.cfg = o.adam
     values, met = critic.train(job, model, opt, b, fresh=not job.critic)
-    ck = M.save(model, out, src, opt) if is_rank0() else out
+    ck = M.save(model, out, src, opt)
     return {"kind": "critic", "checkpoint": ck, "values": values, "metrics": met}
 
 
@@ -100,8 +99,8 @@ def run_sft(job: Job, store: Store, scratch: str, out: str) -> dict:
         raise Refused(f"the checkpoint {job.policy!r} and the new one {job.checkpoint!r} must be distinct prefixes")
     rows = load_sft_rows(store, job.data)
     src = fetch(store, job.policy, scratch, "policy")
-    policy = M.load_policy(src)
+    policy = prepare(M.load_policy(src))
     opt = Adam(policy, job.sft.adam)  # a fresh optimiser; saved without its state
     met = sft.train(job, policy, opt, rows)
-    ck = M.save(policy, out, src) if is_rank0() else out
+    ck = M.save(policy, out, src)
     return {"kind": "sft", "checkpoint": ck, "metrics": met}

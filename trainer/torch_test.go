@@ -189,7 +189,7 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 // project's Python environment.
 func TestTorchTrainerUnits(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs pytest over t1train: about 20 s")
+		t.Skip("runs pytest over t1train: about 30 s")
 	}
 	py := testinfra.Python(t)
 	cmd := exec.Command(py, "-m", "pytest", "t1train/tests", "-q", "-p", "no:cacheprovider")
