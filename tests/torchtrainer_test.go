@@ -47,7 +47,7 @@ type wholeRun struct {
 	Policy  int64             `json:"policy_version"`
 	Elapsed time.Duration     `json:"elapsed_ns"`
 	metrics []map[string]any
-	reports []trainer.ActorMetrics // the trainer's reports of the actor updates
+	reports []trainer.ActorMetrics   // the trainer's reports of the actor updates
 	weights []map[string]*moe.Tensor // by policy version
 }
 
