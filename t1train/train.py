@@ -37,12 +37,14 @@ def run(job_path: str, workdir: str = "") -> dict:
     if D.device().type == "cpu":
         torch.use_deterministic_algorithms(True)  # the Go reference's peer; bf16 on a GPU is not bit-reproducible anyway
     store = Store.from_env()
-    scratch = tempfile.mkdtemp(prefix="t1train-in-")
     out = os.path.join(os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="t1train-out-"),
                        f"{job.run}-{job.kind}-v{job.version:06d}")
     if os.path.exists(out) and os.listdir(out):
         raise Refused(f"{out} exists and is not empty")
-    return {"actor": run_actor, "critic": run_critic, "sft": run_sft}[job.kind](job, store, scratch, out)
+    # The starting checkpoint's copy is only read while the job runs (a real model's is hundreds of
+    # GB with its optimiser state), so it goes however the job ends.
+    with tempfile.TemporaryDirectory(prefix="t1train-in-") as scratch:
+        return {"actor": run_actor, "critic": run_critic, "sft": run_sft}[job.kind](job, store, scratch, out)
 
 
 def fetch(store: Store, prefix: str, scratch: str, name: str) -> str:
