@@ -344,18 +344,7 @@ func BenchmarkReadTokenizer(b *testing.B) {
 // BenchmarkEncodeHF compares Encode of the corpus by t1's Tokenizer and by
 // the Hugging Face loader reading its files.
 func BenchmarkEncodeHF(b *testing.B) {
-	tok, err := DefaultTokenizer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	files, err := tok.HFFiles()
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := tokenizer.ParseHF(files[TokenizerFile])
-	if err != nil {
-		b.Fatal(err)
-	}
+	tok, h := hfLoaded(b)
 	for name, enc := range map[string]tokenizer.Tokenizer{"moe": tok, "hf": h} {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(corpus)))

@@ -32,7 +32,8 @@ def config() -> Qwen3MoeConfig:
                           max_position_embeddings=64, norm_topk_prob=True, tie_word_embeddings=False)
 
 
-def encode_packed(ids: np.ndarray, experts: int) -> bytes:
+def encode_packed(ids: np.ndarray, experts: int, enc=0, version=1) -> bytes:
+    """A packed routing record (schemas/routing) of ids [T, L, K]; enc and version may be made wrong."""
     def uvarint(v):
         out = bytearray()
         while v >= 0x80:
@@ -42,7 +43,7 @@ def encode_packed(ids: np.ndarray, experts: int) -> bytes:
         return bytes(out)
 
     T, Ll, Kk = ids.shape
-    body = bytes([1, 0]) + b"".join(uvarint(v) for v in (T, Ll, Kk, experts)) + ids.astype(rt.dtype_for(experts)).tobytes()
+    body = bytes([version, enc]) + b"".join(uvarint(v) for v in (T, Ll, Kk, experts)) + ids.astype(rt.dtype_for(experts)).tobytes()
     return body + int(rt.crc32c(body)).to_bytes(4, "little")
 
 

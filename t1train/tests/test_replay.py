@@ -5,7 +5,6 @@ import hashlib
 import json
 import math
 import os
-import struct
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from t1train import routing as rt
 from t1train.__main__ import main
 from t1train.errors import Refused
 from t1train.gorand import PCG
+from t1train.tests.fixture import encode_packed
 
 L, E, K = 3, 6, 2
 
@@ -111,20 +111,6 @@ def test_a_malformed_routing_record_is_refused(bad):
         rec = np.concatenate([rec, rec[:2]], 0)
     with pytest.raises(Refused):
         M.action_logprobs(m, IDS, 1.0, rec)
-
-
-def encode_packed(ids: np.ndarray, experts: int, enc=0, version=1) -> bytes:
-    def uvarint(v):
-        out = bytearray()
-        while v >= 0x80:
-            out.append(v & 0x7F | 0x80)
-            v >>= 7
-        out.append(v)
-        return bytes(out)
-
-    T, Ll, Kk = ids.shape
-    body = bytes([version, enc]) + b"".join(uvarint(v) for v in (T, Ll, Kk, experts)) + ids.astype(rt.dtype_for(experts)).tobytes()
-    return body + struct.pack("<I", rt.crc32c(body))
 
 
 def test_packed_records_decode_and_damage_is_refused():
