@@ -124,6 +124,11 @@ type Engine interface {
 // ErrBadRequest marks errors caused by the request itself (HTTP 400).
 var ErrBadRequest = errors.New("bad request")
 
+// ErrUnavailable marks errors of an engine that did not answer: refused
+// or cut connections, timeouts, 5xx. The same request may succeed on
+// another engine, or on this one once it is back.
+var ErrUnavailable = errors.New("engine unavailable")
+
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 }

@@ -264,23 +264,19 @@ func postJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url s
 	hr.Header.Set("Content-Type", "application/json")
 	res, err := hc.Do(hr)
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 256<<20))
 	if err != nil {
-		return fmt.Errorf("%s: reading the answer: %w", url, err)
+		return unavailable(fmt.Errorf("%s: reading the answer: %w", url, err))
 	}
 	if res.StatusCode != http.StatusOK {
 		msg := strings.TrimSpace(string(b))
 		if len(msg) > 300 {
 			msg = msg[:300] + "…"
 		}
-		err := fmt.Errorf("%s: HTTP %d: %s", url, res.StatusCode, msg)
-		if res.StatusCode == http.StatusBadRequest {
-			err = fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		return err
+		return statusError(fmt.Errorf("%s: HTTP %d: %s", url, res.StatusCode, msg), res.StatusCode)
 	}
 	return decodeAnswer(url, b, out)
 }
@@ -302,6 +298,24 @@ func decodeAnswer(url string, b []byte, out any) error {
 	return nil
 }
 
+// unavailable marks a failure of the transport (refused, reset, cut off
+// or timed out): the engine, not the request, is at fault, so another
+// engine may answer the same request.
+func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
+
+// statusError classifies a non-200 answer: 400 is the request's fault,
+// 5xx the server's (an engine restarting or overloaded answers 502-504
+// through a proxy, 500 when a worker died).
+func statusError(err error, status int) error {
+	switch {
+	case status == http.StatusBadRequest:
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	case status >= 500:
+		return unavailable(err)
+	}
+	return err
+}
+
 // getJSON GETs url and decodes a 200 answer into out.
 func getJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url string, out any) error {
 	if timeout > 0 {
@@ -315,15 +329,15 @@ func getJSON(ctx context.Context, hc *http.Client, timeout time.Duration, url st
 	}
 	res, err := hc.Do(hr)
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("%s: reading the answer: %w", url, err)
+		return unavailable(fmt.Errorf("%s: reading the answer: %w", url, err))
 	}
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d: %.300s", url, res.StatusCode, strings.TrimSpace(string(b)))
+		return statusError(fmt.Errorf("%s: HTTP %d: %.300s", url, res.StatusCode, strings.TrimSpace(string(b))), res.StatusCode)
 	}
 	return decodeAnswer(url, b, out)
 }

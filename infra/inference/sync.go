@@ -137,6 +137,25 @@ func (s *Synced) reload(ctx context.Context, version string, epoch int) error {
 	return nil
 }
 
+// serving is the version loaded now ("" before the first load).
+func (s *Synced) serving() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// forget drops what t1 knows of the engine's weights after it failed to
+// answer: it may come back restarted, with none of them, so the next Hold
+// loads its version again. Episodes holding it fail over or end first.
+func (s *Synced) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = ""
+	s.epoch++
+	clear(s.loaded)
+	s.changed.Broadcast()
+}
+
 func (s *Synced) currentEpoch() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

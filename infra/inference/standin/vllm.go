@@ -51,6 +51,13 @@ func NewVLLM(m *moe.Model, opt VLLMOptions) *VLLM {
 	return &VLLM{opt: opt, eng: newEngine(m, opt.Load)}
 }
 
+// Restart simulates an engine restart: the initial weights and an empty
+// prefix cache.
+func (s *VLLM) Restart() {
+	s.eng.restart()
+	s.stale.Store(false)
+}
+
 // Reloads counts reload_weights calls; Resets counts /reset_prefix_cache.
 func (s *VLLM) Reloads() int { return int(s.reloads.Load()) }
 
