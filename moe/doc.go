@@ -78,7 +78,10 @@
 // Forward runs the whole sequence in float32, routing live or replaying a
 // given Routing (R³): replayed experts are used, and their gate weights are
 // the live router probabilities at those experts renormalised over them, so
-// the router still receives gradients. Backward takes ∂L/∂log-prob of each
+// the router still receives gradients. Pass.RouterProbs gives a layer's
+// router probabilities, the scores LiveRouting's sets are the top-k of
+// (inference servers list each set by them, highest first; Routing keeps
+// ids ascending). Backward takes ∂L/∂log-prob of each
 // target token and ∂L/∂value of each position from the caller (PPO builds
 // its loss from log-prob ratios, SFT uses −mask/N, the critic the value
 // loss) and accumulates into Model.G; Adam.Update then clips, steps and

@@ -40,6 +40,18 @@ type Pass struct {
 	temp   float64   // the forward's temperature; 1 when none
 }
 
+// RouterProbs returns a copy of layer's router probabilities, [T, Experts]
+// row-major: softmax(Router h2) of every token, the scores LiveRouting's
+// sets are the top-k of. A copy, so a caller can reorder or rank them
+// without reaching into the state Backward reads. Servers list a token's
+// experts by these scores, highest first, where Routing holds them by id.
+func (p *Pass) RouterProbs(layer int) []float32 {
+	if layer < 0 || layer >= len(p.layers) {
+		panic(fmt.Sprintf("moe: router probabilities of layer %d of %d", layer, len(p.layers)))
+	}
+	return append([]float32(nil), p.layers[layer].moe.probs...)
+}
+
 // attnAct is one layer's attention inputs and intermediates over n
 // tokens, shared by both paths (the sampler's n is 1).
 type attnAct struct {

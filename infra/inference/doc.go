@@ -82,10 +82,10 @@
 // frombuffer(b64decode(s), "<i4").reshape(prompt+completion−1, layers, top_k).
 // SGLang does not send the shape; the SGLang client takes layers and top_k
 // from its options (the inference configuration) unless the server sends
-// routed_experts_shape. Servers list each set in router order (SGLang
-// 0.5.23: topk(sorted=False)); the clients sort every set, as moe.Routing
-// holds them. Errors are {"error": {"message": …, "code": …}},
-// 400 for a bad request.
+// routed_experts_shape. Servers list each set in router order, highest
+// router probability first (the topk_softmax kernels), an order no source
+// promises; the clients sort every set, as moe.Routing holds them.
+// Errors are {"error": {"message": …, "code": …}}, 400 for a bad request.
 //
 // # Field mapping
 //

@@ -103,9 +103,10 @@ func DecodeRoutedExperts(s string, tokens, layers, topK int) (moe.Routing, error
 }
 
 // sortSets puts every (token, layer) set in ascending order, as
-// moe.Routing holds them: servers send the router's order (SGLang 0.5.23,
-// python/sglang/srt/layers/moe/topk.py topk(sorted=False); vLLM's fused
-// top-k kernels), which no one may rely on.
+// moe.Routing holds them: servers send the router's order (SGLang 0.5.23
+// and vLLM: descending probability from the topk_softmax kernels, but
+// torch.topk(sorted=False) on the grouped and biased paths in
+// python/sglang/srt/layers/moe/topk.py), which no one may rely on.
 func sortSets(r moe.Routing) {
 	for i := 0; i+r.TopK <= len(r.Experts) && r.TopK > 0; i += r.TopK {
 		slices.Sort(r.Experts[i : i+r.TopK])

@@ -1,10 +1,18 @@
 package inference_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +118,184 @@ func TestRemoteRoutingIsTheModels(t *testing.T) {
 			r, w := *got.RoutedExperts, *want.RoutedExperts
 			if r.Tokens != w.Tokens || r.Layers != w.Layers || r.TopK != w.TopK || !slices.Equal(r.Experts, w.Experts) {
 				t.Fatalf("routing [%d %d %d] %v, want [%d %d %d] %v", r.Tokens, r.Layers, r.TopK, r.Experts[:8], w.Tokens, w.Layers, w.TopK, w.Experts[:8])
+			}
+		})
+	}
+}
+
+// lastBody keeps the body of the last response a client read, as the
+// server sent it (the clients sort the routed experts they decode).
+type lastBody struct {
+	mu   sync.Mutex
+	body []byte
+}
+
+func (lb *lastBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	lb.mu.Lock()
+	lb.body = b
+	lb.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	return res, nil
+}
+
+func (lb *lastBody) get() []byte {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return lb.body
+}
+
+// wireRouting reads the routed experts of a raw SGLang or vLLM response in
+// the order the server listed them: [rows, layers, topK].
+func wireRouting(t *testing.T, body []byte, layers, topK int) [][][]int32 {
+	t.Helper()
+	var r struct {
+		MetaInfo struct {
+			RoutedExperts string `json:"routed_experts"`
+		} `json:"meta_info"`
+		Choices []struct {
+			RoutedExperts json.RawMessage `json:"routed_experts"`
+		} `json:"choices"`
+		PromptRoutedExperts [][][]int32 `json:"prompt_routed_experts"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	var flat []int32
+	switch {
+	case r.MetaInfo.RoutedExperts != "":
+		// SGLang: base64 of little-endian int32.
+		b, err := base64.StdEncoding.DecodeString(r.MetaInfo.RoutedExperts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+4 <= len(b); i += 4 {
+			flat = append(flat, int32(binary.LittleEndian.Uint32(b[i:])))
+		}
+	case len(r.Choices) == 1 && len(r.Choices[0].RoutedExperts) > 0 && r.Choices[0].RoutedExperts[0] == '[':
+		// vLLM 0.21: nested lists, the prompt's rows beside the choice.
+		var gen [][][]int32
+		if err := json.Unmarshal(r.Choices[0].RoutedExperts, &gen); err != nil {
+			t.Fatal(err)
+		}
+		return append(r.PromptRoutedExperts, gen...)
+	case len(r.Choices) == 1 && len(r.Choices[0].RoutedExperts) > 0:
+		// vLLM 0.34: base64 of np.save bytes, uint8 ids (≤ 256 experts).
+		var s string
+		if err := json.Unmarshal(r.Choices[0].RoutedExperts, &s); err != nil {
+			t.Fatal(err)
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) < 10 || !bytes.HasPrefix(b, []byte("\x93NUMPY\x01\x00")) {
+			t.Fatalf("routed_experts is not a .npy: %v", err)
+		}
+		hdr := int(binary.LittleEndian.Uint16(b[8:]))
+		if !strings.Contains(string(b[10:10+hdr]), "'|u1'") {
+			t.Fatalf(".npy header %q, want uint8", b[10:10+hdr])
+		}
+		for _, e := range b[10+hdr:] {
+			flat = append(flat, int32(e))
+		}
+	default:
+		t.Fatalf("no routed experts in %s", body)
+	}
+	if len(flat)%(layers*topK) != 0 {
+		t.Fatalf("%d expert ids for %d layers × top_k %d", len(flat), layers, topK)
+	}
+	rows := make([][][]int32, len(flat)/(layers*topK))
+	for tk := range rows {
+		rows[tk] = make([][]int32, layers)
+		for l := range rows[tk] {
+			i := (tk*layers + l) * topK
+			rows[tk][l] = flat[i : i+topK]
+		}
+	}
+	return rows
+}
+
+// TestStandinsListExpertsByScore: every stand-in lists a token's experts
+// as the real servers' top-k kernels write them, highest router
+// probability first, checked against the router probabilities of the
+// model's own forward over the prompt and output.
+func TestStandinsListExpertsByScore(t *testing.T) {
+	m := standinModel(t)
+	cfg := m.Cfg
+	req := inference.GenerateRequest{InputIDs: standinPrompt(), ReturnLogprob: true, ReturnRoutedExperts: true,
+		SamplingParams: inference.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 24, Seed: 9}}
+	type server struct {
+		name string
+		h    http.Handler
+		vllm bool
+	}
+	servers := []server{{"sglang-0.5.23", standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true, Deterministic: true}), false}}
+	for _, v := range []string{standin.VLLM021, standin.VLLM034} {
+		servers = append(servers, server{"vllm-" + v, standin.NewVLLM(m, standin.VLLMOptions{Version: v, ReturnRoutedExperts: true}), true})
+	}
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			lb := &lastBody{}
+			hc := &http.Client{Transport: lb}
+			url := serveStandin(t, srv.h)
+			var eng inference.Engine
+			var err error
+			if srv.vllm {
+				eng, err = inference.NewVLLM(inference.VLLMOptions{URL: url, Model: "standin", Timeout: time.Minute, LoadTimeout: time.Minute,
+					Layers: cfg.Layers, TopK: cfg.TopK, Client: hc})
+			} else {
+				eng, err = inference.NewSGLang(inference.SGLangOptions{URL: url, Timeout: time.Minute, LoadTimeout: time.Minute,
+					Layers: cfg.Layers, TopK: cfg.TopK, Client: hc})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := eng.Generate(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := wireRouting(t, lb.get(), cfg.Layers, cfg.TopK)
+			ids := append(slices.Clone(req.InputIDs), got.OutputIDs...)
+			if len(rows) != len(ids)-1 {
+				t.Fatalf("%d routed rows for %d tokens, want %d", len(rows), len(ids), len(ids)-1)
+			}
+			pass, err := m.Forward(ids, moe.ForwardOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			E := cfg.Experts
+			// Sets whose score order is not ascending ids, and not
+			// descending ids: with both present, neither id order passes.
+			notAsc, notDesc := 0, 0
+			for l := range cfg.Layers {
+				probs := pass.RouterProbs(l)
+				for tk, row := range rows {
+					set, p := row[l], probs[tk*E:(tk+1)*E]
+					for j := 1; j < len(set); j++ {
+						a, b := set[j-1], set[j]
+						if !(p[a] > p[b] || p[a] == p[b] && a < b) {
+							t.Fatalf("token %d layer %d: experts %v have router probabilities %v, %v: not highest first", tk, l, set, p[a], p[b])
+						}
+					}
+					if live := pass.LiveRouting.At(tk, l); !slices.Equal(slices.Sorted(slices.Values(set)), live) {
+						t.Fatalf("token %d layer %d: experts %v, the router's top-%d %v", tk, l, set, cfg.TopK, live)
+					}
+					if !slices.IsSorted(set) {
+						notAsc++
+					}
+					if !slices.IsSortedFunc(set, func(a, b int32) int { return cmp.Compare(b, a) }) {
+						notDesc++
+					}
+				}
+			}
+			if notAsc == 0 || notDesc == 0 {
+				t.Fatalf("%d sets not in ascending ids, %d not in descending ids: the prompt does not tell score order from id order", notAsc, notDesc)
 			}
 		})
 	}

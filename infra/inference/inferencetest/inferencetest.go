@@ -82,8 +82,8 @@ func Run(t *testing.T, eng inference.Engine, m Model) {
 		}
 		for tk := 0; tk < rt.Tokens; tk++ {
 			for l := 0; l < rt.Layers; l++ {
-				// Any order: servers send the router's (SGLang's
-				// topk(sorted=False)); distinct and in range.
+				// Any order: servers send the router's, which no
+				// source promises; distinct and in range.
 				set := rt.At(tk, l)
 				for j, e := range set {
 					if e < 0 || int(e) >= m.Experts || slices.Contains(set[:j], e) {

@@ -9,6 +9,7 @@
 package standin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,9 +96,8 @@ type generation struct {
 	// raw: the model's log-softmax before any processor (vLLM's default
 	// raw_logprobs).
 	raw []float32
-	// routing is [prompt+out−1, L, K], each set in the router's order
-	// (the stand-in gives descending ids: never ascending, as SGLang's
-	// topk(sorted=False) and vLLM's kernels need not be).
+	// routing is [prompt+out−1, L, K], each set in the router's order:
+	// descending router probability (byScore).
 	routing moe.Routing
 }
 
@@ -107,33 +107,66 @@ func (p *policy) generate(ctx context.Context, prompt []int, sp moe.SamplingPara
 		return nil, err
 	}
 	gen := &generation{out: g.OutputIDs, finish: g.FinishReason, matched: g.MatchedStop, processed: g.LogProbs}
-	r := moe.Routing{Tokens: g.Routing.Tokens, Layers: g.Routing.Layers, TopK: g.Routing.TopK, Experts: slices.Clone(g.Routing.Experts)}
-	for t := range r.Tokens {
-		for l := range r.Layers {
-			slices.Reverse(r.At(t, l))
-		}
+	gen.routing = moe.Routing{Tokens: g.Routing.Tokens, Layers: g.Routing.Layers, TopK: g.Routing.TopK, Experts: slices.Clone(g.Routing.Experts)}
+	ids := append(slices.Clone(prompt), g.OutputIDs...)
+	if gen.routing.Tokens == 0 {
+		return gen, nil
 	}
-	gen.routing = r
-	if len(g.OutputIDs) > 0 {
-		ids := append(slices.Clone(prompt), g.OutputIDs...)
-		// At f32 the sampler reproduces Model.Forward bit for bit.
-		at := func(temp float64) ([]float32, error) {
-			pass, err := p.m.Forward(ids, moe.ForwardOptions{Temperature: temp})
-			if err != nil {
-				return nil, err
-			}
-			return slices.Clone(pass.LogProbs[len(prompt)-1:]), nil
-		}
-		if gen.raw, err = at(1); err != nil {
+	// At f32 the sampler reproduces Model.Forward bit for bit: its sets are
+	// this pass's live routing, and its log-probs this pass's.
+	pass, err := p.m.Forward(ids, moe.ForwardOptions{Temperature: 1})
+	if err != nil {
+		return nil, err
+	}
+	byScore(gen.routing, pass)
+	if len(g.OutputIDs) == 0 {
+		return gen, nil
+	}
+	gen.raw = slices.Clone(pass.LogProbs[len(prompt)-1:])
+	gen.tempered = gen.raw
+	if sp.Temperature != 0 && sp.Temperature != 1 {
+		tp, err := p.m.Forward(ids, moe.ForwardOptions{Temperature: sp.Temperature})
+		if err != nil {
 			return nil, err
 		}
-		if sp.Temperature == 0 {
-			gen.tempered = gen.raw
-		} else if gen.tempered, err = at(sp.Temperature); err != nil {
-			return nil, err
-		}
+		gen.tempered = slices.Clone(tp.LogProbs[len(prompt)-1:])
 	}
 	return gen, nil
+}
+
+// byScore puts every (token, layer) set of r in the order the servers
+// report it: descending router probability, ties to the lower id.
+// Neither server sorts what its router returns. SGLang 0.5.23 copies
+// topk_ids into the routed-experts capturer as select_experts produced
+// them (python/sglang/srt/layers/moe/topk.py _post_process_topk_ids;
+// routed_experts_capturer.py capture), and for a Qwen3-MoE select_experts
+// is fused_topk → sgl_kernel topk_softmax
+// (sgl-kernel/csrc/moe/moe_topk_softmax_kernels.cu topkGatingSoftmax,
+// moeTopK): its k-th pass writes the k-th arg-max, the lower index
+// winning a tie. The torch-native path is torch.topk, sorted=True by
+// default; topk(sorted=False) is only on the grouped and biased paths
+// (DeepSeek's). vLLM 0.21.0 and 0.34.0 capture in BaseRouter.select_experts
+// (vllm/model_executor/layers/fused_moe/router/base_router.py, before
+// the EPLB mapping; routed_experts_capturer.py capture, a plain copy)
+// what fused_topk → ops.topk_softmax wrote (csrc/moe/topk_softmax_kernels.cu,
+// the same TensorRT-LLM kernel). No source promises this order, which is
+// why the clients sort; the kernels give it all the same. r's sets are
+// pass's live routing (at f32 the sampler is Model.Forward), so ranking
+// them by its probabilities is the router's own order.
+func byScore(r moe.Routing, pass *moe.Pass) {
+	for l := range r.Layers {
+		probs := pass.RouterProbs(l)
+		E := len(probs) / len(pass.IDs)
+		for t := range r.Tokens {
+			row := probs[t*E : (t+1)*E]
+			slices.SortFunc(r.At(t, l), func(a, b int32) int {
+				if c := cmp.Compare(row[b], row[a]); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+		}
+	}
 }
 
 // randomSeed is the seed of a request that did not fix one.
