@@ -1,9 +1,11 @@
 package config
 
 import (
-	"github.com/t1pipe/t1/moe"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/t1pipe/t1/moe"
 )
 
 // Inference selects the engine rollouts sample from (infra/inference).
@@ -12,6 +14,11 @@ type Inference struct {
 	Backend string `yaml:"backend"`
 	// URL is the base URL of the SGLang or vLLM server.
 	URL string `yaml:"url"`
+	// URLs, in place of URL, are several servers of the same model: t1
+	// spreads episodes over them, has each load a policy version before it
+	// serves it, and sends a request an engine fails to answer to another
+	// (inference.Pool).
+	URLs []string `yaml:"urls"`
 	// ServedModel is the model name vLLM's completions API wants.
 	ServedModel string `yaml:"served_model"`
 	// Timeout bounds one generate request.
@@ -31,10 +38,10 @@ type Inference struct {
 	// freshly initialised model of Model's shape with the default
 	// tokenizer.
 	Checkpoint string `yaml:"checkpoint"`
-	// WeightsDir (sglang, vllm) is a directory the engine can read: each
-	// policy version is exported there (<run>/v<version>) and the engine
-	// told to load it. Empty sends the object-store prefix instead, which
-	// t1 serve-policy on the same store resolves.
+	// WeightsDir (sglang, vllm; required) is a directory t1 writes and
+	// the engines read, such as a shared filesystem: each policy version
+	// is exported there (<run>/v<version>) and the engines told to load
+	// it.
 	WeightsDir string `yaml:"weights_dir"`
 	// Precision is the reference backend's serving precision: bf16 or f32.
 	Precision string `yaml:"precision"`
@@ -42,6 +49,17 @@ type Inference struct {
 	// sglang and vllm its layers and top_k reshape the returned routing.
 	Model    InferenceModel `yaml:"model"`
 	Sampling Sampling       `yaml:"sampling"`
+}
+
+// Endpoints are the engine servers' URLs: urls, else url.
+func (in Inference) Endpoints() []string {
+	if len(in.URLs) > 0 {
+		return in.URLs
+	}
+	if in.URL != "" {
+		return []string{in.URL}
+	}
+	return nil
 }
 
 // InferenceModel is the shape of a fresh Qwen3-MoE (moe.Config).
@@ -87,6 +105,7 @@ type Sampling struct {
 func defaultInference() Inference {
 	return Inference{
 		Backend:     "reference",
+		URLs:        []string{},
 		Timeout:     2 * time.Minute,
 		LoadTimeout: 30 * time.Minute,
 		Precision:   "bf16",
@@ -99,18 +118,43 @@ func (in Inference) check(bad func(path, format string, args ...any)) {
 	const p = "inference"
 	switch in.Backend {
 	case "reference":
+		if in.WeightsDir != "" {
+			bad(p+".weights_dir", "is for the sglang and vllm backends (the reference engine loads new weights in process)")
+		}
 	case "sglang", "vllm":
-		if in.URL == "" {
-			bad(p+".url", "required when inference.backend is %s", in.Backend)
+		if len(in.Endpoints()) == 0 {
+			bad(p+".url", "required when inference.backend is %s (or urls, for several engines)", in.Backend)
+		}
+		// SGLang never says how its routed experts are shaped, and an
+		// engine's weights are the checkpoint it was started from: the
+		// run's version 0, whose config.json gives the layers and top_k.
+		if in.Checkpoint == "" {
+			bad(p+".checkpoint", "required when inference.backend is %s: the checkpoint directory the engine serves (its config.json gives "+
+				"the layers and top_k its routed experts are reshaped with; the weights need not be readable by t1)", in.Backend)
+		}
+		if in.WeightsDir == "" {
+			bad(p+".weights_dir", "required when inference.backend is %s: a directory t1 writes and the engine reads (a shared filesystem), "+
+				"where each policy version is exported for the engine to load", in.Backend)
 		}
 	default:
 		bad(p+".backend", "unknown backend %q (want reference, sglang or vllm)", in.Backend)
 	}
-	if in.WeightsDir != "" && in.Backend == "reference" {
-		bad(p+".weights_dir", "is for the sglang and vllm backends (the reference engine loads new weights in process)")
+	if in.URL != "" && len(in.URLs) > 0 {
+		bad(p+".urls", "give url or urls, not both")
 	}
-	if in.URL != "" && !strings.HasPrefix(in.URL, "http://") && !strings.HasPrefix(in.URL, "https://") {
-		bad(p+".url", "want an http:// or https:// URL, got %q", in.URL)
+	seen := map[string]bool{}
+	for i, u := range in.Endpoints() {
+		key := p + ".url"
+		if len(in.URLs) > 0 {
+			key = fmt.Sprintf("%s.urls[%d]", p, i)
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			bad(key, "want an http:// or https:// URL, got %q", u)
+		}
+		if seen[strings.TrimRight(u, "/")] {
+			bad(key, "%s is listed twice", u)
+		}
+		seen[strings.TrimRight(u, "/")] = true
 	}
 	if in.Timeout <= 0 {
 		bad(p+".timeout", "must be positive, got %s", in.Timeout)

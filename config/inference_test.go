@@ -10,7 +10,8 @@ import (
 )
 
 func TestInferenceSection(t *testing.T) {
-	cfg, err := Parse("p.yaml", []byte("inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  precision: f32\n  sampling:\n    temperature: 0.7\n"))
+	remote := "inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  checkpoint: /models/q\n  weights_dir: /shared/w\n"
+	cfg, err := Parse("p.yaml", []byte(remote+"  precision: f32\n  sampling:\n    temperature: 0.7\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,16 @@ func TestInferenceSection(t *testing.T) {
 		{"inference:\n  timeout: 0s\n", "inference.timeout"},
 		{"inference:\n  load_timeout: 0s\n", "inference.load_timeout"},
 		{"inference:\n  vllm_logprobs_mode: processed\n", "inference.vllm_logprobs_mode"},
-		{"inference:\n  backend: vllm\n  url: http://gpu-1:8000\n  sampling:\n    temperature: 0.7\n", "p.yaml:5:"},
+		{"inference:\n  backend: vllm\n  url: http://gpu-1:8000\n  checkpoint: /m\n  weights_dir: /w\n  sampling:\n    temperature: 0.7\n", "p.yaml:7:"},
+		// A remote engine without the checkpoint it serves, whose shape
+		// reshapes its routing, or without a directory to load versions
+		// from, is refused where the file says which backend.
+		{"inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  weights_dir: /w\n", "p.yaml:1:1: inference.checkpoint: required"},
+		{"inference:\n  backend: vllm\n  url: http://gpu-1:8000\n  checkpoint: /m\n", "p.yaml:1:1: inference.weights_dir: required"},
+		{"inference:\n  weights_dir: /w\n", "p.yaml:2:16: inference.weights_dir: is for the sglang"},
+		{remote + "  urls: [http://a:1]\n", "inference.urls: give url or urls"},
+		{"inference:\n  backend: sglang\n  checkpoint: /m\n  weights_dir: /w\n  urls: [http://a:1, a:2]\n", "inference.urls[1]: want an http"},
+		{"inference:\n  backend: sglang\n  checkpoint: /m\n  weights_dir: /w\n  urls: [http://a:1, http://a:1/]\n", "inference.urls[1]: http://a:1/ is listed twice"},
 		{"inference:\n  sampling:\n    temprature: 1\n", "temprature"},
 	} {
 		_, err := Parse("p.yaml", []byte(c.yaml))
@@ -68,7 +78,7 @@ func TestTokenizerDirAgreesWithCheckpoint(t *testing.T) {
 		return dir
 	}
 	parse := func(ck string) error {
-		_, err := Parse("p.yaml", fmt.Appendf(nil, "inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  checkpoint: %s\nstages:\n  rollout:\n    model:\n      tokenizer: %s\n", ck, qwen3))
+		_, err := Parse("p.yaml", fmt.Appendf(nil, "inference:\n  backend: sglang\n  url: http://gpu-1:30000\n  checkpoint: %s\n  weights_dir: /shared/w\nstages:\n  rollout:\n    model:\n      tokenizer: %s\n", ck, qwen3))
 		return err
 	}
 	for name, files := range map[string]map[string][]byte{

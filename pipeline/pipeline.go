@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,8 @@ import (
 	"github.com/t1pipe/t1/trainer"
 	"github.com/t1pipe/t1/trial"
 	"github.com/t1pipe/t1/update"
+
+	"golang.org/x/sys/unix"
 )
 
 // Pipeline is every stage of a run, wired from its configuration.
@@ -305,9 +308,9 @@ func synthConfig(c synth.Settings, st store.ObjectStore, opt trial.Options) (syn
 // parent's until it trains its own), version 0 being the configured
 // initial policy, stored once when no run of the lineage has it. Each
 // checkpoint is loaded once. The reference backend serves each version in
-// process; a remote one (sglang, vllm) is one engine whose weights are
-// swapped to the version an episode holds (inference.Synced), from
-// weightsDir when set, else from the object-store prefix. With external
+// process; remote ones (sglang, vllm) are a pool of engines whose weights
+// are swapped to the version an episode holds (inference.Pool), exported
+// to weightsDir for them to load. With external
 // set, the initial checkpoint there is of an external architecture: its
 // files are stored as version 0 as they are, and of every version only
 // the tokenizer is read.
@@ -316,17 +319,14 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 	if err != nil {
 		return nil, err
 	}
-	var synced *inference.Synced
+	var engines *inference.Pool
 	if ic.Backend != inference.BackendReference {
-		eng, err := inference.Open(context.Background(), InferenceOptions(ic), nil)
-		if err != nil {
+		if err := checkWeightsDir(weightsDir); err != nil {
 			return nil, err
 		}
-		wl, ok := eng.(inference.WeightLoader)
-		if !ok {
-			return nil, fmt.Errorf("inference.backend %s: the client cannot load new weights", ic.Backend)
+		if engines, err = inference.OpenPool(context.Background(), InferenceOptions(ic)); err != nil {
+			return nil, err
 		}
-		synced = inference.NewSynced(wl)
 	}
 	var mu sync.Mutex
 	cache := map[string]rollout.Policy{}
@@ -366,25 +366,42 @@ func newPolicies(st store.ObjectStore, ic config.Inference, weightsDir string, i
 				return rollout.Policy{}, err
 			}
 			p = rollout.Policy{Tokenizer: ck.Tokenizer, Experts: ck.Model.Cfg.Experts}
-			if synced == nil {
+			if engines == nil {
 				p.Engine = inference.NewReference(ck.Model, ck.Tokenizer, prec, fmt.Sprint(v))
 			}
 			export = func(_ context.Context, dir string) (string, error) { return exportWeights(ck, dir) }
 		}
-		if synced != nil {
+		if engines != nil {
 			path := func(ctx context.Context) (string, error) {
-				if weightsDir == "" {
-					return prefix, nil
-				}
 				return export(ctx, filepath.Join(weightsDir, run, fmt.Sprintf("v%06d", v)))
 			}
 			p.Hold = func(ctx context.Context) (inference.Engine, func(), error) {
-				return synced.Hold(ctx, fmt.Sprint(v), path)
+				return engines.Hold(ctx, fmt.Sprint(v), path)
 			}
 		}
 		cache[prefix] = p
 		return p, nil
 	}, nil
+}
+
+// checkWeightsDir refuses a weights directory t1 cannot write policy
+// versions into, before anything runs: the engines would otherwise fail
+// at the first load, an iteration in.
+func checkWeightsDir(dir string) error {
+	if dir == "" {
+		return errors.New("inference.weights_dir: required for a remote engine: a directory t1 writes and the engine reads")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("inference.weights_dir: %w (create it on storage the engine's host reads too)", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("inference.weights_dir: %s is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("inference.weights_dir: %s is not writable by t1 (uid %d): %w", dir, os.Getuid(), err)
+	}
+	return nil
 }
 
 // exportWeights writes ck, without optimiser state, as a checkpoint
@@ -401,7 +418,7 @@ func exportWeights(ck *moe.Checkpoint, dir string) (string, error) {
 
 // InferenceOptions converts the inference section.
 func InferenceOptions(in config.Inference) inference.Options {
-	return inference.Options{Backend: in.Backend, URL: in.URL, ServedModel: in.ServedModel, Timeout: in.Timeout, LoadTimeout: in.LoadTimeout,
+	return inference.Options{Backend: in.Backend, URL: in.URL, URLs: in.URLs, ServedModel: in.ServedModel, Timeout: in.Timeout, LoadTimeout: in.LoadTimeout,
 		VLLMLogprobsMode: in.VLLMLogprobsMode,
 		Checkpoint:       in.Checkpoint, Precision: in.Precision, Model: in.Model.Shape()}
 }

@@ -175,7 +175,7 @@ func TestExternalArchitectureShape(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.Inference.Checkpoint = dir
-	cfg.Inference.Backend, cfg.Inference.URL = "sglang", "http://127.0.0.1:1"
+	cfg.Inference.Backend, cfg.Inference.URL, cfg.Inference.WeightsDir = "sglang", "http://127.0.0.1:1", t.TempDir()
 	cfg.Training.Trainer.Backend, cfg.Training.Trainer.Command = "exec", []string{"train", "{job}", "{out}"}
 	p := build(t, cfg)
 	if d := p.Started().Model; d != (schemas.ModelDims{Vocab: 151936, Layers: 48, TopK: 8, Experts: 128}) {
@@ -253,7 +253,7 @@ func TestExternalPolicies(t *testing.T) {
 	refuse := func(context.Context) (*moe.Checkpoint, error) {
 		return nil, errors.New("an external model has no reference checkpoint")
 	}
-	policies, err := newPolicies(st, ic, "", refuse, dir, nil)
+	policies, err := newPolicies(st, ic, t.TempDir(), refuse, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +287,35 @@ func TestExternalPolicies(t *testing.T) {
 	}
 	if p, err := policies(ctx, "ext", 1); err != nil || p.Experts != 128 || p.Tokenizer.VocabSize() != 151669 {
 		t.Fatalf("version 1: %+v %v", p, err)
+	}
+}
+
+// A remote engine loads every policy version from the weights directory:
+// one t1 cannot write into is refused before the run starts, naming the
+// key and the path.
+func TestWeightsDirIsChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		filepath.Join(t.TempDir(), "missing"): "no such file or directory",
+		file:                                  "is not a directory",
+	}
+	if os.Geteuid() != 0 {
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		cases[ro] = "is not writable"
+	}
+	for dir, want := range cases {
+		err := checkWeightsDir(dir)
+		if err == nil || !strings.Contains(err.Error(), "inference.weights_dir") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", dir, err, want)
+		}
+	}
+	if err := checkWeightsDir(t.TempDir()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -57,7 +57,8 @@ func StandaloneEpisode(ctx context.Context, cfg config.Config, o StandaloneOptio
 	case "config":
 		opts := InferenceOptions(cfg.Inference)
 		var served *servedModel
-		if opts.Backend != inference.BackendReference && opts.Checkpoint != "" {
+		if opts.Backend != inference.BackendReference {
+			// The configuration check requires the served checkpoint.
 			if served, err = loadServed(opts.Checkpoint); err != nil {
 				return nil, err
 			}
@@ -71,21 +72,10 @@ func StandaloneEpisode(ctx context.Context, cfg config.Config, o StandaloneOptio
 		if pol, err = inference.Open(ctx, opts, nil); err != nil {
 			return nil, err
 		}
-		switch r, ok := pol.(*inference.Reference); {
-		case ok:
+		if r, ok := pol.(*inference.Reference); ok {
 			tok, modelContext, experts = r.Tokenizer(), r.Config().Context, r.Config().Experts
-		case served != nil:
+		} else {
 			tok, modelContext, experts = served.tok, served.shape.Context, served.shape.Experts
-		default:
-			// A remote engine without a checkpoint: a model of the
-			// configured shape with t1's default tokenizer.
-			if tok, err = moe.DefaultTokenizer(); err != nil {
-				return nil, err
-			}
-			if tok.VocabSize() > opts.Model.Vocab {
-				return nil, fmt.Errorf("inference.model.vocab %d is below the default tokenizer's %d ids: set inference.checkpoint to the served model's directory", opts.Model.Vocab, tok.VocabSize())
-			}
-			experts = opts.Model.Experts
 		}
 	default:
 		return nil, fmt.Errorf("--policy %q: want config or oracle", o.Policy)

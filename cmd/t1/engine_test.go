@@ -20,7 +20,8 @@ func TestRunRefusesAnUnreachableEngine(t *testing.T) {
 	ln.Close() // a port nobody listens on
 	for _, backend := range []string{"sglang", "vllm"} {
 		data := t.TempDir()
-		cfg := writeConfig(t, fmt.Sprintf("run:\n  id: closed\ninference:\n  backend: %s\n  url: %s\n", backend, url))
+		cfg := writeConfig(t, fmt.Sprintf("run:\n  id: closed\ninference:\n  backend: %s\n  url: %s\n  checkpoint: /models/m\n  weights_dir: %s\n",
+			backend, url, t.TempDir()))
 		_, err := t1(t, "run", "--data", data, "--config", cfg, "--log-level", "warn")
 		if err == nil {
 			t.Fatalf("%s: t1 run started with no engine at %s", backend, url)

@@ -76,11 +76,15 @@ func TestRolloutExternalCheckpoint(t *testing.T) {
 	url := servePolicy(t, "--checkpoint", saveCheckpoint(t, m, tok), "--precision", "f32", "--weight-version", "0")
 	ext := externalDir(t, mc.Layers, mc.Experts, mc.TopK, mc.Context)
 	rollout := func(backend string) (string, string, error) {
+		weights := ""
+		if backend != "reference" {
+			weights = "  weights_dir: " + t.TempDir() + "\n"
+		}
 		cfg := writeConfig(t, fmt.Sprintf(`inference:
   backend: %s
   url: %s
   checkpoint: %s
-stages:
+`+weights+`stages:
   rollout:
     max_new_tokens: 16
     model:
@@ -144,6 +148,7 @@ inference:
   backend: sglang
   url: %s
   checkpoint: %s
+  weights_dir: `+t.TempDir()+`
 training:
   trainer:
     backend: exec

@@ -101,6 +101,7 @@ func TestServeAndRolloutHFCheckpoint(t *testing.T) {
   backend: sglang
   url: %s
   checkpoint: %s
+  weights_dir: `+t.TempDir()+`
 stages:
   rollout:
     max_new_tokens: 24

@@ -86,6 +86,7 @@ func TestToolCallSFTEndToEnd(t *testing.T) {
   backend: sglang
   url: %s
   checkpoint: %s
+  weights_dir: `+t.TempDir()+`
 stages:
   rollout:
     max_new_tokens: %d

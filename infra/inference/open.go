@@ -23,8 +23,10 @@ const (
 // Options select and configure a backend (the inference section of
 // pipeline.yaml in Go form).
 type Options struct {
-	Backend     string
-	URL         string
+	Backend string
+	URL     string
+	// URLs, in place of URL, are several servers of one model (Pool).
+	URLs        []string
 	ServedModel string
 	Timeout     time.Duration
 	// LoadTimeout (sglang, vllm) bounds one weight load.
@@ -58,6 +60,41 @@ func Open(ctx context.Context, o Options, st store.ObjectStore) (Engine, error) 
 			Layers: o.Model.Layers, TopK: o.Model.TopK})
 	}
 	return nil, fmt.Errorf("inference: unknown backend %q (want reference, sglang or vllm)", o.Backend)
+}
+
+// Endpoints are the servers of o: URLs, else URL.
+func (o Options) Endpoints() []string {
+	if len(o.URLs) > 0 {
+		return o.URLs
+	}
+	if o.URL != "" {
+		return []string{o.URL}
+	}
+	return nil
+}
+
+// OpenPool opens a client of every server of o (sglang or vllm) as one
+// Pool.
+func OpenPool(ctx context.Context, o Options) (*Pool, error) {
+	urls := o.Endpoints()
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("inference: the %s backend needs a url", o.Backend)
+	}
+	var engines []WeightLoader
+	for _, u := range urls {
+		one := o
+		one.URL, one.URLs = u, nil
+		eng, err := Open(ctx, one, nil)
+		if err != nil {
+			return nil, err
+		}
+		wl, ok := eng.(WeightLoader)
+		if !ok {
+			return nil, fmt.Errorf("inference: the %s client cannot load new weights", o.Backend)
+		}
+		engines = append(engines, wl)
+	}
+	return NewPool(engines, urls), nil
 }
 
 // OpenReference loads (or initialises) the reference policy. The weight

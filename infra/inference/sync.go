@@ -244,13 +244,29 @@ func (c *VLLM) LoadWeights(ctx context.Context, path, version string) error {
 	return nil
 }
 
-// Probe checks that the configured remote engine answers GET /health, so a
-// run fails at its start, not at its first rollout; the error is one line
-// naming the URL. The reference backend needs no probe.
+// Probe checks that every configured remote engine answers GET /health,
+// so a run fails at its start, not at its first rollout; the error is one
+// line naming the URL. The reference backend needs no probe.
 func Probe(ctx context.Context, o Options) error {
 	if o.Backend == BackendReference {
 		return nil
 	}
+	urls := o.Endpoints()
+	if len(urls) == 0 {
+		_, err := Open(ctx, o, nil)
+		return err
+	}
+	for _, u := range urls {
+		one := o
+		one.URL, one.URLs = u, nil
+		if err := probe(ctx, one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func probe(ctx context.Context, o Options) error {
 	if _, err := Open(ctx, o, nil); err != nil {
 		return err
 	}

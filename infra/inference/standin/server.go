@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 )
 
 // Server serves a stand-in on a loopback port and crashes it on demand:
@@ -15,13 +14,15 @@ import (
 type Server struct {
 	URL string
 
-	h         Restarter
-	addr      string
-	generates atomic.Int64
-	killAfter atomic.Int64
+	h    Restarter
+	addr string
 
-	mu  sync.Mutex
-	srv *http.Server
+	mu        sync.Mutex
+	srv       *http.Server
+	generates int
+	killAfter int
+	// dead: killed; a request that raced the kill is cut too.
+	dead bool
 }
 
 // Restarter is a stand-in that can go back to its initial weights.
@@ -51,29 +52,42 @@ func (s *Server) start(ln net.Listener) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/generate" || r.URL.Path == "/v1/completions" {
-		n := s.generates.Add(1)
-		if k := s.killAfter.Load(); k > 0 && n >= k {
-			s.killAfter.Store(0)
-			go s.Kill()
-			// The connection is cut with no answer, as a crash leaves it.
-			panic(http.ErrAbortHandler)
-		}
+	s.mu.Lock()
+	dead := s.dead
+	if !dead && (r.URL.Path == "/generate" || r.URL.Path == "/v1/completions") {
+		s.generates++
+		dead = s.killAfter > 0 && s.generates >= s.killAfter
+		s.dead = dead
+	}
+	s.mu.Unlock()
+	if dead {
+		go s.Kill()
+		// The connection is cut with no answer, as a crash leaves it.
+		panic(http.ErrAbortHandler)
 	}
 	s.h.ServeHTTP(w, r)
 }
 
-// Generates counts the generation requests that reached the server.
-func (s *Server) Generates() int { return int(s.generates.Load()) }
+// Generates counts the generation requests that reached the server alive.
+func (s *Server) Generates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.generates
+}
 
 // KillAfter kills the server when its n-th generation request arrives,
 // before that request is answered.
-func (s *Server) KillAfter(n int) { s.killAfter.Store(int64(n)) }
+func (s *Server) KillAfter(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killAfter = n
+}
 
 // Kill closes the listener and every connection at once.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dead = true
 	if s.srv != nil {
 		_ = s.srv.Close()
 		s.srv = nil
@@ -94,6 +108,9 @@ func (s *Server) Revive() error {
 		return err
 	}
 	s.h.Restart()
+	s.mu.Lock()
+	s.dead, s.killAfter = false, 0
+	s.mu.Unlock()
 	s.start(ln)
 	return nil
 }
