@@ -1,119 +1,151 @@
 package tests
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/t1pipe/t1/infra/inference/standin"
 	"github.com/t1pipe/t1/internal/testinfra"
+	"github.com/t1pipe/t1/moe"
 )
 
-// `t1 run` on a remote engine (`t1 serve-policy` in SGLang's wire format,
-// serving at f32 as training computes): the engine is made to load every
-// policy version before it samples for it, so each actor update sees
-// log-probs its own f32 forward reproduces bit for bit. The first
-// iteration samples from the fine-tuned policy (version 1), which the
-// engine loaded after serving the base policy (version 0) to the first
-// evaluation: a stale engine would have served version 0's log-probs.
-func TestRunOnRemoteEngineSyncsWeights(t *testing.T) {
+// remotePipeline is tinyPipeline over two iterations, so the second
+// samples from a policy PPO wrote, starting from the checkpoint %s.
+func remotePipeline(checkpoint string) string {
+	return strings.Replace(tinyPipeline, "    iterations: 1\n", "    iterations: 2\n", 1) + "inference:\n  checkpoint: " + checkpoint + "\n"
+}
+
+// `t1 run` against stand-ins of the real engines, as strict as SGLang
+// 0.5.23 and vLLM 0.34.0, which serve at f32 what t1's own engine
+// computes: a pool of three SGLang engines, one killed in the middle of
+// its second request, and one vLLM engine. Each run completes with the
+// same artifacts, row for row, as the same run on the embedded engine at
+// f32: every attempt sampled the tokens, log-probs and experts of the
+// version it records, the killed engine's request was answered once by
+// another engine, nothing was lost or played twice. Every engine loaded
+// the versions it served from the weights directory, and every update saw
+// served log-probs its own forward reproduces with no routing mismatch.
+func TestRunOnRealEngines(t *testing.T) {
 	testinfra.Long(t)
 	t.Parallel()
 	testinfra.Bubblewrap(t)
-	serveCfg := writeConfig(t, "run:\n  id: server\n")
-	server := command(t, t.TempDir(), serveCfg, "serve-policy", "--addr", "127.0.0.1:0", "--precision", "f32", "--log-level", "info")
-	stdout, err := server.StdoutPipe()
+	tok, err := moe.DefaultTokenizer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var serverLog lockedBuffer
-	server.Stderr = &serverLog
-	if err := server.Start(); err != nil {
+	m, err := moe.NewModel(moe.DefaultConfig())
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { server.Process.Kill(); server.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("serve-policy: %v\n%s", err, serverLog.String())
+	ck := t.TempDir()
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).SaveDir(ck); err != nil {
+		t.Fatal(err)
 	}
-	url := regexp.MustCompile(`http://\S+`).FindString(line)
-	if url == "" {
-		t.Fatalf("serve-policy printed %q", line)
-	}
-	weights := t.TempDir()
-	remote := strings.Replace(tinyPipeline, "    iterations: 1\n", "    iterations: 2\n", 1) +
-		fmt.Sprintf("inference:\n  backend: sglang\n  url: %s\n  weights_dir: %s\n", url, weights)
-	data := t.TempDir()
-	completeRun(t, data, writeConfig(t, remote))
+	base := remotePipeline(ck)
 
-	// Versions 0 (base), 1 (fine-tuned), 2 and 3 (PPO) were each exported
-	// in the Hugging Face layout and loaded. The tiny run's rewards are
-	// all equal, so PPO has no signal and keeps the tensors; fine-tuning
-	// changes them.
-	var tensors [][]byte
-	for v := range 4 {
-		dir := filepath.Join(weights, "tiny", fmt.Sprintf("v%06d", v))
-		st, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
-		if err != nil || len(st) < 8 {
+	// The same run on the embedded engine, serving at f32 as the
+	// stand-ins do, runs beside the others; they compare with it once it
+	// is done.
+	embedded, embeddedDone := t.TempDir(), make(chan bool, 1)
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		ok := false
+		defer func() { embeddedDone <- ok; close(embeddedDone) }()
+		completeRun(t, embedded, writeConfig(t, base+"  precision: f32\n"))
+		ok = true
+	})
+	embeddedOK := sync.OnceValue(func() bool { return <-embeddedDone })
+
+	serve := func(t *testing.T, h standin.Restarter) *standin.Server {
+		srv, err := standin.Serve(h)
+		if err != nil {
 			t.Fatal(err)
 		}
-		tensors = append(tensors, st[8+binary.LittleEndian.Uint64(st):]) // without the header's metadata
-		var hf struct {
-			ModelType string `json:"model_type"`
-			Layers    int    `json:"num_hidden_layers"`
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err != nil || json.Unmarshal(b, &hf) != nil || hf.ModelType != "qwen3_moe" || hf.Layers != 2 {
-			t.Errorf("%s/config.json: %+v %v", dir, hf, err)
-		}
-		if !strings.Contains(serverLog.String(), fmt.Sprintf("weight_version=%d", v)) {
-			t.Errorf("the engine never loaded version %d:\n%s", v, serverLog.String())
-		}
+		t.Cleanup(srv.Close)
+		return srv
 	}
-	if bytes.Equal(tensors[0], tensors[1]) {
-		t.Fatal("fine-tuning left the weights as they were: nothing shows which version served")
-	}
-	reports, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "tiny", "training", "iter=*", "policy-v*.json"))
-	if len(reports) != 2 {
-		t.Fatalf("training reports %v", reports)
-	}
-	for _, p := range reports {
-		var rep struct {
-			Metrics struct {
-				Actions       int64   `json:"actions"`
-				LogProbGapMax float64 `json:"logprob_gap_max"`
-			} `json:"metrics"`
-		}
-		b, err := os.ReadFile(p)
-		if err != nil || json.Unmarshal(b, &rep) != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if rep.Metrics.Actions == 0 || rep.Metrics.LogProbGapMax != 0 {
-			t.Errorf("%s: %+v: the served log-probs are not the trained policy's", filepath.Base(p), rep.Metrics)
-		}
-	}
-}
+	for _, c := range []struct {
+		name    string
+		engines func(t *testing.T) []*standin.Server
+		backend string
+	}{
+		{"sglang-pool", func(t *testing.T) []*standin.Server {
+			var s []*standin.Server
+			for range 3 {
+				s = append(s, serve(t, standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true, Deterministic: true})))
+			}
+			// The pool's first episode goes to the first engine.
+			s[0].KillAfter(2)
+			return s
+		}, "sglang"},
+		{"vllm", func(t *testing.T) []*standin.Server {
+			return []*standin.Server{serve(t, standin.NewVLLM(m, standin.VLLMOptions{Version: standin.VLLM034, ReturnRoutedExperts: true}))}
+		}, "vllm"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			engines := c.engines(t)
+			var urls []string
+			for _, e := range engines {
+				urls = append(urls, e.URL)
+			}
+			weights, data := t.TempDir(), t.TempDir()
+			cfg := writeConfig(t, base+fmt.Sprintf("  backend: %s\n  urls: [%s]\n  weights_dir: %s\n  served_model: t1\n", c.backend, strings.Join(urls, ", "), weights))
+			completeRun(t, data, cfg)
+			if !embeddedOK() {
+				t.Fatal("the embedded run failed: nothing to compare with")
+			}
+			sameDigest(t, runDigest(t, embedded, cfg, "tiny"), runDigest(t, data, cfg, "tiny"))
 
-// lockedBuffer is written by a child's output copier while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+			if len(engines) > 1 {
+				if got := engines[0].Generates(); got != 2 {
+					t.Errorf("the killed engine got %d generation requests, want 2 (killed on the second)", got)
+				}
+				for _, e := range engines[1:] {
+					if e.Generates() == 0 {
+						t.Errorf("engine %s served nothing", e.URL)
+					}
+				}
+			}
+			// Versions 0 (base), 1 (fine-tuned), 2 and 3 (PPO) were each
+			// exported in the Hugging Face layout for the engines.
+			for v := range 4 {
+				b, err := os.ReadFile(filepath.Join(weights, "tiny", fmt.Sprintf("v%06d", v), "config.json"))
+				var hf struct {
+					ModelType string `json:"model_type"`
+				}
+				if err != nil || json.Unmarshal(b, &hf) != nil || hf.ModelType != "qwen3_moe" {
+					t.Errorf("version %d: %s %v", v, b, err)
+				}
+			}
+			reports, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "tiny", "training", "iter=*", "policy-v*.json"))
+			if len(reports) != 2 {
+				t.Fatalf("training reports %v", reports)
+			}
+			for _, p := range reports {
+				var rep struct {
+					Metrics struct {
+						Actions           int64   `json:"actions"`
+						LogProbGapMax     float64 `json:"logprob_gap_max"`
+						RoutingSets       int64   `json:"routing_sets"`
+						RoutingMismatches int64   `json:"routing_mismatches"`
+						Replay            bool    `json:"replay"`
+					} `json:"metrics"`
+				}
+				b, err := os.ReadFile(p)
+				if err != nil || json.Unmarshal(b, &rep) != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				r := rep.Metrics
+				if r.Actions == 0 || r.LogProbGapMax != 0 || !r.Replay || r.RoutingSets == 0 || r.RoutingMismatches != 0 {
+					t.Errorf("%s: %+v: the served log-probs or experts are not the trained policy's", filepath.Base(p), r)
+				}
+			}
+		})
+	}
 }
