@@ -12,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
 )
 
@@ -33,7 +34,19 @@ func Start(ctx context.Context, w io.Writer, cfg config.Config, stages bool) (*S
 	}
 	at := Elsewhere
 	if stages {
-		if err := inference.Probe(ctx, pipeline.InferenceOptions(cfg.Inference)); err != nil {
+		opts := pipeline.InferenceOptions(cfg.Inference)
+		// The engine serves the checkpoint's model: its config.json gives
+		// the shape routing is checked against; one in the object store is
+		// read once the store is open, so the probe is then /health alone.
+		opts.Model = moe.Config{}
+		if ck := cfg.Inference.Checkpoint; ck != "" && inference.IsLocalCheckpoint(ck) {
+			shape, _, err := pipeline.ModelShape(cfg.Inference.Model, ck, nil)
+			if err != nil {
+				return nil, err
+			}
+			opts.Model = shape
+		}
+		if err := inference.Probe(ctx, opts); err != nil {
 			return nil, exit.InfraError(err)
 		}
 		at = Shared

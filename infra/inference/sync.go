@@ -228,25 +228,35 @@ func (c *VLLM) LoadWeights(ctx context.Context, path, version string) error {
 	if err := postJSON(ctx, c.hc, 0, c.opt.URL+"/collective_rpc", body, nil); err != nil {
 		return fmt.Errorf("vllm: reload weights of version %s from %s (start vLLM with VLLM_SERVER_DEV_MODE=1): %w", version, path, err)
 	}
-	// 0.21.0 answers an empty 200; 0.34.0 {"success": bool}.
+	if err := c.resetPrefixCache(ctx); err != nil {
+		return fmt.Errorf("vllm: after loading version %s: %w", version, err)
+	}
+	return nil
+}
+
+// resetPrefixCache is POST /reset_prefix_cache, a dev-mode endpoint: 0.21.0
+// answers an empty 200, 0.34.0 {"success": bool}.
+func (c *VLLM) resetPrefixCache(ctx context.Context) error {
 	var res json.RawMessage
 	if err := postJSON(ctx, c.hc, 0, c.opt.URL+"/reset_prefix_cache", nil, &res); err != nil {
-		return fmt.Errorf("vllm: reset the prefix cache after loading version %s: %w", version, err)
+		return fmt.Errorf("reset the prefix cache: %w", err)
 	}
 	if len(res) > 0 {
 		var ok struct {
 			Success *bool `json:"success"`
 		}
 		if json.Unmarshal(res, &ok) == nil && ok.Success != nil && !*ok.Success {
-			return fmt.Errorf("vllm: %s/reset_prefix_cache answered success false after loading version %s: cached prefixes of the old weights remain", c.opt.URL, version)
+			return fmt.Errorf("%s/reset_prefix_cache answered success false: cached prefixes of the old weights remain", c.opt.URL)
 		}
 	}
 	return nil
 }
 
-// Probe checks that every configured remote engine answers GET /health,
-// so a run fails at its start, not at its first rollout; the error is one
-// line naming the URL. The reference backend needs no probe.
+// Probe checks that every configured remote engine answers GET /health
+// and, when o.Model gives the served model's shape, one request as t1
+// makes them (probeServes), so a run fails at its start, not at its first
+// rollout; the error is one line naming the URL. The reference backend
+// needs no probe.
 func Probe(ctx context.Context, o Options) error {
 	if o.Backend == BackendReference {
 		return nil
@@ -288,6 +298,37 @@ func probe(ctx context.Context, o Options) error {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("inference: the %s engine at %s answered GET /health with HTTP %d; wait until it is ready or fix inference.url", o.Backend, o.URL, res.StatusCode)
+	}
+	if o.Model.Layers == 0 {
+		return nil // the shape is not known yet (a checkpoint in the object store)
+	}
+	return probeServes(ctx, o)
+}
+
+// probeServes asks the engine for one greedy token with its log-prob and
+// routed experts, so that a server started without what t1 needs is
+// refused before anything runs, naming the flag: routing comes back only
+// with --enable-return-routed-experts, and its shape must be the
+// checkpoint's (an engine serving another model fails to decode). vLLM
+// must also run in dev mode, where t1 loads weights and resets the
+// prefix cache.
+func probeServes(ctx context.Context, o Options) error {
+	eng, err := Open(ctx, o, nil)
+	if err != nil {
+		return err
+	}
+	if v, ok := eng.(*VLLM); ok {
+		if err := v.resetPrefixCache(ctx); err != nil {
+			return fmt.Errorf("inference: the vllm engine at %s: %w (start vLLM with VLLM_SERVER_DEV_MODE=1: t1 loads each policy version through /collective_rpc)", o.URL, err)
+		}
+	}
+	resp, err := eng.Generate(ctx, GenerateRequest{InputIDs: []int{0}, SamplingParams: SamplingParams{TopP: 1, MaxNewTokens: 1},
+		ReturnLogprob: true, ReturnRoutedExperts: true})
+	if err != nil {
+		return fmt.Errorf("inference: a one-token request to the %s engine at %s failed: %w (is it serving inference.checkpoint's model?)", o.Backend, o.URL, err)
+	}
+	if resp.RoutedExperts == nil {
+		return fmt.Errorf("inference: the %s engine at %s: %s; t1 records every token's experts to train with routing replay", o.Backend, o.URL, resp.RoutingUnavailable)
 	}
 	return nil
 }

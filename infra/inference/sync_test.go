@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/infra/inference/standin"
 	"github.com/t1pipe/t1/moe"
 )
 
@@ -122,12 +124,36 @@ func TestSyncedSwapsWeightsPerVersion(t *testing.T) {
 	release1()
 }
 
+// Probe refuses, before a run starts, an engine that does not answer or
+// that was started without what t1 needs, naming the flag; t1's own
+// server passes.
 func TestProbe(t *testing.T) {
 	ref, _ := testReference(t)
-	url := serve(t, ref)
-	for _, b := range []string{BackendSGLang, BackendVLLM} {
-		if err := Probe(context.Background(), Options{Backend: b, URL: url}); err != nil {
-			t.Fatalf("%s: %v", b, err)
+	shape := ref.Config()
+	if err := Probe(context.Background(), Options{Backend: BackendSGLang, URL: serve(t, ref), Model: shape}); err != nil {
+		t.Fatalf("t1 serve-policy: %v", err)
+	}
+	m, err := moe.NewModel(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := shape
+	other.Layers++
+	serveStandin := func(h http.Handler) string { return serveHandler(t, h) }
+	for name, c := range map[string]struct {
+		o    Options
+		want string
+	}{
+		"sglang":                 {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true})), Model: shape}, ""},
+		"vllm":                   {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{ReturnRoutedExperts: true})), Model: shape}, ""},
+		"sglang without routing": {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{})), Model: shape}, "--enable-return-routed-experts"},
+		"vllm without routing":   {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{})), Model: shape}, "--enable-return-routed-experts"},
+		"vllm without dev mode":  {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{ReturnRoutedExperts: true, NoDevMode: true})), Model: shape}, "VLLM_SERVER_DEV_MODE=1"},
+		"another model":          {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true})), Model: other}, "is it serving inference.checkpoint's model?"},
+	} {
+		err := Probe(context.Background(), c.o)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.o.URL)) {
+			t.Errorf("%s: %v, want an error naming %q and the URL", name, err, c.want)
 		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -29,6 +29,10 @@ type VLLMOptions struct {
 	LogprobsMode string
 	// ReturnRoutedExperts is --enable-return-routed-experts.
 	ReturnRoutedExperts bool
+	// NoDevMode is a server started without VLLM_SERVER_DEV_MODE=1: the
+	// dev endpoints (/collective_rpc, /reset_prefix_cache) are not routed
+	// (vllm/entrypoints/serve/dev registers them only in dev mode).
+	NoDevMode bool
 	// Load reads weights for reload_weights; nil: LoadDir.
 	Load Loader
 }
@@ -75,7 +79,10 @@ func vllmError(w http.ResponseWriter, status int, typ, msg string) {
 }
 
 func (s *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	dev := r.URL.Path == "/collective_rpc" || r.URL.Path == "/reset_prefix_cache"
 	switch {
+	case dev && s.opt.NoDevMode:
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	case r.URL.Path == "/v1/completions" && r.Method == http.MethodPost:
 		s.completions(w, r)
 	case r.URL.Path == "/collective_rpc" && r.Method == http.MethodPost:
