@@ -67,7 +67,18 @@ func moeCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.MaxNewTokens, "max-new-tokens", 256, "tokens generated per prompt")
 	f.IntVar(&o.SFTSteps, "sft-steps", 0, "supervised steps on the embedded corpus before measuring")
 	f.Uint64Var(&o.Seed, "seed", 1, "sampling seed of the first prompt (the i-th uses seed+i)")
-	cmd := group("moe", "Reference MoE tools", "", gap)
+	var out string
+	initCmd := leaf("init", "Write a freshly initialised model of the configured shape as a checkpoint directory", policy.InitHelp, cobra.NoArgs,
+		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			if err := policy.Init(cfg.Inference.Model, out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
+			return nil
+		}))
+	initCmd.Flags().StringVar(&out, "out", "", "the checkpoint directory to create (required)")
+	_ = initCmd.MarkFlagRequired("out")
+	cmd := group("moe", "Reference MoE tools", "", gap, initCmd)
 	cmd.Args = cobra.NoArgs
 	return cmd
 }

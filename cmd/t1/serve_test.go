@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +153,28 @@ func TestMoEGap(t *testing.T) {
 	}
 	if _, err := t1(t, "moe", "gap", "--prompts", "0"); err == nil {
 		t.Fatal("--prompts 0 accepted")
+	}
+}
+
+// `t1 moe init` writes the configured fresh model as a checkpoint
+// directory t1 loads back as the same model, and never overwrites one.
+func TestMoEInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "start")
+	if _, err := t1(t, "moe", "init", "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := moe.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := moe.NewModel(moe.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ck.Model.W, want.W) {
+		t.Fatal("the checkpoint's weights are not a fresh model of the configured shape")
+	}
+	if _, err := t1(t, "moe", "init", "--out", dir); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("a second init over the checkpoint: %v", err)
 	}
 }

@@ -28,7 +28,7 @@
 // Face tokenizer answers 501 there (its conversations go through
 // /generate, rendered by the harness with the model's own template).
 //
-// A run shares one remote engine between policy versions through Synced:
+// A run shares each remote engine between policy versions through Synced:
 // an episode Holds its version for as long as it samples, a version is
 // loaded (WeightLoader: SGLang's /update_weights_from_disk, vLLM's
 // /collective_rpc reload_weights) only once no episode holds another,
@@ -38,10 +38,18 @@
 // the request repeated. vLLM's reload is followed by POST
 // /reset_prefix_cache. Loads have their own timeout (LoadTimeout).
 //
+// Pool spreads a run's episodes over several engines (inference.urls),
+// each a Synced, and moves an episode to another engine when its own
+// fails to answer (ErrUnavailable): the request is sent again unchanged,
+// and the failed engine reloads its version before it serves again.
+//
 // standin holds HTTP stand-ins as strict as SGLang 0.5.23 and vLLM
-// 0.21.0/0.34.0 (no routing shape, experts in router order, int64 seed
-// bounds, their error bodies), computing with t1's own engine; the
-// conformance suite runs the clients against them. Probe checks GET /health so that a run with no engine
+// 0.21.0/0.34.0 (no routing shape, experts in score order, int64 seed
+// bounds, their error bodies), computing with t1's own engine, and a
+// loopback server that kills and revives them as a crash would; the
+// conformance suite runs the clients against them. Probe checks GET
+// /health and one request with routed experts (and vLLM's dev endpoints)
+// so that a run with no engine, or one started without what t1 needs,
 // fails at its start, in one line naming the URL.
 //
 // inferencetest holds the conformance suite every backend passes (shapes,
