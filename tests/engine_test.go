@@ -84,7 +84,7 @@ func TestRunOnRealEngines(t *testing.T) {
 			return s
 		}, "sglang"},
 		{"vllm", func(t *testing.T) []*standin.Server {
-			return []*standin.Server{serve(t, standin.NewVLLM(m, standin.VLLMOptions{Version: standin.VLLM034, ReturnRoutedExperts: true}))}
+			return []*standin.Server{serve(t, standin.NewVLLM(m, standin.VLLMOptions{Version: standin.VLLM034, ReturnRoutedExperts: true, ServedModelName: "t1"}))}
 		}, "vllm"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -149,7 +149,9 @@ func TestProbe(t *testing.T) {
 		"sglang without routing": {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{})), Model: shape}, "--enable-return-routed-experts"},
 		"vllm without routing":   {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{})), Model: shape}, "--enable-return-routed-experts"},
 		"vllm without dev mode":  {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{ReturnRoutedExperts: true, NoDevMode: true})), Model: shape}, "VLLM_SERVER_DEV_MODE=1"},
-		"another model":          {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true})), Model: other}, "is it serving inference.checkpoint's model?"},
+		"vllm, another model name": {Options{Backend: BackendVLLM, URL: serveStandin(standin.NewVLLM(m, standin.VLLMOptions{ReturnRoutedExperts: true, ServedModelName: "qwen3"})),
+			ServedModel: "qwen", Model: shape}, "The model `qwen` does not exist."},
+		"another model": {Options{Backend: BackendSGLang, URL: serveStandin(standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true})), Model: other}, "is it serving inference.checkpoint's model?"},
 	} {
 		err := Probe(context.Background(), c.o)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.o.URL)) {

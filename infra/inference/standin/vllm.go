@@ -29,6 +29,10 @@ type VLLMOptions struct {
 	LogprobsMode string
 	// ReturnRoutedExperts is --enable-return-routed-experts.
 	ReturnRoutedExperts bool
+	// ServedModelName is --served-model-name: a request naming another
+	// model is answered 404 (OpenAIServing._check_model: "The model `m`
+	// does not exist.", NotFoundError); one naming none gets the default.
+	ServedModelName string
 	// NoDevMode is a server started without VLLM_SERVER_DEV_MODE=1: the
 	// dev endpoints (/collective_rpc, /reset_prefix_cache) are not routed
 	// (vllm/entrypoints/serve/dev registers them only in dev mode).
@@ -158,6 +162,10 @@ func (s *VLLM) completions(w http.ResponseWriter, r *http.Request) {
 	// Unknown request fields are ignored (protocol.py).
 	if err := dec.Decode(&req); err != nil {
 		vllmError(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if n := s.opt.ServedModelName; n != "" && req.Model != "" && req.Model != n {
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
 	// protocol.py CompletionRequest: seed Field(ge=-(2**63), le=2**63-1);
