@@ -304,6 +304,11 @@ func decodeAnswer(url string, b []byte, out any) error {
 // engine may answer the same request.
 func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
 
+// errNotFound marks a 404: an endpoint the server does not have.
+var errNotFound = errors.New("not found")
+
+func isNotFound(err error) bool { return errors.Is(err, errNotFound) }
+
 // statusError classifies a non-200 answer: 400 is the request's fault,
 // 5xx the server's (an engine restarting or overloaded answers 502-504
 // through a proxy, 500 when a worker died).
@@ -311,6 +316,8 @@ func statusError(err error, status int) error {
 	switch {
 	case status == http.StatusBadRequest:
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	case status == http.StatusNotFound:
+		return fmt.Errorf("%w: %w", errNotFound, err)
 	case status >= 500:
 		return unavailable(err)
 	}

@@ -383,6 +383,46 @@ func TestSyncedReloadsAfterRestart(t *testing.T) {
 	}
 }
 
+// TestVLLMReloadsAfterRestart: vLLM's replies name no weight version, but
+// a 0.34 server keeps the one t1 sets after each load and reads "default"
+// again after a restart. An engine restarted while no episode sampled
+// (during an update) has the held version loaded again before the next
+// episode samples from it: its tokens are that version's, not the
+// weights the server started with.
+func TestVLLMReloadsAfterRestart(t *testing.T) {
+	initial := standinModel(t)
+	cfg := initial.Cfg
+	cfg.Seed = 77
+	trained, err := moe.NewModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := standin.NewVLLM(initial, standin.VLLMOptions{Version: standin.VLLM034, Load: func(string) (*moe.Model, error) { return trained, nil }})
+	s := inference.NewSynced(vllmClient(t, serveStandin(t, srv), ""))
+	ctx := context.Background()
+	req := inference.GenerateRequest{InputIDs: standinPrompt(), ReturnLogprob: true,
+		SamplingParams: inference.SamplingParams{Temperature: 1, TopP: 1, MaxNewTokens: 8, Seed: 3}}
+	want := reference(t, trained, req)
+	for episode := range 2 {
+		eng, release, err := s.Hold(ctx, "1", func(context.Context) (string, error) { return "/ckpt/v1", nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := eng.Generate(ctx, req)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputTokenLogprobs, want.OutputTokenLogprobs) {
+			t.Fatalf("episode %d: not version 1's log-probs", episode)
+		}
+		srv.Restart()
+	}
+	if srv.Reloads() != 2 || s.Loads() != 2 {
+		t.Fatalf("%d server reloads, %d Synced loads; want 2 (once more after the restart)", srv.Reloads(), s.Loads())
+	}
+}
+
 // TestSGLangLoadTimeout: a weight load may take longer than a generate
 // request; it has its own timeout.
 func TestSGLangLoadTimeout(t *testing.T) {

@@ -75,6 +75,20 @@ func (s *Synced) Hold(ctx context.Context, version string, path func(context.Con
 		}
 		s.changed.Wait()
 	}
+	if s.cur == version && s.holders == 0 {
+		// The engine may have restarted while nobody sampled (during an
+		// update, typically): one that says which weights it serves is
+		// asked, since its replies do not say.
+		if vr, ok := s.eng.(versionReporter); ok {
+			served, known, err := vr.ServedVersion(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			if known && served != version {
+				s.cur = ""
+			}
+		}
+	}
 	if s.cur != version {
 		// Nobody holds the loaded weights: swap them. The lock stays held,
 		// so no one samples meanwhile.
@@ -102,6 +116,13 @@ func (s *Synced) Hold(ctx context.Context, version string, path func(context.Con
 		})
 	}
 	return pinned{s: s, version: version}, release, nil
+}
+
+// versionReporter is an engine whose replies do not name their weight
+// version but that can be asked for it (vLLM 0.34's GET /weight_info);
+// known is false where the server cannot say.
+type versionReporter interface {
+	ServedVersion(ctx context.Context) (version string, known bool, err error)
 }
 
 // restarted tells an engine that lost its weights behind t1's back from
@@ -231,7 +252,34 @@ func (c *VLLM) LoadWeights(ctx context.Context, path, version string) error {
 	if err := c.resetPrefixCache(ctx); err != nil {
 		return fmt.Errorf("vllm: after loading version %s: %w", version, err)
 	}
+	// Servers with the RL dev router (0.34.0) keep a weight version that
+	// reads "default" again after a restart; older ones answer 404.
+	body, err = json.Marshal(map[string]string{"new_version": version})
+	if err != nil {
+		return err
+	}
+	if err := postJSON(ctx, c.hc, 0, c.opt.URL+"/update_weight_version", body, nil); err != nil && !isNotFound(err) {
+		return fmt.Errorf("vllm: set weight version %s: %w", version, err)
+	}
 	return nil
+}
+
+// ServedVersion implements versionReporter with GET /weight_info, which
+// servers before the RL dev router answer 404 (known false).
+func (c *VLLM) ServedVersion(ctx context.Context) (string, bool, error) {
+	var v struct {
+		WeightVersion *string `json:"weight_version"`
+	}
+	if err := getJSON(ctx, c.hc, c.opt.Timeout, c.opt.URL+"/weight_info", &v); err != nil {
+		if isNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("vllm: %w", err)
+	}
+	if v.WeightVersion == nil {
+		return "", false, fmt.Errorf("vllm: %s/weight_info answered no weight_version", c.opt.URL)
+	}
+	return *v.WeightVersion, true, nil
 }
 
 // resetPrefixCache is POST /reset_prefix_cache, a dev-mode endpoint: 0.21.0

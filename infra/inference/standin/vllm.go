@@ -83,7 +83,7 @@ func vllmError(w http.ResponseWriter, status int, typ, msg string) {
 }
 
 func (s *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	dev := r.URL.Path == "/collective_rpc" || r.URL.Path == "/reset_prefix_cache"
+	dev := r.URL.Path == "/collective_rpc" || r.URL.Path == "/reset_prefix_cache" || r.URL.Path == "/update_weight_version" || r.URL.Path == "/weight_info"
 	switch {
 	case dev && s.opt.NoDevMode:
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
@@ -104,6 +104,20 @@ func (s *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/weight_info" && r.Method == http.MethodGet && s.opt.Version == VLLM034:
 		_, v := s.eng.snapshot()
 		writeJSON(w, http.StatusOK, map[string]string{"weight_version": v})
+	case r.URL.Path == "/update_weight_version" && r.Method == http.MethodPost && s.opt.Version == VLLM034:
+		// The RL dev router: Body(embed=True) new_version, answered
+		// {"success": true, "new_version"}; a missing field is FastAPI's 422.
+		var req struct {
+			NewVersion *string `json:"new_version"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.NewVersion == nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"detail": []map[string]any{{"type": "missing", "loc": []string{"body", "new_version"}, "msg": "Field required"}}})
+			return
+		}
+		s.eng.mu.Lock()
+		s.eng.version = *req.NewVersion
+		s.eng.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "new_version": *req.NewVersion})
 	case r.URL.Path == "/health" && r.Method == http.MethodGet:
 		w.WriteHeader(http.StatusOK)
 	default:
