@@ -23,8 +23,8 @@ func remotePipeline(checkpoint string) string {
 // `t1 run` against stand-ins of the real engines, as strict as SGLang
 // 0.5.23 and vLLM 0.34.0, which serve at f32 what t1's own engine
 // computes: a pool of three SGLang engines, one killed in the middle of
-// its second request, and one vLLM engine. Each run completes with the
-// same artifacts, row for row, as the same run on the embedded engine at
+// its first request of the second iteration, and one vLLM engine. Each
+// run completes with the same artifacts, row for row, as the same run on the embedded engine at
 // f32: every attempt sampled the tokens, log-probs and experts of the
 // version it records, the killed engine's request was answered once by
 // another engine, nothing was lost or played twice. Every engine loaded
@@ -79,8 +79,10 @@ func TestRunOnRealEngines(t *testing.T) {
 			for range 3 {
 				s = append(s, serve(t, standin.NewSGLang(m, standin.SGLangOptions{ReturnRoutedExperts: true, Deterministic: true})))
 			}
-			// The pool's first episode goes to the first engine.
-			s[0].KillAfter(2)
+			// Iteration 2 samples from version 2, the first PPO update; its
+			// first episode goes to the first engine, which dies on the
+			// request.
+			s[0].KillAfter(1, "2")
 			return s
 		}, "sglang"},
 		{"vllm", func(t *testing.T) []*standin.Server {
@@ -103,8 +105,11 @@ func TestRunOnRealEngines(t *testing.T) {
 			sameDigest(t, runDigest(t, embedded, cfg, "tiny"), runDigest(t, data, cfg, "tiny"))
 
 			if len(engines) > 1 {
-				if got := engines[0].Generates(); got != 2 {
-					t.Errorf("the killed engine got %d generation requests, want 2 (killed on the second)", got)
+				if v := engines[0].Handler().WeightVersion(); v != "2" {
+					t.Errorf("the engine to be killed in iteration 2 ended serving version %q", v)
+				}
+				if !engines[0].Killed() {
+					t.Error("the engine was never killed: iteration 2 never sampled from it")
 				}
 				for _, e := range engines[1:] {
 					if e.Generates() == 0 {

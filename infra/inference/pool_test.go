@@ -52,7 +52,7 @@ func TestPoolSurvivesAKilledEngine(t *testing.T) {
 	pool := inference.NewPool(clients, names)
 	pool.Retry = 50 * time.Millisecond
 	killed := servers[1]
-	killed.KillAfter(3)
+	killed.KillAfter(3, "")
 
 	const episodes, turns = 9, 4
 	play := func(version string) {

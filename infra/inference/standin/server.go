@@ -20,7 +20,11 @@ type Server struct {
 	mu        sync.Mutex
 	srv       *http.Server
 	generates int
-	killAfter int
+	// killAfter > 0: the killAfter-th generation request served as
+	// killVersion ("" any) kills the server; killCount counts them.
+	killAfter   int
+	killVersion string
+	killCount   int
 	// dead: killed; a request that raced the kill is cut too.
 	dead bool
 }
@@ -29,6 +33,8 @@ type Server struct {
 type Restarter interface {
 	http.Handler
 	Restart()
+	// WeightVersion is the weight version served now.
+	WeightVersion() string
 }
 
 // Serve starts h on 127.0.0.1 at a free port.
@@ -56,8 +62,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	dead := s.dead
 	if !dead && (r.URL.Path == "/generate" || r.URL.Path == "/v1/completions") {
 		s.generates++
-		dead = s.killAfter > 0 && s.generates >= s.killAfter
-		s.dead = dead
+		if s.killAfter > 0 && (s.killVersion == "" || s.h.WeightVersion() == s.killVersion) {
+			s.killCount++
+			dead = s.killCount >= s.killAfter
+			s.dead = dead
+		}
 	}
 	s.mu.Unlock()
 	if dead {
@@ -75,12 +84,20 @@ func (s *Server) Generates() int {
 	return s.generates
 }
 
-// KillAfter kills the server when its n-th generation request arrives,
-// before that request is answered.
-func (s *Server) KillAfter(n int) {
+// KillAfter kills the server when the n-th generation request arrives
+// while it serves weight version version ("" any), before that request is
+// answered.
+func (s *Server) KillAfter(n int, version string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.killAfter = n
+	s.killAfter, s.killVersion, s.killCount = n, version, 0
+}
+
+// Killed reports whether the server is down.
+func (s *Server) Killed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead
 }
 
 // Kill closes the listener and every connection at once.

@@ -66,6 +66,13 @@ func (s *VLLM) Restart() {
 	s.stale.Store(false)
 }
 
+// WeightVersion is the served weight version ("default" until one is set).
+func (s *VLLM) WeightVersion() string {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	return s.eng.version
+}
+
 // Reloads counts reload_weights calls; Resets counts /reset_prefix_cache.
 func (s *VLLM) Reloads() int { return int(s.reloads.Load()) }
 
