@@ -128,27 +128,9 @@ func TestRunOnRealEngines(t *testing.T) {
 					t.Errorf("version %d: %s %v", v, b, err)
 				}
 			}
-			reports, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "tiny", "training", "iter=*", "policy-v*.json"))
-			if len(reports) != 2 {
-				t.Fatalf("training reports %v", reports)
-			}
-			for _, p := range reports {
-				var rep struct {
-					Metrics struct {
-						Actions           int64   `json:"actions"`
-						LogProbGapMax     float64 `json:"logprob_gap_max"`
-						RoutingSets       int64   `json:"routing_sets"`
-						RoutingMismatches int64   `json:"routing_mismatches"`
-						Replay            bool    `json:"replay"`
-					} `json:"metrics"`
-				}
-				b, err := os.ReadFile(p)
-				if err != nil || json.Unmarshal(b, &rep) != nil {
-					t.Fatalf("%s: %v", p, err)
-				}
-				r := rep.Metrics
+			for name, r := range testinfra.ActorReports(t, data, "tiny", 2) {
 				if r.Actions == 0 || r.LogProbGapMax != 0 || !r.Replay || r.RoutingSets == 0 || r.RoutingMismatches != 0 {
-					t.Errorf("%s: %+v: the served log-probs or experts are not the trained policy's", filepath.Base(p), r)
+					t.Errorf("%s: %+v: the served log-probs or experts are not the trained policy's", name, r)
 				}
 			}
 		})

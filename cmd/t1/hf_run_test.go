@@ -15,6 +15,7 @@ import (
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/execute"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -144,24 +145,9 @@ inference:
 	for _, d := range stored {
 		sameTokenizer(t, files, d)
 	}
-	reports, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", "hf", "training", "iter=*", "policy-v*.json"))
-	if len(reports) != 2 {
-		t.Fatalf("training reports %v", reports)
-	}
-	for _, p := range reports {
-		var rep struct {
-			Metrics struct {
-				Actions       int64   `json:"actions"`
-				LogProbGapMax float64 `json:"logprob_gap_max"`
-				LossDrift     int64   `json:"loss_drift"`
-			} `json:"metrics"`
-		}
-		b, err := os.ReadFile(p)
-		if err != nil || json.Unmarshal(b, &rep) != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if rep.Metrics.Actions == 0 || rep.Metrics.LogProbGapMax != 0 || rep.Metrics.LossDrift != 0 {
-			t.Errorf("%s: %+v: the served log-probs are not the trained policy's", filepath.Base(p), rep.Metrics)
+	for name, r := range testinfra.ActorReports(t, data, "hf", 2) {
+		if r.Actions == 0 || r.LogProbGapMax != 0 || r.LossDrift != 0 {
+			t.Errorf("%s: %+v: the served log-probs are not the trained policy's", name, r)
 		}
 	}
 }
