@@ -12,6 +12,7 @@ import (
 // the redelivery coming after the stream has forgotten the outputs' ids:
 // the runner finds them in the log and publishes nothing twice.
 func TestRedeliveryAfterDedupWindowExactlyOnce(t *testing.T) {
+	t.Parallel()
 	const window = time.Second
 	ts := startServer(t)
 	open := func() *Log {
@@ -58,6 +59,7 @@ func TestRedeliveryAfterDedupWindowExactlyOnce(t *testing.T) {
 // died before terminating the message is not published again once the
 // stream has forgotten its id.
 func TestFailedEventAfterDedupWindowOnce(t *testing.T) {
+	t.Parallel()
 	const window = time.Second
 	ts := startServer(t)
 	l, err := OpenLog(context.Background(), ts.connect(), LogConfig{DedupWindow: window})

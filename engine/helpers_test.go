@@ -13,7 +13,10 @@ import (
 )
 
 // testServer is an embedded JetStream server on a random port in its own
-// temporary directory.
+// temporary directory. Tests that spend their time waiting out lease,
+// ack and dedup timers on a server of their own run in parallel; a test
+// that restarts its server does not, since another server could take the
+// port while it is down.
 type testServer struct {
 	t    testing.TB
 	dir  string

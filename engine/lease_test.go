@@ -9,6 +9,7 @@ import (
 )
 
 func TestLeaseIsExclusiveAndExpires(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()
@@ -148,6 +149,7 @@ func TestLeaseExcludesWholeAndPart(t *testing.T) {
 // not shorten a longer lease held meanwhile, and its own expires on time
 // although the bucket keeps entries longer.
 func TestLeaseTTLIsEachHolders(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()

@@ -94,6 +94,7 @@ func TestRunnerRelaysAndAcks(t *testing.T) {
 // A process that dies while handling leaves no ack; the next process gets
 // the message again and the output appears exactly once.
 func TestKilledMidHandlerExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	nc1 := ts.connect()
 	l1 := ts.openLog(nc1)
@@ -142,6 +143,7 @@ func TestShutdownMidHandlerIsNotAFailure(t *testing.T) {
 // A process that dies after publishing outputs but before acking: the
 // redelivery republishes the same ids, which the stream drops.
 func TestKilledBeforeAckExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	nc1 := ts.connect()
 	l1 := ts.openLog(nc1)
@@ -194,6 +196,7 @@ func TestNakRetriesThenSucceeds(t *testing.T) {
 // Without heartbeats a handler slower than AckWait is redelivered while it
 // still runs; both runs finish, and the output is still stored once.
 func TestOutlivesAckWaitStillOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32
@@ -316,6 +319,7 @@ func TestDeadLetterAfterMaxDeliver(t *testing.T) {
 // A handler that hangs past every ack wait never answers; the server's
 // MAX_DELIVERIES advisory is what moves the message to the dead letters.
 func TestDeadLetterFromAdvisory(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	cfg := fastConfig()

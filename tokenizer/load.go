@@ -182,14 +182,46 @@ func (h *HF) parseModel(top object) (map[string]int, error) {
 	if err := m.get("model", "vocab", &vocab); err != nil {
 		return nil, err
 	}
+	var all json.RawMessage
+	if err := m.get("model", "merges", &all); err != nil {
+		return nil, err
+	}
+	// Merges as pairs (Qwen's files) decode in one call: each element
+	// alone would cost a call of its own, and the same pair is what each
+	// would decode to. Anything else (strings, a mix) takes the path that
+	// reads element by element and names the one it refuses.
+	var pairs [][2]string
+	if json.Unmarshal(all, &pairs) == nil {
+		return vocab, h.buildModel(vocab, len(pairs), func(i int) ([2]string, error) { return pairs[i], nil })
+	}
 	var merges []json.RawMessage
 	if err := m.get("model", "merges", &merges); err != nil {
 		return nil, err
 	}
-	return vocab, h.buildModel(vocab, merges)
+	return vocab, h.buildModel(vocab, len(merges), func(i int) ([2]string, error) { return mergeAt(i, merges[i]) })
 }
 
-func (h *HF) buildModel(vocab map[string]int, merges []json.RawMessage) error {
+// mergeAt reads merge i, written "a b" or ["a", "b"].
+func mergeAt(i int, raw json.RawMessage) ([2]string, error) {
+	var pair [2]string
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return pair, fmt.Errorf("model.merges[%d]: %w", i, err)
+		}
+		parts := strings.Split(s, " ")
+		if len(parts) != 2 {
+			return pair, fmt.Errorf("model.merges[%d]: %q is not two tokens separated by one space", i, s)
+		}
+		return [2]string{parts[0], parts[1]}, nil
+	}
+	if err := json.Unmarshal(raw, &pair); err != nil {
+		return pair, fmt.Errorf("model.merges[%d]: want \"a b\" or [\"a\", \"b\"]: %w", i, err)
+	}
+	return pair, nil
+}
+
+func (h *HF) buildModel(vocab map[string]int, n int, mergeAt func(int) ([2]string, error)) error {
 	maxID := -1
 	for tok, id := range vocab {
 		if id < 0 {
@@ -221,21 +253,11 @@ func (h *HF) buildModel(vocab map[string]int, merges []json.RawMessage) error {
 		}
 		h.byteID[b] = int32(id)
 	}
-	h.merges = make(map[uint64]merge, len(merges))
-	for i, raw := range merges {
-		var pair [2]string
-		var s string
-		if len(raw) > 0 && raw[0] == '"' {
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("model.merges[%d]: %w", i, err)
-			}
-			parts := strings.Split(s, " ")
-			if len(parts) != 2 {
-				return fmt.Errorf("model.merges[%d]: %q is not two tokens separated by one space", i, s)
-			}
-			pair = [2]string{parts[0], parts[1]}
-		} else if err := json.Unmarshal(raw, &pair); err != nil {
-			return fmt.Errorf("model.merges[%d]: want \"a b\" or [\"a\", \"b\"]: %w", i, err)
+	h.merges = make(map[uint64]merge, n)
+	for i := range n {
+		pair, err := mergeAt(i)
+		if err != nil {
+			return err
 		}
 		a, okA := vocab[pair[0]]
 		c, okB := vocab[pair[1]]

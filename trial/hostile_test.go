@@ -145,6 +145,7 @@ func checkNotFooled(t *testing.T, solved bool, passed, total int, source any, de
 // that pass and planting a conftest.py beside them, is not alive when the
 // verifier runs.
 func TestVerifierOutlivesNoAgentProcess(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -35,6 +35,7 @@ func TestValidate(t *testing.T) {
 
 // Each task's reference solution solves it, scored per assertion.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	opt := Options{Backend: backend(t)}
 	rf, err := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	if err != nil {

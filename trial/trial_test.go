@@ -71,6 +71,7 @@ const localTestSh = "#!/bin/bash\ncd /tests && python3 -m pytest -q -p no:cachep
 const networkTestSh = "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\nsource $HOME/.local/bin/env\nuvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
 
 func TestOracleNullAndWrongSolution(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -106,6 +107,7 @@ func TestOracleNullAndWrongSolution(t *testing.T) {
 // A test.sh that needs the network runs offline with the local pytest and
 // still gives one result per test.
 func TestOfflineVerifier(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -128,6 +130,7 @@ func TestOfflineVerifier(t *testing.T) {
 
 // Reports an agent leaves in /logs/verifier never reach the verdict.
 func TestForgedReportIgnored(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -149,9 +152,10 @@ echo 1 > /logs/verifier/reward.txt
 // A verifier that crashes, hangs or writes garbage still gives a report:
 // the exit code ends the precedence chain, with the problem noted.
 func TestBrokenVerifiers(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cases := map[string]struct {
 		testSh  string
 		timeout time.Duration
@@ -169,6 +173,8 @@ func TestBrokenVerifiers(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			// The hang waits out its timeout; the others need not wait for it.
+			t.Parallel()
 			dir, tk := writeTask(t, c.testSh)
 			out, err := Run(ctx, dir, tk, Oracle(dir), Options{Backend: be, VerifyTimeout: c.timeout})
 			if err != nil {

@@ -18,6 +18,7 @@ func backend(t *testing.T) sandbox.Backend { return testinfra.Bubblewrap(t) }
 // Grown tasks are kept only by execution: the oracle passes everything,
 // the parent's solution fails exactly the new assertions.
 func TestExecuteKeepsGrownTasks(t *testing.T) {
+	t.Parallel()
 	opt := trial.Options{Backend: backend(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -53,6 +54,7 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 // A child whose new step the parent's solution already satisfies is
 // dropped: its extension adds no work.
 func TestExecuteDropsAChildThatAddsNothing(t *testing.T) {
+	t.Parallel()
 	opt := trial.Options{Backend: backend(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

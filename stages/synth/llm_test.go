@@ -152,7 +152,9 @@ func (f family) store(t *testing.T, st store.ObjectStore) {
 
 // outcome runs one round-1 request for f's parent through a synth stage
 // using the llm generator against the server ep, and returns the one event that
-// settles its candidate.
+// settles its candidate. Each call has its own log, store prefix and
+// server, and mostly waits on the sandbox and the log, so the tests that
+// call it run in parallel.
 func outcome(t *testing.T, f family, ep http.Handler, key string) (engine.Event, store.ObjectStore) {
 	t.Helper()
 	st := testinfra.Store(t)
@@ -190,6 +192,7 @@ func outcome(t *testing.T, f family, ep http.Handler, key string) (engine.Event,
 }
 
 func TestLLMGeneratorKeepsAGoodExtensionByExecution(t *testing.T) {
+	t.Parallel()
 	f := newFamily(t)
 	ep := &endpoint{script: []func(http.ResponseWriter){says(reply(f.child.Instruction, f.files()))}}
 	ev, st := outcome(t, f, ep, apiKey)
@@ -235,6 +238,7 @@ func TestLLMGeneratorKeepsAGoodExtensionByExecution(t *testing.T) {
 
 // Replies that execution, not parsing, rejects.
 func TestLLMGeneratorDiscardsWhatExecutionRejects(t *testing.T) {
+	t.Parallel()
 	f := newFamily(t)
 	again := f.parent.Checks[0]
 	cases := map[string]struct {
@@ -252,6 +256,7 @@ func TestLLMGeneratorDiscardsWhatExecutionRejects(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ep := &endpoint{script: []func(http.ResponseWriter){says(reply(f.child.Instruction, c.files))}}
 			ev, _ := outcome(t, f, ep, apiKey)
 			var p schemas.SynthDiscardedPayload
@@ -266,6 +271,7 @@ func TestLLMGeneratorDiscardsWhatExecutionRejects(t *testing.T) {
 // Malformed and hostile replies are discarded with the reason, before
 // anything runs.
 func TestLLMGeneratorDiscardsMalformedReplies(t *testing.T) {
+	t.Parallel()
 	f := newFamily(t)
 	good := f.files()
 	noSolution := f.files()
@@ -290,6 +296,7 @@ func TestLLMGeneratorDiscardsMalformedReplies(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ev, _ := outcome(t, f, &endpoint{script: []func(http.ResponseWriter){c.step}}, apiKey)
 			var p schemas.SynthDiscardedPayload
 			if ev.Type != schemas.SynthDiscarded || ev.Decode(&p) != nil || !strings.Contains(p.Reason, c.want) {
@@ -302,6 +309,7 @@ func TestLLMGeneratorDiscardsMalformedReplies(t *testing.T) {
 
 // A server error is retried; the fenced reply that follows is kept.
 func TestLLMGeneratorRetriesServerErrors(t *testing.T) {
+	t.Parallel()
 	f := newFamily(t)
 	ep := &endpoint{script: []func(http.ResponseWriter){fails(http.StatusInternalServerError),
 		says("```json\n" + reply(f.child.Instruction, f.files()) + "\n```")}}
