@@ -1,21 +1,21 @@
 package atif
 
 // Harbor's job and trial records, as far as an export fills them. Field
-// names and types follow Harbor's pydantic models (harbor-framework/harbor,
-// formerly laude-institute/harbor): src/harbor/models/job/result.py
-// (JobResult, JobStats, AgentDatasetStats), src/harbor/models/job/config.py
-// (JobConfig), src/harbor/models/trial/result.py (TrialResult, AgentInfo,
-// ModelInfo, ExceptionInfo), src/harbor/models/trial/config.py
-// (TrialConfig, TaskConfig, AgentConfig), src/harbor/models/verifier/result.py
-// (VerifierResult), src/harbor/models/task/id.py (LocalTaskId) and the
-// directory layout of src/harbor/models/trial/paths.py (TrialPaths); the
-// trial models as of the UniPat-AI/harbor_multiturn fork at commit
-// bd2c50b71b67bb9fb3e2f0fa77374dcf4e7284cf, the job models and `harbor
-// view`'s scanner (src/harbor/viewer/scanner.py: a job is a folder whose
-// result.json has n_total_trials, a trial one whose result.json has
-// trial_name) as published upstream in 2026. testdata/harbor-models.json
-// restates those models field by field for the test that checks an export
-// against them.
+// names and types follow Harbor 0.26.0's pydantic models (the PyPI wheel
+// harbor-0.26.0-py3-none-any.whl of harbor-framework/harbor, formerly
+// laude-institute/harbor): harbor/models/job/config.py (JobConfig),
+// harbor/models/job/result.py (JobResult, JobStats, AgentDatasetStats),
+// harbor/models/trial/config.py (TrialConfig, TaskConfig, AgentConfig),
+// harbor/models/trial/result.py (TrialResult, AgentInfo, ModelInfo,
+// ExceptionInfo), harbor/models/verifier/result.py (VerifierResult),
+// harbor/models/task/id.py (LocalTaskId), harbor/models/agent/context.py
+// (AgentContext), and the layout of harbor/models/trial/paths.py
+// (TrialPaths: config.json, result.json, agent/, verifier/reward.txt).
+// `harbor view` (harbor/viewer/scanner.py) takes a folder whose
+// result.json has n_total_trials for a job, and a folder in it whose
+// result.json has trial_name for a trial, and reads both with those
+// models. testdata/harbor-models.json restates the models field by field
+// for the test that checks an export against them.
 
 import "time"
 

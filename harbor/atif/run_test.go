@@ -3,6 +3,7 @@ package atif
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -22,6 +23,8 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+
+var keepExport = flag.String("export", "", "write TestWriteRun's export of every attempt into this directory too (for harbor view)")
 
 // WriteRun writes Harbor's job and trial layout: a job per purpose, suite
 // and policy version, each trial with its config, its result carrying the
@@ -87,6 +90,9 @@ func TestWriteRun(t *testing.T) {
 	}
 
 	all := t.TempDir()
+	if *keepExport != "" {
+		all = *keepExport
+	}
 	if w, err := WriteRun(ctx, l, st, "r", "", agent.Tags(), agent.SystemPrompt, all); err != nil || w.Trials != 2 || len(w.Jobs) != 2 {
 		t.Fatalf("every attempt: %+v, %v", w, err)
 	}
