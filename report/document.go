@@ -89,28 +89,19 @@ func label(col string) string {
 	return col
 }
 
-// build lays out the report of runs[0], with runs[1:] as variants.
+// build lays out the report of runs[0], with runs[1:] as variants. The
+// answer comes first (base → SFT → RL with intervals and paired tests),
+// then the training curves, then the details, and the run's facts and
+// event counts last: a reader opening the page sees the result without
+// scrolling.
 func build(runs []*Run) (*document, error) {
 	r := runs[0]
 	d := &document{title: "t1 run " + r.ID, status: r.Status, summary: summaryLine(r)}
-	pool, err := poolSection(r)
-	if err != nil {
-		return nil, err
-	}
-	d.sections = append(d.sections, runSection(r), eventsSection(r), pool)
 	train, err := trainingSection(runs)
 	if err != nil {
 		return nil, err
 	}
-	repairs, err := repairsSection(r)
-	if err != nil {
-		return nil, err
-	}
-	evals, err := evalSection(r)
-	if err != nil {
-		return nil, err
-	}
-	d.sections = append(d.sections, train, repairs, attemptsSection(r), rewardsSection(r), evals)
+	d.sections = append(d.sections, answerSection(r), train)
 	if len(runs) > 1 {
 		v, err := variantsSection(runs)
 		if err != nil {
@@ -118,6 +109,19 @@ func build(runs []*Run) (*document, error) {
 		}
 		d.sections = append(d.sections, v)
 	}
+	evals, err := evalSection(r)
+	if err != nil {
+		return nil, err
+	}
+	repairs, err := repairsSection(r)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := poolSection(r)
+	if err != nil {
+		return nil, err
+	}
+	d.sections = append(d.sections, evals, rewardsSection(r), attemptsSection(r), repairs, pool, runSection(r), eventsSection(r))
 	return d, nil
 }
 
@@ -484,32 +488,53 @@ func repairsSection(r *Run) (*section, error) {
 	return s, nil
 }
 
+// attemptsSection shows turns and terminations per purpose and policy
+// version; the histograms pool a purpose's attempts, as distributions.
 func attemptsSection(r *Run) *section {
 	s := &section{id: "attempts", title: "Attempts"}
+	type key struct {
+		purpose string
+		version int64
+	}
 	byPurpose := map[string][]Attempt{}
+	byPolicy := map[key][]Attempt{}
 	for _, a := range r.Attempts {
 		byPurpose[a.Purpose] = append(byPurpose[a.Purpose], a)
+		k := key{a.Purpose, a.PolicyVersion}
+		byPolicy[k] = append(byPolicy[k], a)
 	}
-	t := &table{head: []string{"purpose", "attempts", "mean turns", "max turns", "mean tokens", "terminations"}}
+	t := &table{head: []string{"purpose", "policy", "attempts", "mean turns", "max turns", "mean tokens", "terminations"}}
 	var panels []*plot.Plot
 	for _, purpose := range slices.SortedFunc(maps.Keys(byPurpose), purposeOrder) {
 		as := byPurpose[purpose]
 		turns := make([]int, len(as))
-		var sumT, sumK float64
-		term := map[string]int{}
+		var versions []int64
 		for i, a := range as {
 			turns[i] = a.Turns
-			sumT += float64(a.Turns)
-			sumK += float64(a.Tokens)
-			term[a.Termination]++
+			if !slices.Contains(versions, a.PolicyVersion) {
+				versions = append(versions, a.PolicyVersion)
+			}
 		}
-		var ts []string
-		for _, k := range slices.Sorted(maps.Keys(term)) {
-			ts = append(ts, fmt.Sprintf("%s %d", k, term[k]))
+		slices.Sort(versions)
+		for _, v := range versions {
+			as := byPolicy[key{purpose, v}]
+			maxTurns := 0
+			var sumT, sumK float64
+			term := map[string]int{}
+			for _, a := range as {
+				maxTurns = max(maxTurns, a.Turns)
+				sumT += float64(a.Turns)
+				sumK += float64(a.Tokens)
+				term[a.Termination]++
+			}
+			var ts []string
+			for _, k := range slices.Sorted(maps.Keys(term)) {
+				ts = append(ts, fmt.Sprintf("%s %d", k, term[k]))
+			}
+			n := float64(len(as))
+			t.rows = append(t.rows, []string{purpose, fmt.Sprintf("v%d", v), strconv.Itoa(len(as)), fmt.Sprintf("%.1f", sumT/n), strconv.Itoa(maxTurns),
+				fmt.Sprintf("%.0f", sumK/n), strings.Join(ts, ", ")})
 		}
-		n := float64(len(as))
-		t.rows = append(t.rows, []string{purpose, strconv.Itoa(len(as)), fmt.Sprintf("%.1f", sumT/n), strconv.Itoa(slices.Max(turns)),
-			fmt.Sprintf("%.0f", sumK/n), strings.Join(ts, ", ")})
 		panels = append(panels, histPanel("Turns per attempt ("+purpose+")", "turns", turns))
 	}
 	s.plot("turns", "Turns per attempt", panels...)
@@ -520,10 +545,14 @@ func attemptsSection(r *Run) *section {
 	return s
 }
 
+// rewardsSection aggregates rewards per purpose and policy version (and
+// iteration, where one version was sampled in several): an average over
+// several policies would hide the change each made.
 func rewardsSection(r *Run) *section {
 	s := &section{id: "rewards", title: "Rewards"}
 	type key struct {
 		purpose   string
+		version   int64
 		iteration int
 	}
 	type agg struct {
@@ -533,7 +562,7 @@ func rewardsSection(r *Run) *section {
 	sums := map[key]*agg{}
 	var keys []key
 	for _, w := range r.Rewards {
-		k := key{w.Purpose, w.Iteration}
+		k := key{w.Purpose, w.PolicyVersion, w.Iteration}
 		if sums[k] == nil {
 			sums[k] = &agg{}
 			keys = append(keys, k)
@@ -552,18 +581,21 @@ func rewardsSection(r *Run) *section {
 		if c := purposeOrder(keys[i].purpose, keys[j].purpose); c != 0 {
 			return c < 0
 		}
+		if keys[i].version != keys[j].version {
+			return keys[i].version < keys[j].version
+		}
 		return keys[i].iteration < keys[j].iteration
 	})
-	t := &table{head: []string{"purpose", "iteration", "attempts", "mean reward", "solved", "binary fallback"}}
+	t := &table{head: []string{"purpose", "policy", "iteration", "attempts", "mean reward", "solved", "binary fallback"}}
 	for _, k := range keys {
 		a := sums[k]
-		t.rows = append(t.rows, []string{k.purpose, strconv.Itoa(k.iteration), strconv.Itoa(a.n), num(a.sum / float64(a.n)),
+		t.rows = append(t.rows, []string{k.purpose, fmt.Sprintf("v%d", k.version), strconv.Itoa(k.iteration), strconv.Itoa(a.n), num(a.sum / float64(a.n)),
 			strconv.Itoa(a.solved), strconv.Itoa(a.fallback)})
 	}
 	if len(keys) == 0 {
 		s.para("No rewards yet.")
 	}
-	s.para("Reward = passed assertions × %s (binary outcome when a verifier reports no assertions).", num(r.Config.RewardScale))
+	s.para("Reward = passed assertions × %s (binary outcome when a verifier reports no assertions), per policy version.", num(r.Config.RewardScale))
 	s.add(t)
 	return s
 }
@@ -591,23 +623,23 @@ func evalSection(r *Run) (*section, error) {
 	if len(r.Evals) == 0 {
 		s.para("No evaluation completed.")
 	}
-	if rows := Recipe(r); len(rows) > 0 {
-		t := &table{caption: "base → SFT → RL on the held-out suite", head: []string{"suite", "policy", "version", "attempts", "resolve rate", "partial credit", "mean turns"}}
-		for _, row := range rows {
-			t.rows = append(t.rows, []string{row.Suite, row.Label(), fmt.Sprintf("v%d", row.PolicyVersion), strconv.Itoa(row.Attempts),
-				rate(row.ResolveRate), num(row.MeanReward), fmt.Sprintf("%.1f", row.MeanTurns)})
-		}
-		s.add(t)
+	inAnswer := map[string]bool{}
+	for _, row := range Recipe(r) {
+		inAnswer[fmt.Sprint(row.Suite, row.PolicyVersion)] = true
 	}
-	sum := &table{head: []string{"suite", "policy", "tasks", "attempts", "resolve rate", "partial credit", "mean turns"}}
+	sum := &table{caption: "other evaluations", head: []string{"suite", "policy", "tasks", "attempts", "resolve rate", "95% interval", "partial credit", "mean turns"}}
 	for _, e := range r.Evals {
+		if inAnswer[fmt.Sprint(e.Suite, e.PolicyVersion)] {
+			continue
+		}
 		attempts := strconv.Itoa(e.Attempts)
 		if e.Unscored > 0 {
 			// The rates leave out attempts whose rollout or reward failed.
 			attempts += fmt.Sprintf(" (+%d unscored)", e.Unscored)
 		}
+		lo, hi := Wilson(solvedAttempts(r, e), e.Attempts)
 		sum.rows = append(sum.rows, []string{e.Suite, fmt.Sprintf("v%d", e.PolicyVersion), strconv.Itoa(e.Tasks), attempts,
-			rate(e.ResolveRate), num(e.MeanReward), fmt.Sprintf("%.1f", e.MeanTurns)})
+			rate(e.ResolveRate), "[" + rate(lo) + ", " + rate(hi) + "]", num(e.MeanReward), fmt.Sprintf("%.1f", e.MeanTurns)})
 	}
 	s.add(sum)
 	suites := evalSuites(r)

@@ -48,3 +48,17 @@ func TestSignP(t *testing.T) {
 		}
 	}
 }
+
+// Wilson's interval against values computed independently (the closed
+// form evaluated in Python), at the edges and for the default run's rates.
+func TestWilson(t *testing.T) {
+	for _, c := range []struct {
+		k, n   int
+		lo, hi float64
+	}{{0, 48, 0, 0.0741}, {41, 48, 0.7283, 0.9275}, {43, 48, 0.7783, 0.9547}, {1, 6, 0.0301, 0.5635}, {0, 0, 0, 1}} {
+		lo, hi := Wilson(c.k, c.n)
+		if math.Abs(lo-c.lo) > 1e-4 || math.Abs(hi-c.hi) > 1e-4 {
+			t.Errorf("Wilson(%d, %d) = [%.4f, %.4f], want [%.4f, %.4f]", c.k, c.n, lo, hi, c.lo, c.hi)
+		}
+	}
+}

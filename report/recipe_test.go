@@ -81,3 +81,40 @@ func TestReportCountsUnsolvedDemonstrations(t *testing.T) {
 		t.Fatalf("report does not count the unsolved demonstrations:\n%s", md)
 	}
 }
+
+// The report opens with the answer, once, with intervals and paired
+// tests; facts and event counts come last; rewards of evaluations stored
+// under one iteration stay apart per policy version.
+func TestReportOpensWithTheAnswer(t *testing.T) {
+	r := defaultShaped()
+	for _, v := range []int64{0, 1, 4} {
+		r.Rewards = append(r.Rewards, Reward{TaskID: "eval-syn-00", Purpose: "eval", PolicyVersion: v, Reward: float64(v), Passed: int(v), Total: 4})
+	}
+	md, _, err := Render([]*Run{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(md)
+	var sections []string
+	for _, line := range strings.Split(s, "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			sections = append(sections, h)
+		}
+	}
+	if len(sections) < 4 || sections[0] != "Result" || sections[1] != "Training" || sections[len(sections)-2] != "Run" || sections[len(sections)-1] != "Events" {
+		t.Fatalf("sections %v: want Result, Training first and Run, Events last", sections)
+	}
+	for _, want := range []string{
+		"| builtin | after SFT | v1 | 48 | 0.854 (41/48) | [0.728, 0.928] |",
+		"| +41 −0 of 48 paired, p = 9.1e-13 |",
+		"| +2 −0 of 48 paired, p = 0.500 |",
+		"| eval | v0 | 0 | 1 | 0 |", "| eval | v4 | 0 | 1 | 4 |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "| builtin | after SFT | v1 |") + strings.Count(s, "| builtin | v1 | 24 |"); n != 1 {
+		t.Errorf("the SFT policy's evaluation is shown %d times, want once", n)
+	}
+}

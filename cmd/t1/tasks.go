@@ -113,7 +113,7 @@ func rolloutCmd(g *globals) *cobra.Command {
 
 func exportCmd(g *globals) *cobra.Command {
 	var run, out, purpose string
-	atifCmd := leaf("atif --run R --out DIR", "Write every attempt of a run as Harbor ATIF trajectory JSON ("+atif.Version+")", atif.ExportHelp, cobra.NoArgs,
+	atifCmd := leaf("atif --run R --out DIR", "Write every attempt of a run as Harbor jobs and trials with ATIF trajectories ("+atif.Version+")", atif.ExportHelp, cobra.NoArgs,
 		g.configured(required("--out", &out), func(cmd *cobra.Command, _ []string, cfg config.Config) error {
 			dir, err := filepath.Abs(out)
 			if err != nil {
@@ -129,15 +129,15 @@ func exportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
-				n, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
+				w, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
 				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "wrote %d trajectories to %s\n", n, dir)
+					fmt.Fprintf(cmd.OutOrStdout(), "wrote %d trials in %d Harbor jobs to %s (harbor view %s)\n", w.Trials, len(w.Jobs), dir, dir)
 				}
 				return err
 			})
 		}))
 	atifCmd.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")
-	atifCmd.Flags().StringVar(&out, "out", "", "directory for the JSON files")
+	atifCmd.Flags().StringVar(&out, "out", "", "directory for the Harbor jobs")
 	atifCmd.Flags().StringVar(&purpose, "purpose", "", "only train or only eval attempts")
 	return group("export", "Write a run's data in other formats", "", atifCmd)
 }

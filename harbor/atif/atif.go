@@ -1,7 +1,9 @@
 // Package atif exports rollouts in Harbor's Agent Trajectory Interchange
 // Format (ATIF): one JSON trajectory per attempt, built from the attempt's
 // stored trajectory, turn and token rows (FromRows), or every attempt of a
-// run as its events name them (WriteRun, `t1 export atif`). It lives apart
+// run as its events name them, in Harbor's job and trial layout with each
+// trial's reward and verdict, which `harbor view` opens (WriteRun, `t1
+// export atif`; job.go cites the Harbor models it follows). It lives apart
 // from package harbor, which reads task directories with no dependency on
 // the pipeline's tables or its agent harness.
 package atif
