@@ -1,4 +1,7 @@
-package testinfra
+// Package reports reads the training reports a run stored, for the tests
+// of runs that train; testinfra itself stays free of the trainer, which
+// imports the packages testinfra serves.
+package reports
 
 import (
 	"encoding/json"
@@ -9,9 +12,9 @@ import (
 	"github.com/t1pipe/t1/trainer"
 )
 
-// ActorReports reads the actor updates' reports of run from the embedded
+// Actor reads the actor updates' reports of run from the embedded
 // store under the data directory data, failing t unless there are want.
-func ActorReports(t testing.TB, data, run string, want int) map[string]trainer.ActorMetrics {
+func Actor(t testing.TB, data, run string, want int) map[string]trainer.ActorMetrics {
 	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", run, "training", "iter=*", "policy-v*.json"))
 	if len(paths) != want {
