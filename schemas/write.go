@@ -10,6 +10,8 @@ import (
 	"hash"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -55,6 +57,13 @@ type Writer[T Row] struct {
 	canon  Canonical
 	enc    []byte
 	row    parquet.Row
+
+	// part is the index of the row field that holds the partition value
+	// (-1: none); first is the first row's value and mixed says another
+	// row's differs, which Commit refuses.
+	part  int
+	first int64
+	mixed bool
 }
 
 type hashCounter struct {
@@ -87,13 +96,23 @@ func NewWriter[T Row](o WriterOptions) (*Writer[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s writer: %w", t.Name, err)
 	}
-	w := &Writer[T]{table: t, f: f, sum: sha256.New()}
+	w := &Writer[T]{table: t, f: f, sum: sha256.New(), part: partitionField(reflect.TypeOf(zero), t.Partition)}
 	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n}, writerOptions(t, o)...)
 	if len(t.WallClock()) > 0 {
 		w.ident, w.schema = sha256.New(), parquet.SchemaOf(zero)
 		w.canon = NewCanonical(t, w.schema)
 	}
 	return w, nil
+}
+
+// partitionField is the index of t's field stored as column, or -1.
+func partitionField(t reflect.Type, column string) int {
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ","); name == column {
+			return i
+		}
+	}
+	return -1
 }
 
 // blobColumns hold large opaque values. Their min/max statistics would
@@ -128,6 +147,16 @@ func (w *Writer[T]) Write(rows []T) error {
 	if _, err := w.pw.Write(rows); err != nil {
 		return fmt.Errorf("%s writer: %w", w.table.Name, err)
 	}
+	if w.part >= 0 {
+		for i := range rows {
+			v := reflect.ValueOf(&rows[i]).Elem().Field(w.part).Int()
+			if w.rows == 0 && i == 0 {
+				w.first = v
+			} else if v != w.first {
+				w.mixed = true
+			}
+		}
+	}
 	if w.ident != nil {
 		for i := range rows {
 			w.row = w.schema.Deconstruct(w.row[:0], &rows[i])
@@ -154,6 +183,16 @@ func (w *Writer[T]) Rows() int64 { return w.rows }
 // writer is closed afterwards either way.
 func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string, partition int) (FileRef, error) {
 	defer w.Close()
+	ref, err := w.finish(run, partition)
+	if err != nil {
+		return FileRef{}, err
+	}
+	return w.store(ctx, st, ref)
+}
+
+// finish completes the file and returns the FileRef it will be stored
+// under, storing nothing.
+func (w *Writer[T]) finish(run string, partition int) (FileRef, error) {
 	if w.done {
 		return FileRef{}, fmt.Errorf("%s writer: commit after commit or close", w.table.Name)
 	}
@@ -165,17 +204,26 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 	if w.ident != nil {
 		id = hex.EncodeToString(w.ident.Sum(nil))
 	}
-	key, err := keys.TableObject(run, w.table.Name, w.table.Partition, partition, id)
+	if w.part >= 0 && w.rows > 0 && (w.mixed || w.first != int64(partition)) {
+		return FileRef{}, fmt.Errorf("%s writer: rows of %s %d (or several) committed to partition %d",
+			w.table.Name, w.table.Partition, w.first, partition)
+	}
+	key, err := keys.TableObject(run, w.table.Name, w.table.Dir, partition, id)
 	if err != nil {
 		return FileRef{}, err
 	}
-	ref := FileRef{Key: key, Table: w.table.Name, SchemaVersion: w.table.Version.String(), Rows: w.rows, Bytes: w.n, SHA256: sum}
+	return FileRef{Key: key, Table: w.table.Name, SchemaVersion: w.table.Version.String(), Rows: w.rows, Bytes: w.n, SHA256: sum}, nil
+}
+
+// store puts the finished file at ref.Key if absent; see Commit.
+func (w *Writer[T]) store(ctx context.Context, st store.ObjectStore, ref FileRef) (FileRef, error) {
+	key := ref.Key
 	if _, err := w.f.Seek(0, io.SeekStart); err != nil {
 		return FileRef{}, fmt.Errorf("%s: rewind spool: %w", key, err)
 	}
-	_, err = st.PutIfAbsent(ctx, key, w.f, w.n, store.PutOptions{
+	_, err := st.PutIfAbsent(ctx, key, w.f, w.n, store.PutOptions{
 		ContentType: "application/vnd.apache.parquet",
-		Metadata:    map[string]string{"sha256": sum, "t1-table": w.table.Name, "t1-schema-version": ref.SchemaVersion},
+		Metadata:    map[string]string{"sha256": ref.SHA256, "t1-table": w.table.Name, "t1-schema-version": ref.SchemaVersion},
 	})
 	if errors.Is(err, store.ErrExists) {
 		// Content-addressed: an object under this key holds these bytes,

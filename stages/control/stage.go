@@ -181,7 +181,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		base = st.sftVersion
 		// The fine-tuned policy is the middle row of base → SFT → RL.
 		if base > 0 && c.EvalBaseline {
-			if asked, err := s.maybeEval(st, base, true, out); err != nil || asked {
+			if asked, err := s.maybeEval(st, base, 0, true, out); err != nil || asked {
 				return err
 			}
 		}
@@ -219,7 +219,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		if !it.updated {
 			return nil
 		}
-		if asked, err := s.maybeEval(st, it.newVer, i == c.Iterations-1, out); err != nil || asked {
+		if asked, err := s.maybeEval(st, it.newVer, i+1, i == c.Iterations-1, out); err != nil || asked {
 			return err // an evaluation just asked for is not folded yet
 		}
 	}
@@ -294,7 +294,7 @@ func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.E
 		return err
 	}
 	if s.cfg.Config.EvalBaseline && s.cfg.Config.EvalSuite != "" {
-		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0))
+		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0, 0))
 	}
 	return nil
 }
@@ -607,18 +607,18 @@ func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out 
 	})
 }
 
-func (s *stage) evalRequest(version int64) schemas.EvalRequestedPayload {
+func (s *stage) evalRequest(version int64, iteration int) schemas.EvalRequestedPayload {
 	c := s.cfg.Config
-	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Attempts: c.EvalAttempts}
+	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Iteration: iteration, Attempts: c.EvalAttempts}
 }
 
 // maybeEval asks for an evaluation of version when the schedule says so,
 // and reports whether it did.
-func (s *stage) maybeEval(st *runState, version int64, last bool, out engine.Emitter) (bool, error) {
+func (s *stage) maybeEval(st *runState, version int64, iteration int, last bool, out engine.Emitter) (bool, error) {
 	c := s.cfg.Config
 	due := last || (c.EvalEvery > 0 && version%int64(c.EvalEvery) == 0)
 	if !due || c.EvalSuite == "" || st.evals[version] != "" {
 		return false, nil
 	}
-	return true, emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version))
+	return true, emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version, iteration))
 }
