@@ -10,8 +10,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"reflect"
-	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -57,13 +55,6 @@ type Writer[T Row] struct {
 	canon  Canonical
 	enc    []byte
 	row    parquet.Row
-
-	// part is the index of the row field that holds the partition value
-	// (-1: none); first is the first row's value and mixed says another
-	// row's differs, which Commit refuses.
-	part  int
-	first int64
-	mixed bool
 }
 
 type hashCounter struct {
@@ -96,23 +87,13 @@ func NewWriter[T Row](o WriterOptions) (*Writer[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s writer: %w", t.Name, err)
 	}
-	w := &Writer[T]{table: t, f: f, sum: sha256.New(), part: partitionField(reflect.TypeOf(zero), t.Partition)}
+	w := &Writer[T]{table: t, f: f, sum: sha256.New()}
 	w.pw = parquet.NewGenericWriter[T](hashCounter{w: f, sum: w.sum, n: &w.n}, writerOptions(t, o)...)
 	if len(t.WallClock()) > 0 {
 		w.ident, w.schema = sha256.New(), parquet.SchemaOf(zero)
 		w.canon = NewCanonical(t, w.schema)
 	}
 	return w, nil
-}
-
-// partitionField is the index of t's field stored as column, or -1.
-func partitionField(t reflect.Type, column string) int {
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ","); name == column {
-			return i
-		}
-	}
-	return -1
 }
 
 // blobColumns hold large opaque values. Their min/max statistics would
@@ -146,16 +127,6 @@ func (w *Writer[T]) Write(rows []T) error {
 	}
 	if _, err := w.pw.Write(rows); err != nil {
 		return fmt.Errorf("%s writer: %w", w.table.Name, err)
-	}
-	if w.part >= 0 {
-		for i := range rows {
-			v := reflect.ValueOf(&rows[i]).Elem().Field(w.part).Int()
-			if w.rows == 0 && i == 0 {
-				w.first = v
-			} else if v != w.first {
-				w.mixed = true
-			}
-		}
 	}
 	if w.ident != nil {
 		for i := range rows {
@@ -203,10 +174,6 @@ func (w *Writer[T]) finish(run string, partition int) (FileRef, error) {
 	id := sum
 	if w.ident != nil {
 		id = hex.EncodeToString(w.ident.Sum(nil))
-	}
-	if w.part >= 0 && w.rows > 0 && (w.mixed || w.first != int64(partition)) {
-		return FileRef{}, fmt.Errorf("%s writer: rows of %s %d (or several) committed to partition %d",
-			w.table.Name, w.table.Partition, w.first, partition)
 	}
 	key, err := keys.TableObject(run, w.table.Name, w.table.Dir, partition, id)
 	if err != nil {
