@@ -48,7 +48,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 		if err != nil {
 			return nil, err
 		}
-		rr.PolicyVersion = p.PolicyVersion
+		rr.PolicyVersion, rr.Iteration = p.PolicyVersion, int32(p.Iteration)
 		rows.Routing = append(rows.Routing, rr)
 	}
 	var at time.Duration
@@ -64,7 +64,7 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 			Action: strings.ToValidUTF8(t.Reply, "\uFFFD"), Observation: strings.ToValidUTF8(t.Observation, "\uFFFD"),
 			ExitCode: exit, CompletionTokens: int32(t.Sampled),
 			StartMS: at.Milliseconds(), DurationMS: t.Duration.Milliseconds(),
-			Purpose: p.Purpose, PolicyVersion: p.PolicyVersion,
+			Purpose: p.Purpose, PolicyVersion: p.PolicyVersion, Iteration: int32(p.Iteration),
 		})
 		at += t.Duration
 	}

@@ -212,22 +212,27 @@ func Load(ctx context.Context, st store.ObjectStore, m *schemas.BatchManifest) (
 func ReadRows[T schemas.Row](ctx context.Context, st store.ObjectStore, refs []schemas.FileRef, out *[]T) error {
 	for i := range refs {
 		ref := &refs[i]
-		rc, _, err := st.Get(ctx, ref.Key)
-		if errors.Is(err, store.ErrNotFound) {
-			return Bad(fmt.Errorf("%s: %w", ref.Key, err))
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref.Key, err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", ref.Key, err)
-		}
 		var zero T
-		o, err := schemas.Parse(ref.Key, data, ref, zero.Table().Name)
-		if err != nil {
-			return Bad(err)
+		rc, _, err := st.Get(ctx, ref.Key)
+		var o *schemas.Object
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// A compaction may have taken the object in, and its record
+			// serves the claim check.
+			if o, err = schemas.Fetch(ctx, st, ref.Key, ref, zero.Table().Name); err != nil {
+				return Bad(err)
+			}
+		case err != nil:
+			return fmt.Errorf("%s: %w", ref.Key, err)
+		default:
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", ref.Key, err)
+			}
+			if o, err = schemas.Parse(ref.Key, data, ref, zero.Table().Name); err != nil {
+				return Bad(err)
+			}
 		}
 		rows, err := schemas.DecodeRows[T](o)
 		if err != nil {

@@ -43,7 +43,7 @@ func Write(ctx context.Context, st store.ObjectStore, run string, iteration int,
 		if packed[i], err = schemas.NewRoutingRow(r.Run, r.TaskID, int(r.Attempt), int(r.Chunk), rec, routing.Packed); err != nil {
 			return nil, schemas.ObjectRef{}, Bad(err)
 		}
-		packed[i].PolicyVersion = r.PolicyVersion
+		packed[i].PolicyVersion, packed[i].Iteration = r.PolicyVersion, r.Iteration
 	}
 	wo := schemas.WriterOptions{}
 	steps := []struct {

@@ -11,7 +11,9 @@
 //	key                                         built by        stored             format
 //
 //	runs/<run>/
-//	├── <table>/<column>=NNNN/part-<h>.parquet  TableObject     content-addressed  Parquet
+//	├── <table>/<dir>-NNNN/part-<h>.parquet     TableObject     content-addressed  Parquet
+//	├── compactions/<table>/<dir>-NNNN/
+//	│   └── record-<h>.json                     CompactionRecord content-addressed JSON
 //	├── batches/iter=NNNN/manifest-<h>.json     Manifest        content-addressed  JSON
 //	├── attempts/<attempt>.json                 AttemptMarker   store-once         JSON
 //	├── snapshots/<attempt>.tar                 Snapshot        store-once         tar layer
@@ -37,8 +39,11 @@
 //	<layer>    an image layer's content address (package image): shared by every run
 //	<h>        the first 32 hex digits of the object's SHA-256 (for tables, see below)
 //	<attempt>  iter=NNNN/<purpose>[-<suite>]/v<policy version>/<task>/a<attempt>  (Attempt.Name)
-//	<table>    tasks, audits (column round); trajectories, turns, tokens, routing,
-//	           rewards, values, metrics (column iter); eval_results (column policy)
+//	<table>    tasks, audits (dir round: column round); trajectories, turns, tokens,
+//	           routing, rewards, values, metrics, eval_results (dir iter: column iteration)
+//	<dir>-NNNN a partition: NNNN is the value of the table's partition column in
+//	           every row. Not <dir>=NNNN: a hive reader would take a column from
+//	           the path, of a type of its own, beside or instead of the row's
 //
 // Content-addressed: the key is derived from the bytes and the object is
 // put if absent, so identical content gives the identical object and a
@@ -58,6 +63,11 @@
 // attempt, before its marker. rewards: reward (reward.scored). values:
 // critic (critic.updated). metrics: ppo (policy.updated). eval_results:
 // eval (eval.completed).
+//
+// compactions/: control, once a partition is sealed (schemas.Compact):
+// which objects of the partition one compacted object took in and where
+// their rows start, stored before the compacted object and before the
+// sources are deleted, so their claim checks stay readable.
 //
 // batches/: the batch manifest (schemas.BatchManifest) control writes for
 // batch.ready, and the copy listing value_files the critic writes for

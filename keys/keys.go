@@ -22,6 +22,8 @@ const (
 	KindLineage   = "lineage"
 	KindSynth     = "synth"
 	KindBlobs     = "blobs"
+	// KindCompactions holds the records of compacted table partitions.
+	KindCompactions = "compactions"
 )
 
 var runRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
@@ -61,22 +63,44 @@ func Kind(key string) string {
 // runs/<run>/<table>/.
 func TablePrefix(run, table string) string { return Run(run) + table + "/" }
 
-// TableObject is the Hive-style key of an object of run's table whose
-// partition column column has the value partition, with content hash sha
-// (hex, at least 32 digits):
-// runs/<run>/<table>/<column>=NNNN/part-<sha[:32]>.parquet. An invalid
-// run, a negative partition or a short hash is an error.
-func TableObject(run, table, column string, partition int, sha string) (string, error) {
+// TableObject is the key of an object of run's table whose partition
+// directory dir has the value partition, with content hash sha (hex, at
+// least 32 digits):
+// runs/<run>/<table>/<dir>-NNNN/part-<sha[:32]>.parquet. The directory is
+// <dir>-NNNN, not <dir>=NNNN, so that no hive-partitioned reader takes a
+// column from the path: the partition value is a data column of every row
+// (schemas.Table.Partition). An invalid run, a negative partition or a
+// short hash is an error.
+func TableObject(run, table, dir string, partition int, sha string) (string, error) {
 	if err := ValidRun(run); err != nil {
 		return "", err
 	}
 	if partition < 0 {
-		return "", fmt.Errorf("%s: negative %s partition %d", table, column, partition)
+		return "", fmt.Errorf("%s: negative %s partition %d", table, dir, partition)
 	}
 	if len(sha) < 32 {
 		return "", fmt.Errorf("%s: content hash %q too short", table, sha)
 	}
-	return fmt.Sprintf("%s%s=%04d/part-%s.parquet", TablePrefix(run, table), column, partition, sha[:32]), nil
+	return fmt.Sprintf("%spart-%s.parquet", TablePartition(run, table, dir, partition), sha[:32]), nil
+}
+
+// TablePartition is the prefix of every object of one partition of run's
+// table: runs/<run>/<table>/<dir>-NNNN/.
+func TablePartition(run, table, dir string, partition int) string {
+	return fmt.Sprintf("%s%s-%04d/", TablePrefix(run, table), dir, partition)
+}
+
+// CompactionRecords is the prefix of the compaction records of one
+// partition of run's table: runs/<run>/compactions/<table>/<dir>-NNNN/.
+func CompactionRecords(run, table, dir string, partition int) string {
+	return fmt.Sprintf("%s%s/%s/%s-%04d/", Run(run), KindCompactions, table, dir, partition)
+}
+
+// CompactionRecord is the key of a compaction record with content hash
+// sha (hex, at least 32 digits):
+// runs/<run>/compactions/<table>/<dir>-NNNN/record-<sha[:32]>.json.
+func CompactionRecord(run, table, dir string, partition int, sha string) string {
+	return CompactionRecords(run, table, dir, partition) + "record-" + sha[:32] + ".json"
 }
 
 // Manifest is the key of run's batch manifest of iteration with content

@@ -22,9 +22,9 @@ func TestKeys(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{Run("r1"), "runs/r1/"},
 		{TablePrefix("r1", "tokens"), "runs/r1/tokens/"},
-		{part("r1", "tokens", "iter", 3, sha), "runs/r1/tokens/iter=0003/part-0123456789abcdef0123456789abcdef.parquet"},
-		{part("r1", "tasks", "round", 0, sha[:32]), "runs/r1/tasks/round=0000/part-0123456789abcdef0123456789abcdef.parquet"},
-		{part("r1", "eval_results", "policy", 12345, sha), "runs/r1/eval_results/policy=12345/part-0123456789abcdef0123456789abcdef.parquet"},
+		{part("r1", "tokens", "iter", 3, sha), "runs/r1/tokens/iter-0003/part-0123456789abcdef0123456789abcdef.parquet"},
+		{part("r1", "tasks", "round", 0, sha[:32]), "runs/r1/tasks/round-0000/part-0123456789abcdef0123456789abcdef.parquet"},
+		{part("r1", "eval_results", "iter", 12345, sha), "runs/r1/eval_results/iter-12345/part-0123456789abcdef0123456789abcdef.parquet"},
 		{Manifest("r1", 7, sha), "runs/r1/batches/iter=0007/manifest-0123456789abcdef0123456789abcdef.json"},
 		{train.Name(), "iter=0003/train/v2/t1-log-rotate/a1"},
 		{eval.Name(), "iter=0000/eval-builtin/v12/e7/a0"},

@@ -1,6 +1,8 @@
 // Package query reads a run's Parquet tables as `t1 query` prints them:
-// every object of a table under runs/<run>/<table>/, its hive partition
-// added as a column, rows kept by a --where expression and columns by
+// every object of a table under runs/<run>/<table>/ (schemas.TableObjects:
+// each row once, compacted or not), with the columns and types its files
+// hold (a partition directory adds no column, as it adds none in DuckDB,
+// pyarrow or polars), rows kept by a --where expression and columns by
 // --select, written as a table, CSV, JSON lines or an Arrow IPC stream.
 //
 // Objects an older minor version of the schema wrote read with the

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
@@ -67,8 +65,7 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 	if len(sel) > 0 {
 		seen := map[string]bool{}
 		add := func(c string) {
-			// The partition column lives in the key, not in the file.
-			if !seen[c] && c != tbl.Partition {
+			if !seen[c] {
 				seen[c] = true
 				read = append(read, c)
 			}
@@ -80,14 +77,9 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 			where.columns(add)
 		}
 	}
-	var objs []string
-	for info, err := range st.List(ctx, keys.TablePrefix(o.Run, tbl.Name)) {
-		if err != nil {
-			return fmt.Errorf("query: list %s: %w", keys.TablePrefix(o.Run, tbl.Name), err)
-		}
-		if strings.HasSuffix(info.Key, ".parquet") {
-			objs = append(objs, info.Key)
-		}
+	objs, err := schemas.TableObjects(ctx, st, o.Run, tbl)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
 	}
 	out, err := newSink(o.Format, w)
 	if err != nil {
@@ -98,10 +90,6 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 	for _, key := range objs {
 		if o.Limit > 0 && left <= 0 {
 			break
-		}
-		part, err := partitionValue(key, tbl.Partition)
-		if err != nil {
-			return err
 		}
 		obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
 		if err != nil {
@@ -118,9 +106,7 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 			tr := array.NewTableReader(at, 64<<10)
 			defer tr.Release()
 			for tr.Next() {
-				withPart := addPartition(tr.RecordBatch(), tbl.Partition, part, mem)
-				rec, err := filterProject(ctx, withPart, where, sel)
-				withPart.Release()
+				rec, err := filterProject(ctx, tr.RecordBatch(), where, sel)
 				if err != nil {
 					return fmt.Errorf("%s: %w", key, err)
 				}
@@ -146,37 +132,6 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 		}
 	}
 	return out.close()
-}
-
-// partitionValue reads NNNN from the <col>=NNNN segment of a key.
-func partitionValue(key, col string) (int32, error) {
-	for _, seg := range strings.Split(key, "/") {
-		if v, ok := strings.CutPrefix(seg, col+"="); ok {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return 0, fmt.Errorf("%s: partition %q: %w", key, seg, err)
-			}
-			return int32(n), nil
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s= segment in the key", key, col)
-}
-
-// addPartition appends the hive partition as an int32 column, as DuckDB
-// and pyarrow do when they read a partitioned layout.
-func addPartition(rec arrow.RecordBatch, col string, v int32, mem memory.Allocator) arrow.RecordBatch {
-	b := array.NewInt32Builder(mem)
-	defer b.Release()
-	n := int(rec.NumRows())
-	b.Reserve(n)
-	for range n {
-		b.UnsafeAppend(v)
-	}
-	arr := b.NewArray()
-	defer arr.Release()
-	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: col, Type: arrow.PrimitiveTypes.Int32})
-	cols := append(append([]arrow.Array{}, rec.Columns()...), arr)
-	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
 }
 
 func filterProject(ctx context.Context, rec arrow.RecordBatch, where Expr, sel []string) (arrow.RecordBatch, error) {

@@ -86,10 +86,27 @@ func TestQuery(t *testing.T) {
 		}
 	}
 
-	// The partition column comes from the key.
-	out = q("rewards", "csv", "iter = 1 AND reward >= 4", "iter,task_id", 0)
-	if strings.TrimSpace(out) != "iter,task_id\n1,task-i\n1,task-j" {
+	// A partition directory adds no column: the partition is the data
+	// column, once, as DuckDB, pyarrow and polars read it.
+	out = q("rewards", "csv", "iteration = 1 AND reward >= 4", "iteration,task_id", 0)
+	if strings.TrimSpace(out) != "iteration,task_id\n1,task-i\n1,task-j" {
 		t.Fatalf("partition column: %q", out)
+	}
+	if _, err := ParseWhere("iter = 1"); err == nil {
+		if header, _, _ := strings.Cut(q("rewards", "csv", "", "", 1), "\n"); strings.Count(header, "iteration") != 1 || strings.Contains(header, "iter,") {
+			t.Fatalf("header %q", header)
+		}
+	}
+
+	// Compacted, the table prints the same rows.
+	all := q("rewards", "csv", "", "", 0)
+	for iter := range 2 {
+		if _, err := schemas.Compact(context.Background(), st, "q", schemas.RewardsTable, iter, schemas.WriterOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := q("rewards", "csv", "", "", 0); got != all {
+		t.Fatalf("compacted:\n%s\nwant\n%s", got, all)
 	}
 
 	out = q("rewards", "json", "fallback = true and purpose = \"eval\"", "", 0)

@@ -410,17 +410,12 @@ func unknownRun(ctx context.Context, log *engine.Log, run string) error {
 	return fmt.Errorf("report: unknown run %q (no events); runs in the log: %s", run, strings.Join(runs, ", "))
 }
 
-// objects lists the Parquet objects of one of the run's tables, sorted.
+// objects lists the Parquet objects of one of the run's tables, sorted,
+// each row in one of them whether or not the table was compacted.
 func objects(ctx context.Context, st store.ObjectStore, run string, t schemas.Table) ([]string, error) {
-	prefix := keys.TablePrefix(run, t.Name)
-	var objs []string
-	for info, err := range st.List(ctx, prefix) {
-		if err != nil {
-			return nil, fmt.Errorf("report: list %s: %w", prefix, err)
-		}
-		if strings.HasSuffix(info.Key, ".parquet") {
-			objs = append(objs, info.Key)
-		}
+	objs, err := schemas.TableObjects(ctx, st, run, t)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
 	}
 	sort.Strings(objs)
 	return objs, nil

@@ -49,7 +49,7 @@ func TestWallClockColumnsStayOutOfKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := keys.TableObject("wc", RewardsTable.Name, RewardsTable.Partition, 0, ref.SHA256); ref.Key != want {
+	if want, _ := keys.TableObject("wc", RewardsTable.Name, RewardsTable.Dir, 0, ref.SHA256); ref.Key != want {
 		t.Fatalf("rewards key %s, want %s", ref.Key, want)
 	}
 }

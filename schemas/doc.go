@@ -6,11 +6,42 @@
 //
 // # Objects
 //
-// Every table object is one Parquet file at a content-addressed,
-// hive-partitioned key (keys.TableObject; package keys draws the whole
-// layout of a run's objects):
+// Every table object is one Parquet file at a content-addressed key
+// (keys.TableObject; package keys draws the whole layout of a run's
+// objects):
 //
-//	runs/<run>/<table>/<partition>=NNNN/part-<sha256[:32]>.parquet
+//	runs/<run>/<table>/<dir>-NNNN/part-<sha256[:32]>.parquet
+//
+// <dir>-NNNN is iter-NNNN (round-NNNN for tasks and audits) and NNNN is
+// the value of the table's partition column (Table.Partition: iteration,
+// or round) in every row of the object. The directory is not a hive
+// key=value on purpose: DuckDB, pyarrow and polars with hive partitioning
+// on would each add or replace a column from it, with a type of its own
+// (DuckDB reads a zero-padded value as text), so a partition directory
+// adds no column and every tool reads the file's columns and types.
+//
+// # Compaction
+//
+// Writers store one object per unit of work (an attempt, a score), so a
+// partition holds hundreds of small objects until Compact makes them one
+// (one per MaxCompactedBytes of sources), once control has sealed the
+// partition (the synthesis rounds when the pool is sealed; an iteration
+// when its update is done and the evaluations stored under it have an
+// outcome; the last policy's evaluation when the run completes). It
+// stores, in this order, a CompactionRecord
+// (runs/<run>/compactions/<table>/<dir>-NNNN/record-<sha256[:32]>.json:
+// each source's claim check and the row offset of its rows in the
+// compacted object), the compacted object (content-addressed as any
+// other), and then deletes the sources. A crash anywhere loses nothing
+// (no source goes before its rows are stored elsewhere and recorded) and
+// duplicates nothing for t1's readers: Fetch serves a claim check whose
+// object is gone from the record (the rows, checked against the record's
+// claim check, which must equal the caller's), and TableObjects, which
+// listing readers use, leaves out a source whose compacted object is
+// stored. Compact again (control does, on restart) finishes a crashed
+// compaction. Events, batch manifests and replays keep their claim checks
+// as they were written; a program outside t1 that reads a compacted
+// partition's sources by key reads the compacted object instead.
 //
 // Writers spool rows to a temporary file (zstd at DefaultZstdLevel,
 // dictionary encoding for low-cardinality strings, bounded row groups),
@@ -36,7 +67,7 @@
 // CheckAligned verifies that a tokens object and a routing object agree
 // chunk by chunk.
 //
-// # Tables (all version 1.0)
+// # Tables
 //
 // tasks — grain: task; partition: round. One synthesized, seed or imported
 // task. Columns: run, task_id, parent_id, root_id, round, source (seed |
@@ -53,21 +84,22 @@
 // weak_verifier, near_duplicate, low_score), decision (accept | reject),
 // near_duplicate_of.
 //
-// trajectories — grain: attempt; partition: iter. Columns: run, task_id,
+// trajectories — grain: attempt; partition: iteration. Columns: run, task_id,
 // attempt, iteration, purpose (train | eval), suite, policy_version,
 // seed, turns, tokens, chunks, compactions, termination (task_complete |
 // max_turns | token_budget | wall_clock | context_exhausted), snapshot_key,
 // duration_ms, sandbox (bwrap | process), isolated (false: the attempt ran
 // on the host; schema 1.1).
 //
-// turns — grain: turn; partition: iter. Columns: run, task_id, attempt,
+// turns — grain: turn; partition: iteration. Columns: run, task_id, attempt,
 // turn, chunk, action, observation (bounded), truncated,
 // observation_bytes (full size), exit_code, prompt_tokens,
 // completion_tokens, compacted, start_ms, duration_ms; schema 1.1 adds
 // purpose and policy_version, the attempt's, since evaluations of
-// several policies share an iteration's partition.
+// several policies share an iteration's partition; schema 1.2 adds
+// iteration.
 //
-// tokens — grain: chunk; partition: iter. A chunk is one training
+// tokens — grain: chunk; partition: iteration. A chunk is one training
 // sequence, exactly as sampled (TITO). Columns: run, task_id, attempt, chunk, iteration, policy_version,
 // token_ids (list<int32>), logprobs (list<float32>, the sampler's),
 // loss_mask (list<bool>), turn_offsets (list<int32>, index in token_ids
@@ -78,28 +110,28 @@
 // temperature and top_p, the sampling settings the logprobs are relative
 // to (a trainer divides its logits by temperature; 0 means untempered).
 //
-// routing — grain: chunk; partition: iter. Columns: run, task_id,
+// routing — grain: chunk; partition: iteration. Columns: run, task_id,
 // attempt, chunk, tokens, layers, top_k, experts (the model's expert
 // count), encoding (packed | packed+zstd | rank | delta), ids_offset
 // (for packed: where the raw [T, L, k] ids start inside record; −1
 // otherwise), record (binary: one schemas/routing record); schema 1.1
 // adds policy_version, the sampling policy's as in the chunk's tokens
-// row. Rows written for a GPU batch use packed; storage-only rows may use
+// row; schema 1.2 adds iteration. Rows written for a GPU batch use packed; storage-only rows may use
 // the smaller encodings.
 //
-// rewards — grain: attempt; partition: iter. Columns: run, task_id,
+// rewards — grain: attempt; partition: iteration. Columns: run, task_id,
 // attempt, iteration, purpose, policy_version, assertions
 // (list<struct{name, passed}>), passed, total, scale (fixed before the
 // run), reward (passed × scale, or the binary fallback), source (ctrf,
 // junit, reward_json, reward_txt, exit_code), fallback,
 // verifier_exit_code.
 //
-// values — grain: chunk; partition: iter. The critic's pre-update view,
+// values — grain: chunk; partition: iteration. The critic's pre-update view,
 // the actor update's input. Columns: run, task_id, attempt, chunk,
 // iteration, policy_version, critic_version, values, advantages, returns
 // (each list<float32>, one entry per token).
 //
-// metrics — grain: iteration; partition: iter. Columns: run, iteration,
+// metrics — grain: iteration; partition: iteration. Columns: run, iteration,
 // policy_version, trajectories, tokens, reward_mean, resolve_rate,
 // explained_variance, logprob_gap, clip_fraction, policy_loss,
 // value_loss, repairs_strict_prefix, repairs_clipped_norm,
@@ -109,9 +141,12 @@
 // 1.2 adds live_kl and experts_switched (the update's change with each
 // policy routing on its own).
 //
-// eval_results — grain: attempt; partition: policy (the policy version).
-// Columns: run, suite, task_id, attempt, policy_version, reward, passed,
-// total, solved, turns, difficulty, category.
+// eval_results — grain: attempt; partition: iteration. Columns: run,
+// suite, task_id, attempt, policy_version, reward, passed, total, solved,
+// turns, difficulty, category; schema 1.1 adds iteration, the iteration
+// whose rollouts the evaluated policy samples (0 for the initial and the
+// fine-tuned policy, the number of iterations for the last one): group by
+// policy_version to tell two policies of one iteration apart.
 //
 // # Events
 //
@@ -175,7 +210,9 @@
 //	                   policy_loss, logprob_gap, skipped (why no step was
 //	                   taken: the new version's tensors are the old ones)
 //	eval.requested     producer: control  consumers: eval
-//	                   suite, policy_version, attempts, tasks
+//	                   suite, policy_version, iteration (the one the
+//	                   policy samples, where its rows are stored),
+//	                   attempts, tasks
 //	eval.completed     producer: eval  consumers: control, reports
 //	                   suite, policy_version, tasks, attempts, unscored
 //	                   (attempts whose rollout or reward failed), resolve_rate,

@@ -339,8 +339,12 @@ type PolicyUpdatedPayload struct {
 type EvalRequestedPayload struct {
 	Suite         string `json:"suite"`
 	PolicyVersion int64  `json:"policy_version"`
-	Attempts      int    `json:"attempts"` // per task, 3 by default
-	Tasks         int    `json:"tasks"`
+	// Iteration is the iteration whose rollouts the policy samples: 0 for
+	// the initial and the fine-tuned policy, i+1 for the one iteration i's
+	// update made. The evaluation's rows are stored under it.
+	Iteration int `json:"iteration,omitempty"`
+	Attempts  int `json:"attempts"` // per task, 3 by default
+	Tasks     int `json:"tasks"`
 }
 
 // Breakdown is an eval summary over a subset of tasks.

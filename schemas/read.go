@@ -41,6 +41,14 @@ func Fetch(ctx context.Context, st store.ObjectStore, key string, ref *FileRef, 
 		return nil, fmt.Errorf("%s: the reference is for %s", key, ref.Key)
 	}
 	rc, info, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		// A compaction may have taken the object in: its record still
+		// serves the claim check.
+		o, found, cerr := compacted(ctx, st, key, ref, want)
+		if found || cerr != nil {
+			return o, cerr
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}

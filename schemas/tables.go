@@ -31,9 +31,15 @@ type Table struct {
 	// Name is the table's directory under runs/<run>/.
 	Name    string
 	Version Version
-	// Partition is the hive partition column; every object of the table
-	// lives under <Partition>=NNNN.
+	// Partition is the data column whose value places a row: every object
+	// of the table lives under <Dir>-NNNN/ (keys.TableObject) and every
+	// row of it holds NNNN in this column. The directory is not named
+	// <column>=NNNN on purpose: hive-partitioned readers (DuckDB, pyarrow,
+	// polars) would add or replace a column from it, each with a type of
+	// its own, so every tool reads the file's columns and types alone.
 	Partition string
+	// Dir names the table's partition directories.
+	Dir string
 	// Grain is what one row stands for.
 	Grain string
 }
@@ -46,16 +52,16 @@ const (
 
 // The tables. Rows of each type name their table through Table().
 var (
-	TasksTable        = Table{Name: "tasks", Version: Version{1, 0}, Partition: "round", Grain: "task"}
-	AuditsTable       = Table{Name: "audits", Version: Version{1, 0}, Partition: "round", Grain: "task"}
-	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iter", Grain: "attempt"}
-	TurnsTable        = Table{Name: "turns", Version: Version{1, 1}, Partition: "iter", Grain: "turn"}
-	TokensTable       = Table{Name: "tokens", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
-	RoutingTable      = Table{Name: "routing", Version: Version{1, 1}, Partition: "iter", Grain: "chunk"}
-	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iter", Grain: "attempt"}
-	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iter", Grain: "chunk"}
-	MetricsTable      = Table{Name: "metrics", Version: Version{1, 2}, Partition: "iter", Grain: "iteration"}
-	EvalResultsTable  = Table{Name: "eval_results", Version: Version{1, 0}, Partition: "policy", Grain: "attempt"}
+	TasksTable        = Table{Name: "tasks", Version: Version{1, 0}, Partition: "round", Dir: "round", Grain: "task"}
+	AuditsTable       = Table{Name: "audits", Version: Version{1, 0}, Partition: "round", Dir: "round", Grain: "task"}
+	TrajectoriesTable = Table{Name: "trajectories", Version: Version{1, 1}, Partition: "iteration", Dir: "iter", Grain: "attempt"}
+	TurnsTable        = Table{Name: "turns", Version: Version{1, 2}, Partition: "iteration", Dir: "iter", Grain: "turn"}
+	TokensTable       = Table{Name: "tokens", Version: Version{1, 1}, Partition: "iteration", Dir: "iter", Grain: "chunk"}
+	RoutingTable      = Table{Name: "routing", Version: Version{1, 2}, Partition: "iteration", Dir: "iter", Grain: "chunk"}
+	RewardsTable      = Table{Name: "rewards", Version: Version{1, 0}, Partition: "iteration", Dir: "iter", Grain: "attempt"}
+	ValuesTable       = Table{Name: "values", Version: Version{1, 0}, Partition: "iteration", Dir: "iter", Grain: "chunk"}
+	MetricsTable      = Table{Name: "metrics", Version: Version{1, 2}, Partition: "iteration", Dir: "iter", Grain: "iteration"}
+	EvalResultsTable  = Table{Name: "eval_results", Version: Version{1, 1}, Partition: "iteration", Dir: "iter", Grain: "attempt"}
 )
 
 // Tables lists every table.
@@ -199,6 +205,8 @@ type TurnRow struct {
 	// evaluations of the base and the fine-tuned policy (schema 1.1).
 	Purpose       string `parquet:"purpose,dict"`
 	PolicyVersion int64  `parquet:"policy_version"`
+	// Iteration is the partition the row is stored under (schema 1.2).
+	Iteration int32 `parquet:"iteration"`
 }
 
 // Table implements Row.
@@ -255,6 +263,8 @@ type RoutingRow struct {
 	// chunk aligns with: evaluations of several policies share an
 	// iteration's partition (schema 1.1).
 	PolicyVersion int64 `parquet:"policy_version"`
+	// Iteration is the partition the row is stored under (schema 1.2).
+	Iteration int32 `parquet:"iteration"`
 }
 
 // Table implements Row.
@@ -358,6 +368,12 @@ type EvalResultRow struct {
 	Turns         int32   `parquet:"turns"`
 	Difficulty    string  `parquet:"difficulty,dict"`
 	Category      string  `parquet:"category,dict"`
+	// Iteration is the iteration whose rollouts the evaluated policy
+	// samples (0 for the initial and the fine-tuned policy; the last
+	// policy's is the number of iterations), the partition the row is
+	// stored under (schema 1.1). PolicyVersion tells apart two policies
+	// of one iteration.
+	Iteration int32 `parquet:"iteration"`
 }
 
 // Table implements Row.

@@ -166,7 +166,7 @@ func roundTrip[T Row](t *testing.T, rows []T) {
 	}
 	var zero T
 	tbl := zero.Table()
-	if !strings.HasPrefix(ref.Key, keys.TablePrefix("rt", tbl.Name)+tbl.Partition+"=0003/part-") || ref.Rows != int64(len(rows)) ||
+	if !strings.HasPrefix(ref.Key, keys.TablePrefix("rt", tbl.Name)+tbl.Dir+"-0003/part-") || ref.Rows != int64(len(rows)) ||
 		ref.Table != tbl.Name || ref.SchemaVersion != tbl.Version.String() {
 		t.Fatalf("ref %+v", ref)
 	}

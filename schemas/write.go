@@ -154,6 +154,16 @@ func (w *Writer[T]) Rows() int64 { return w.rows }
 // writer is closed afterwards either way.
 func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string, partition int) (FileRef, error) {
 	defer w.Close()
+	ref, err := w.finish(run, partition)
+	if err != nil {
+		return FileRef{}, err
+	}
+	return w.store(ctx, st, ref)
+}
+
+// finish completes the file and returns the FileRef it will be stored
+// under, storing nothing.
+func (w *Writer[T]) finish(run string, partition int) (FileRef, error) {
 	if w.done {
 		return FileRef{}, fmt.Errorf("%s writer: commit after commit or close", w.table.Name)
 	}
@@ -165,17 +175,22 @@ func (w *Writer[T]) Commit(ctx context.Context, st store.ObjectStore, run string
 	if w.ident != nil {
 		id = hex.EncodeToString(w.ident.Sum(nil))
 	}
-	key, err := keys.TableObject(run, w.table.Name, w.table.Partition, partition, id)
+	key, err := keys.TableObject(run, w.table.Name, w.table.Dir, partition, id)
 	if err != nil {
 		return FileRef{}, err
 	}
-	ref := FileRef{Key: key, Table: w.table.Name, SchemaVersion: w.table.Version.String(), Rows: w.rows, Bytes: w.n, SHA256: sum}
+	return FileRef{Key: key, Table: w.table.Name, SchemaVersion: w.table.Version.String(), Rows: w.rows, Bytes: w.n, SHA256: sum}, nil
+}
+
+// store puts the finished file at ref.Key if absent; see Commit.
+func (w *Writer[T]) store(ctx context.Context, st store.ObjectStore, ref FileRef) (FileRef, error) {
+	key := ref.Key
 	if _, err := w.f.Seek(0, io.SeekStart); err != nil {
 		return FileRef{}, fmt.Errorf("%s: rewind spool: %w", key, err)
 	}
-	_, err = st.PutIfAbsent(ctx, key, w.f, w.n, store.PutOptions{
+	_, err := st.PutIfAbsent(ctx, key, w.f, w.n, store.PutOptions{
 		ContentType: "application/vnd.apache.parquet",
-		Metadata:    map[string]string{"sha256": sum, "t1-table": w.table.Name, "t1-schema-version": ref.SchemaVersion},
+		Metadata:    map[string]string{"sha256": ref.SHA256, "t1-table": w.table.Name, "t1-schema-version": ref.SchemaVersion},
 	})
 	if errors.Is(err, store.ErrExists) {
 		// Content-addressed: an object under this key holds these bytes,

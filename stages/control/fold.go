@@ -76,6 +76,10 @@ type runState struct {
 	evals        map[int64]string // policy version → "requested" | "completed" | "failed"
 	evalReqs     map[string]int64 // eval.requested event id → version
 	finished     bool
+	// compacted holds the partitions (Table.Dir-NNNN) this process has
+	// compacted; a restarted one compacts them again, which finishes what
+	// a crash left and is otherwise a listing.
+	compacted map[string]bool
 }
 
 func newRunState(id string) *runState {

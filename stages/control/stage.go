@@ -172,6 +172,9 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		}
 		return s.seal(ctx, run, st, out)
 	}
+	if err := s.compact(ctx, run, st, "round", roundTables, c.Rounds); err != nil {
+		return err
+	}
 	// Supervised initialisation.
 	base := int64(0)
 	if c.SFTSteps > 0 {
@@ -181,7 +184,7 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		base = st.sftVersion
 		// The fine-tuned policy is the middle row of base → SFT → RL.
 		if base > 0 && c.EvalBaseline {
-			if asked, err := s.maybeEval(st, base, true, out); err != nil || asked {
+			if asked, err := s.maybeEval(st, base, 0, true, out); err != nil || asked {
 				return err
 			}
 		}
@@ -219,8 +222,13 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		if !it.updated {
 			return nil
 		}
-		if asked, err := s.maybeEval(st, it.newVer, i == c.Iterations-1, out); err != nil || asked {
+		if asked, err := s.maybeEval(st, it.newVer, i+1, i == c.Iterations-1, out); err != nil || asked {
 			return err // an evaluation just asked for is not folded yet
+		}
+		if !evaluating(st, it.version) {
+			if err := s.compactIteration(ctx, run, st, i); err != nil {
+				return err
+			}
 		}
 	}
 	// Done when every requested evaluation, the last policy's included,
@@ -234,6 +242,10 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 		return nil
 	}
 	last := st.iter(c.Iterations - 1)
+	// The last policy's evaluation is its iteration's only rows.
+	if err := s.compactIteration(ctx, run, st, c.Iterations); err != nil {
+		return err
+	}
 	return emit(out, schemas.RunCompleted, "completed", schemas.RunCompletedPayload{Iterations: c.Iterations, PolicyVersion: last.newVer, PoolTasks: len(st.pool)})
 }
 
@@ -294,7 +306,7 @@ func (s *stage) seal(ctx context.Context, run string, st *runState, out engine.E
 		return err
 	}
 	if s.cfg.Config.EvalBaseline && s.cfg.Config.EvalSuite != "" {
-		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0))
+		return emit(out, schemas.EvalRequested, "eval-v0", s.evalRequest(0, 0))
 	}
 	return nil
 }
@@ -607,18 +619,73 @@ func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out 
 	})
 }
 
-func (s *stage) evalRequest(version int64) schemas.EvalRequestedPayload {
+// roundTables are partitioned by synthesis round, iterTables by iteration.
+var (
+	roundTables = []schemas.Table{schemas.TasksTable, schemas.AuditsTable}
+	iterTables  = []schemas.Table{schemas.TrajectoriesTable, schemas.TurnsTable, schemas.TokensTable, schemas.RoutingTable,
+		schemas.RewardsTable, schemas.ValuesTable, schemas.MetricsTable, schemas.EvalResultsTable}
+)
+
+// evaluating reports whether an evaluation of a version up to version is
+// still running: its rows go to an iteration up to the one version
+// samples.
+func evaluating(st *runState, version int64) bool {
+	for v, state := range st.evals {
+		if state == "requested" && v <= version {
+			return true
+		}
+	}
+	return false
+}
+
+// compactIteration compacts iteration i's partitions: called once the
+// iteration is sealed (its update made the next policy and the
+// evaluations stored under it have their outcome), when nothing writes to
+// them any more.
+func (s *stage) compactIteration(ctx context.Context, run string, st *runState, i int) error {
+	return s.compact(ctx, run, st, "iter", iterTables, i, i+1)
+}
+
+// compact compacts partitions [from, to) of tables, or, with one bound
+// alone, [0, from), each once per process (schemas.Compact).
+func (s *stage) compact(ctx context.Context, run string, st *runState, dir string, tables []schemas.Table, from int, to ...int) error {
+	if s.cfg.Store == nil {
+		return nil // the fold's own tests decide without a store
+	}
+	lo, hi := 0, from
+	if len(to) > 0 {
+		lo, hi = from, to[0]
+	}
+	if st.compacted == nil {
+		st.compacted = map[string]bool{}
+	}
+	for p := lo; p < hi; p++ {
+		name := fmt.Sprintf("%s-%04d", dir, p)
+		if st.compacted[name] {
+			continue
+		}
+		for _, t := range tables {
+			if _, err := schemas.Compact(ctx, s.cfg.Store, run, t, p, schemas.WriterOptions{}); err != nil {
+				return fmt.Errorf("%s %s: %w", t.Name, name, err)
+			}
+		}
+		st.compacted[name] = true
+	}
+	return nil
+}
+
+func (s *stage) evalRequest(version int64, iteration int) schemas.EvalRequestedPayload {
 	c := s.cfg.Config
-	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Attempts: c.EvalAttempts}
+	return schemas.EvalRequestedPayload{Suite: c.EvalSuite, PolicyVersion: version, Iteration: iteration, Attempts: c.EvalAttempts}
 }
 
 // maybeEval asks for an evaluation of version when the schedule says so,
 // and reports whether it did.
-func (s *stage) maybeEval(st *runState, version int64, last bool, out engine.Emitter) (bool, error) {
+func (s *stage) maybeEval(st *runState, version int64, iteration int, last bool, out engine.Emitter) (bool, error) {
 	c := s.cfg.Config
 	due := last || (c.EvalEvery > 0 && version%int64(c.EvalEvery) == 0)
 	if !due || c.EvalSuite == "" || st.evals[version] != "" {
 		return false, nil
 	}
-	return true, emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version))
+	return true, emit(out, schemas.EvalRequested, fmt.Sprintf("eval-v%d", version), s.evalRequest(version, iteration))
 }

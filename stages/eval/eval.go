@@ -92,6 +92,9 @@ type attempt struct {
 }
 
 type fold struct {
+	// iteration is the one the evaluation's rollouts name, where its
+	// results are stored.
+	iteration int
 	requested int
 	failed    int
 	attempts  map[string]*attempt // task/attempt
@@ -152,6 +155,7 @@ func (s *stage) apply(ev engine.Event) {
 			k := key{ev.Run, p.Suite, p.PolicyVersion}
 			s.reqs[ev.ID] = k
 			f := s.fold(k)
+			f.iteration = p.Iteration
 			f.requested++
 			f.attempts[attemptID(p.TaskID, p.Attempt)] = &attempt{task: p.TaskID, n: p.Attempt}
 		}
@@ -215,7 +219,7 @@ func (s *stage) request(ctx context.Context, ev engine.Event, out engine.Emitter
 	for _, t := range tasks {
 		for a := range p.Attempts {
 			r := schemas.RolloutRequestedPayload{
-				TaskID: t.ID, Attempt: a, Purpose: "eval", Suite: p.Suite, PolicyVersion: p.PolicyVersion,
+				TaskID: t.ID, Attempt: a, Purpose: "eval", Suite: p.Suite, PolicyVersion: p.PolicyVersion, Iteration: p.Iteration,
 				Seed: attemptSeed(t.ID, a), MaxTurns: s.cfg.MaxTurns, Bundle: t.Bundle,
 			}
 			if _, err := out.Emit(schemas.RolloutRequested, r, engine.WithKey(attemptID(t.ID, a))); err != nil {
@@ -441,7 +445,7 @@ func (s *stage) complete(ctx context.Context, k key, f *fold, tasks []Task, out 
 		t := meta[a.task]
 		rows = append(rows, schemas.EvalResultRow{Run: k.run, Suite: k.suite, TaskID: a.task, Attempt: int32(a.n), PolicyVersion: k.version,
 			Reward: sc.Reward, Passed: int32(sc.Passed), Total: int32(sc.Total), Solved: ok, Turns: int32(a.turns),
-			Difficulty: t.Difficulty, Category: t.Category})
+			Difficulty: t.Difficulty, Category: t.Category, Iteration: int32(f.iteration)})
 		seenTask[a.task] = true
 		p.Attempts++
 		solved += b2f(ok)
@@ -455,7 +459,7 @@ func (s *stage) complete(ctx context.Context, k key, f *fold, tasks []Task, out 
 	if p.Attempts > 0 {
 		n := float64(p.Attempts)
 		p.ResolveRate, p.MeanReward, p.MeanTurns = solved/n, credit/n, turns/n
-		ref, err := schemas.WriteTable(ctx, s.cfg.Store, k.run, int(k.version), rows, schemas.WriterOptions{TempDir: s.cfg.TempDir})
+		ref, err := schemas.WriteTable(ctx, s.cfg.Store, k.run, f.iteration, rows, schemas.WriterOptions{TempDir: s.cfg.TempDir})
 		if err != nil {
 			return err
 		}
