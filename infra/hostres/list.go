@@ -1,11 +1,14 @@
 package hostres
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,4 +137,61 @@ func measure(e Entry) Resource {
 		}
 	}
 	return r
+}
+
+// WriteText prints one line per owner and one per resource: what it is,
+// its age, what it holds, and whether its owner is alive.
+func (l Listing) WriteText(w io.Writer) {
+	now := time.Now()
+	if len(l.Owners) == 0 && len(l.Unrecorded) == 0 {
+		fmt.Fprintln(w, "no t1 sandbox resources on this host")
+		return
+	}
+	for _, h := range l.Owners {
+		state := "alive"
+		if !h.Alive {
+			state = "dead: t1 sandbox reap (or the next t1 that makes sandboxes) removes its resources"
+		}
+		fmt.Fprintf(w, "pid %d (uid %d, up %s, %s): %s\n", h.Owner.PID, h.Owner.UID, age(now, h.Owner.Created), state, strings.Join(h.Owner.Args, " "))
+		for _, r := range h.Resources {
+			writeResource(w, now, r)
+		}
+	}
+	if len(l.Unrecorded) > 0 {
+		fmt.Fprintf(w, "unrecorded (no owner known; left by a t1 that did not record, or another user's; not reaped):\n")
+		for _, r := range l.Unrecorded {
+			writeResource(w, now, r)
+		}
+	}
+}
+
+func writeResource(w io.Writer, now time.Time, r Resource) {
+	var what []string
+	if !r.Created.IsZero() {
+		what = append(what, "age "+age(now, r.Created))
+	}
+	if r.Bytes >= 0 {
+		what = append(what, fmt.Sprintf("%.1f MiB", float64(r.Bytes)/(1<<20)))
+	}
+	if r.Kind == Cgroup && r.Exists {
+		what = append(what, fmt.Sprintf("%d tasks", r.Tasks))
+	}
+	if !r.Exists {
+		what = append(what, "gone")
+	}
+	kind := string(r.Kind)
+	if r.FS != "" {
+		kind += " " + r.FS
+	}
+	fmt.Fprintf(w, "  %-13s %s  %s  %s\n", kind, r.Path, strings.Join(what, ", "), r.Note)
+}
+
+func age(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+
+// WriteText says what Reap removed and what it could not.
+func (r Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "reaped %d resources of %d dead t1 processes\n", r.Removed, r.Owners)
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "  left: %s\n", f)
+	}
 }

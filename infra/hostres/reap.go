@@ -41,14 +41,13 @@ func (r *Registry) Reap() (Report, error) {
 		if err != nil || o.Alive() {
 			continue
 		}
-		before := rep.Removed
 		if err := r.reapOwner(d, &rep); err != nil {
-			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", d, err))
+			if !errors.Is(err, errLeft) {
+				rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", d, err))
+			}
 			continue
 		}
-		if rep.Removed >= before {
-			rep.Owners++
-		}
+		rep.Owners++
 	}
 	if len(rep.Failed) > 0 {
 		return rep, fmt.Errorf("hostres: %d left: %s", len(rep.Failed), strings.Join(rep.Failed, "; "))
@@ -111,6 +110,10 @@ func readEntries(d string) ([]Entry, error) {
 	return es, nil
 }
 
+// errLeft says that some of an owner's resources stay (Report.Failed
+// says which).
+var errLeft = errors.New("resources left")
+
 // reapOwner removes what d records, newest first (a mount before the
 // directory it is in), then d. It holds d's lock meanwhile; another
 // reaper on d makes it return at once.
@@ -141,7 +144,7 @@ func (r *Registry) reapOwner(d string, rep *Report) error {
 	}
 	if len(failed) > 0 {
 		rep.Failed = append(rep.Failed, failed...)
-		return fmt.Errorf("%d of %d left", len(failed), len(es))
+		return fmt.Errorf("%w: %d of %d", errLeft, len(failed), len(es))
 	}
 	// What else is in d is the registry's own: the owner file, and
 	// records of resources that were never made.

@@ -113,6 +113,16 @@ func RecordMount(path, fs, source, note string) (*Claim, error) {
 	return Default().Record(Entry{Kind: Mount, Path: path, FS: fs, Source: source, Note: note})
 }
 
+// Start reaps what dead owners left and makes this process's directory,
+// once per process; Record does the same on its first call.
+func (r *Registry) Start() error {
+	r.once.Do(r.start)
+	return r.err
+}
+
+// Start is Default().Start.
+func Start() error { return Default().Start() }
+
 // Record records e under this process.
 func (r *Registry) Record(e Entry) (*Claim, error) {
 	r.once.Do(r.start)
