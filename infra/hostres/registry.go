@@ -47,6 +47,7 @@ type Owner struct {
 	Start   uint64    `json:"start"` // clock ticks after boot, /proc/<pid>/stat field 22
 	Boot    string    `json:"boot"`
 	UID     int       `json:"uid"`
+	Parent  int       `json:"parent"` // the pid that started it
 	Args    []string  `json:"args"`
 	Created time.Time `json:"created"`
 }
@@ -233,7 +234,7 @@ func Self() (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("hostres: own start time: %w", err)
 	}
-	return Owner{PID: os.Getpid(), Start: start, Boot: bootID(), UID: os.Geteuid(), Args: os.Args, Created: time.Now().UTC()}, nil
+	return Owner{PID: os.Getpid(), Start: start, Boot: bootID(), UID: os.Geteuid(), Parent: os.Getppid(), Args: os.Args, Created: time.Now().UTC()}, nil
 }
 
 // StartTime is field 22 of /proc/<pid>/stat: when the process started,
@@ -291,6 +292,40 @@ func (r *Registry) ReleaseOwn() error {
 		return err
 	}
 	return r.reapOwner(filepath.Join(r.dir, self.name()), nil)
+}
+
+// Leaks lists what this process still records and what its children
+// that have ended left behind, and then removes both: a test binary
+// calls it at its end, to leave the host as it found it and to fail when
+// it did not.
+func Leaks() []string {
+	var out []string
+	r := Default()
+	for _, e := range r.Own() {
+		out = append(out, fmt.Sprintf("pid %d (this process): %s %s (%s)", os.Getpid(), e.Kind, e.Path, e.Note))
+	}
+	if err := r.ReleaseOwn(); err != nil {
+		out = append(out, err.Error())
+	}
+	names, _ := os.ReadDir(r.dir)
+	for _, n := range names {
+		d := filepath.Join(r.dir, n.Name())
+		o, err := readOwner(d)
+		if err != nil || o.Parent != os.Getpid() || o.Alive() {
+			continue
+		}
+		es, _ := readEntries(d)
+		for _, e := range es {
+			if measure(e).Exists {
+				out = append(out, fmt.Sprintf("pid %d (ended, started by this process): %s %s (%s)", o.PID, e.Kind, e.Path, e.Note))
+			}
+		}
+		var rep Report
+		if err := r.reapOwner(d, &rep); err != nil {
+			out = append(out, fmt.Sprintf("pid %d: %v %q", o.PID, err, rep.Failed))
+		}
+	}
+	return out
 }
 
 // ReleaseOwn is Default().ReleaseOwn.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/store"
@@ -110,6 +111,20 @@ func Main(m *testing.M) int {
 	if err := gateway.Close(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
+	}
+	return HostLeft(code)
+}
+
+// HostLeft fails a test binary (code 1 unless it failed already) whose
+// tests left a mount, cgroup, directory or file on the host that this
+// process, or a t1 it started and that has ended, recorded (hostres);
+// what it finds it removes, so that the host is as the tests found it.
+func HostLeft(code int) int {
+	if leaks := hostres.Leaks(); len(leaks) > 0 {
+		fmt.Fprintf(os.Stderr, "the tests left on the host (now removed):\n  %s\n", strings.Join(leaks, "\n  "))
+		if code == 0 {
+			code = 1
+		}
 	}
 	return code
 }
