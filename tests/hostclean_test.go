@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -119,8 +120,74 @@ func TestCrashLeavesNothingOnHost(t *testing.T) {
 			completeRun(t, data, cfg)
 			requireGone(t, first.Process.Pid, left)
 			sameDigest(t, want, readDigest(t, data, cfg))
-			t.Logf("killed during %s holding %d resources (%s); after the restart none left; digest equal; %s",
-				p.phase, len(left), strings.Join(kinds, ", "), time.Since(t0).Round(time.Second))
+			t.Logf("killed during %s holding %s; after the restart none left; digest equal; %s",
+				p.phase, kindCounts(left), time.Since(t0).Round(time.Second))
 		})
 	}
+}
+
+// TestTermLeavesNothingOnHost stops `t1 run` with SIGTERM while it holds
+// sandboxes and checks that it removed everything it recorded before it
+// exited, with no next start to do it.
+func TestTermLeavesNothingOnHost(t *testing.T) {
+	testinfra.Long(t)
+	t.Parallel()
+	testinfra.Bubblewrap(t)
+	data, cfg := t.TempDir(), writeConfig(t, equalPipeline)
+	run := killable(t, command(t, data, cfg, "run", "--log-level", "warn"))
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	var held []hostres.Resource
+	for end := time.Now().Add(3 * time.Minute); len(held) == 0; time.Sleep(20 * time.Millisecond) {
+		for _, r := range recordedBy(t, run.Process.Pid) {
+			if r.Kind == hostres.Dir && strings.Contains(r.Path, "t1-sandbox-") {
+				held = recordedBy(t, run.Process.Pid)
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("t1 run ended before it held a sandbox: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatal("t1 run held no sandbox within 3 minutes")
+		}
+	}
+	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Minute):
+		run.Process.Kill()
+		t.Fatalf("t1 run did not end after SIGTERM\n%s", stderr.String())
+	}
+	requireGone(t, run.Process.Pid, held)
+	t.Logf("stopped with SIGTERM holding %s; none left after it exited", kindCounts(held))
+}
+
+// kindCounts says how many resources of each kind rs holds.
+func kindCounts(rs []hostres.Resource) string {
+	n := map[string]int{}
+	var order []string
+	for _, r := range rs {
+		k := string(r.Kind)
+		if r.FS != "" {
+			k += " " + r.FS
+		}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	var out []string
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(out, ", ")
 }
