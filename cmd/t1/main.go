@@ -38,11 +38,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := newRoot().ExecuteContext(ctx)
-	// Whatever an error path or a signal left on the host goes with the
-	// process (hostres); a SIGKILL leaves it to the next start.
-	if rerr := hostres.ReleaseOwn(); rerr != nil {
-		fmt.Fprintln(os.Stderr, "t1: "+rerr.Error())
-	}
+	hostres.Exit() // what an error path or a signal left goes with the process
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
 		os.Exit(exit.Code(ctx, err))

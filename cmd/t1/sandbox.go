@@ -65,22 +65,14 @@ func sandboxCmd(g *globals) *cobra.Command {
 			defer sb.Close()
 			return sandbox.Interactive(cmd.Context(), sb, timeout, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}))
-	ls := leaf("ls", "The sandboxes' mounts, cgroups and directories on this host: owner, age, usage", hostres.LsHelp, cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			l, err := hostres.List()
-			if err != nil {
-				return err
-			}
-			return g.emit(cmd, l, plain(l.WriteText))
-		})
-	reap := leaf("reap", "Remove what dead t1 processes left on this host (live ones keep theirs)", hostres.ReapHelp, cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			rep, err := hostres.Reap()
-			if e := g.emit(cmd, rep, plain(rep.WriteText)); e != nil {
-				return e
-			}
-			return err
-		})
+	ls := leaf("ls", "The sandboxes' mounts, cgroups and directories on this host: owner, age, usage", hostres.LsHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		l, err := hostres.List()
+		return cmp.Or(err, g.emit(cmd, l, plain(l.WriteText)))
+	})
+	reap := leaf("reap", "Remove what dead t1 processes left on this host (live ones keep theirs)", hostres.ReapHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		rep, err := hostres.Reap()
+		return cmp.Or(g.emit(cmd, rep, plain(rep.WriteText)), err)
+	})
 	return group("sandbox", "Run commands in a fresh task sandbox (bubblewrap, or the plain process backend)", sandbox.Help,
 		rf.bind(run, 0), sf.bind(shell, time.Hour), ls, reap)
 }

@@ -328,6 +328,14 @@ func Leaks() []string {
 	return out
 }
 
+// Exit is ReleaseOwn for the end of a command, which says on stderr what
+// it could not remove (it stays recorded for the next start).
+func Exit() {
+	if err := ReleaseOwn(); err != nil {
+		slog.Warn("hostres: removing what this process made on the host", "err", err)
+	}
+}
+
 // ReleaseOwn is Default().ReleaseOwn.
 func ReleaseOwn() error { return Default().ReleaseOwn() }
 
