@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,36 @@ func TestReapRemovesCgroup(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the process in the cgroup is still alive")
 	}
+}
+
+// Leaks finds what this process recorded and did not release (what a
+// test binary's check fails on), removes it, and recording works again
+// after it.
+func TestLeaksFindsAndRemovesOwnRecords(t *testing.T) {
+	t.Setenv("T1_RUNTIME_DIR", t.TempDir())
+	defaultReg = sync.OnceValue(func() *Registry { return Open(RootDir()) })
+	t.Cleanup(func() { defaultReg = sync.OnceValue(func() *Registry { return Open(RootDir()) }) })
+	dir, release, err := MkdirTemp(t.TempDir(), "t1-test-", "a test's scratch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if own, _ := Leaks(); len(own) != 0 {
+		t.Fatalf("released, yet leaks %q", own)
+	}
+	dir, _, err = MkdirTemp(t.TempDir(), "t1-test-", "a test's scratch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := Leaks()
+	if len(own) != 1 || !strings.Contains(own[0], dir) {
+		t.Fatalf("leaks %q, want %s", own, dir)
+	}
+	if exists(dir) {
+		t.Fatal("Leaks did not remove what it found")
+	}
+	if _, _, err := MkdirTemp(t.TempDir(), "t1-test-", "after"); err != nil {
+		t.Fatalf("recording after Leaks: %v", err)
+	}
+	Default().ReleaseOwn()
 }

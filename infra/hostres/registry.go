@@ -70,14 +70,15 @@ func RootDir() string {
 type Registry struct {
 	dir string
 
-	once sync.Once
+	mu   sync.Mutex
+	once *sync.Once
 	own  string // this process's directory; "" until the first Record
 	err  error
 	seq  atomic.Int64
 }
 
 // Open returns the registry in dir.
-func Open(dir string) *Registry { return &Registry{dir: dir} }
+func Open(dir string) *Registry { return &Registry{dir: dir, once: &sync.Once{}} }
 
 var defaultReg = sync.OnceValue(func() *Registry { return Open(RootDir()) })
 
@@ -117,7 +118,10 @@ func RecordMount(path, fs, source, note string) (*Claim, error) {
 // Start reaps what dead owners left and makes this process's directory,
 // once per process; Record does the same on its first call.
 func (r *Registry) Start() error {
-	r.once.Do(r.start)
+	r.mu.Lock()
+	once := r.once
+	r.mu.Unlock()
+	once.Do(r.start)
 	return r.err
 }
 
@@ -126,9 +130,8 @@ func Start() error { return Default().Start() }
 
 // Record records e under this process.
 func (r *Registry) Record(e Entry) (*Claim, error) {
-	r.once.Do(r.start)
-	if r.err != nil {
-		return nil, r.err
+	if err := r.Start(); err != nil {
+		return nil, err
 	}
 	if !filepath.IsAbs(e.Path) {
 		abs, err := filepath.Abs(e.Path)
@@ -148,7 +151,10 @@ func (r *Registry) Record(e Entry) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := filepath.Join(r.own, fmt.Sprintf("%09d.json", e.Seq))
+	r.mu.Lock()
+	own := r.own
+	r.mu.Unlock()
+	p := filepath.Join(own, fmt.Sprintf("%09d.json", e.Seq))
 	if err := writeNew(p, data); err != nil {
 		return nil, fmt.Errorf("hostres: recording %s %s: %w", e.Kind, e.Path, err)
 	}
@@ -199,7 +205,9 @@ func (r *Registry) start() {
 		r.err = fmt.Errorf("hostres: %w", err)
 		return
 	}
+	r.mu.Lock()
 	r.own = d
+	r.mu.Unlock()
 }
 
 // ensureDir makes dir and its parent, 0700, and checks that it is a
@@ -208,6 +216,15 @@ func (r *Registry) start() {
 func ensureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	// The parent t1 made (t1/ or t1-<uid>/) must be the caller's too, or
+	// root's: another user who owns it could swap the registry.
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(dir), &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || (int(st.Uid) != os.Geteuid() && st.Uid != 0) || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s belongs to uid %d, mode %o: the registry's parent must be the caller's and closed to others", filepath.Dir(dir), st.Uid, st.Mode&0o777)
 	}
 	return checkOwnDir(dir)
 }
@@ -273,10 +290,13 @@ func (o Owner) Alive() bool {
 
 // Own lists what this process still records, oldest first.
 func (r *Registry) Own() []Entry {
-	if r.own == "" {
+	r.mu.Lock()
+	own := r.own
+	r.mu.Unlock()
+	if own == "" {
 		return nil
 	}
-	es, _ := readEntries(r.own)
+	es, _ := readEntries(own)
 	return es
 }
 
@@ -284,28 +304,35 @@ func (r *Registry) Own() []Entry {
 // and its directory: for the end of a process, where an error path or a
 // signal may have left something behind.
 func (r *Registry) ReleaseOwn() error {
-	if r.own == "" {
+	r.mu.Lock()
+	own := r.own
+	r.mu.Unlock()
+	if own == "" {
 		return nil
 	}
-	self, err := Self()
-	if err != nil {
+	if err := r.reapOwner(own, nil); err != nil {
 		return err
 	}
-	return r.reapOwner(filepath.Join(r.dir, self.name()), nil)
+	// A later Record (a test after the check) starts the directory anew.
+	r.mu.Lock()
+	r.own, r.once = "", &sync.Once{}
+	r.mu.Unlock()
+	return nil
 }
 
-// Leaks lists what this process still records and what its children
-// that have ended left behind, and then removes both: a test binary
-// calls it at its end, to leave the host as it found it and to fail when
-// it did not.
-func Leaks() []string {
-	var out []string
+// Leaks lists what this process still records (own) and what its
+// children that have ended left behind (children), and then removes
+// both: a test binary calls it at its end, to leave the host as it found
+// it. What it itself still records is a Close that did not remove what
+// it made; what a child killed on purpose left is what the next start
+// would have removed.
+func Leaks() (own, children []string) {
 	r := Default()
 	for _, e := range r.Own() {
-		out = append(out, fmt.Sprintf("pid %d (this process): %s %s (%s)", os.Getpid(), e.Kind, e.Path, e.Note))
+		own = append(own, fmt.Sprintf("pid %d (this process): %s %s (%s)", os.Getpid(), e.Kind, e.Path, e.Note))
 	}
 	if err := r.ReleaseOwn(); err != nil {
-		out = append(out, err.Error())
+		own = append(own, err.Error())
 	}
 	names, _ := os.ReadDir(r.dir)
 	for _, n := range names {
@@ -317,15 +344,15 @@ func Leaks() []string {
 		es, _ := readEntries(d)
 		for _, e := range es {
 			if measure(e).Exists {
-				out = append(out, fmt.Sprintf("pid %d (ended, started by this process): %s %s (%s)", o.PID, e.Kind, e.Path, e.Note))
+				children = append(children, fmt.Sprintf("pid %d (ended, started by this process): %s %s (%s)", o.PID, e.Kind, e.Path, e.Note))
 			}
 		}
 		var rep Report
 		if err := r.reapOwner(d, &rep); err != nil {
-			out = append(out, fmt.Sprintf("pid %d: %v %q", o.PID, err, rep.Failed))
+			own = append(own, fmt.Sprintf("pid %d: %v %q", o.PID, err, rep.Failed))
 		}
 	}
-	return out
+	return own, children
 }
 
 // Exit is ReleaseOwn for the end of a command, which says on stderr what

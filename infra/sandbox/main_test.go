@@ -13,8 +13,8 @@ import (
 // cgroup or directory on the host.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if leaks := hostres.Leaks(); len(leaks) > 0 {
-		fmt.Fprintf(os.Stderr, "left on the host (now removed):\n  %s\n", strings.Join(leaks, "\n  "))
+	if own, _ := hostres.Leaks(); len(own) > 0 {
+		fmt.Fprintf(os.Stderr, "left on the host (now removed):\n  %s\n", strings.Join(own, "\n  "))
 		if code == 0 {
 			code = 1
 		}
