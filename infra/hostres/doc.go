@@ -34,11 +34,14 @@
 // directory, so that List shows it.
 //
 // The first Record of a process reaps the dead owners before it creates
-// its own directory, so every command that creates sandboxes cleans up
-// after the runs killed before it; ReleaseOwn, at the end of the
-// process, removes whatever the process still records (what an error
-// path or a signal left). A process killed with SIGKILL leaves its
-// records for the next one.
+// its own directory (Start does it alone; the sandbox backends call it
+// when they are chosen), so every command that creates sandboxes cleans
+// up after the runs killed before it; Exit, at the end of a command
+// (after SIGINT and SIGTERM too), removes whatever the process still
+// records (what an error path or a signal left). A process killed with
+// SIGKILL leaves its records for the next one. Leaks, at the end of a
+// test binary, lists and removes what the binary itself still records
+// and what the t1 processes it started and that have ended left.
 //
 // Point lets a test kill the process (SIGKILL) at a named point, when
 // T1_KILL_AT names it; it does nothing otherwise.
