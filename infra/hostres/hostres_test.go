@@ -295,3 +295,41 @@ func TestLeaksFindsAndRemovesOwnRecords(t *testing.T) {
 	}
 	Default().ReleaseOwn()
 }
+
+// List shows a live owner's tmpfs with what it holds, and WriteText says
+// so with its age.
+func TestListShowsLiveOwnerAndUsage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("this host lacks the test's premise: mounting a tmpfs needs root")
+	}
+	base := t.TempDir()
+	r := Open(filepath.Join(base, "owners"))
+	mnt := filepath.Join(base, "fs")
+	os.Mkdir(mnt, 0o700)
+	c, err := r.Record(Entry{Kind: Mount, Path: mnt, FS: "tmpfs", Source: "t1-sandbox-listtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("t1-sandbox-listtest", mnt, "tmpfs", 0, "size=8m"); err != nil {
+		t.Skipf("this host lacks the test's premise: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH); c.Release(); r.ReleaseOwn() })
+	if err := os.WriteFile(filepath.Join(mnt, "f"), make([]byte, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Owners) != 1 || !l.Owners[0].Alive || l.Owners[0].Owner.PID != os.Getpid() || len(l.Owners[0].Resources) != 1 {
+		t.Fatalf("owners %+v", l.Owners)
+	}
+	if got := l.Owners[0].Resources[0]; !got.Exists || got.Bytes < 2<<20 {
+		t.Fatalf("resource %+v, want the tmpfs holding at least 2 MiB", got)
+	}
+	var b strings.Builder
+	l.WriteText(&b)
+	if !strings.Contains(b.String(), "alive") || !strings.Contains(b.String(), "2.0 MiB") || !strings.Contains(b.String(), mnt) {
+		t.Fatalf("text:\n%s", b.String())
+	}
+}
