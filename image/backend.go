@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
@@ -57,11 +58,11 @@ func hasDockerfile(task string) bool {
 
 // base builds the image of a Dockerfile that is only FROM debian.
 func (b *Backend) base(ctx context.Context) (*Result, error) {
-	dir, err := os.MkdirTemp("", "t1-image-base-")
+	dir, release, err := hostres.MkdirTemp("", "t1-image-base-", "image base build context")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer release()
 	if err := os.Mkdir(filepath.Join(dir, "environment"), 0o755); err != nil {
 		return nil, err
 	}

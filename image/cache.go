@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
@@ -64,11 +65,11 @@ func (c *cache) get(key string, build func(upper, work, mnt string) error) (stri
 		}
 		return p, true, nil
 	}
-	scratch, err := c.scratch()
+	scratch, release, err := c.scratch()
 	if err != nil {
 		return "", false, err
 	}
-	defer os.RemoveAll(scratch)
+	defer release()
 	upper := filepath.Join(scratch, "upper")
 	if err := build(upper, filepath.Join(scratch, "work"), filepath.Join(scratch, "mnt")); err != nil {
 		return "", false, err
@@ -100,17 +101,29 @@ func (c *cache) size(key string) int64 {
 	return n
 }
 
-// scratch makes tmp/<random>/{upper,work,mnt}.
-func (c *cache) scratch() (string, error) {
+// scratch makes tmp/<random>/{upper,work,mnt}, recorded (hostres)
+// before it exists, so that a build killed half-way leaves the next
+// start a record of it; release removes it and the record.
+func (c *cache) scratch() (string, func(), error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	d := filepath.Join(c.dir, "tmp", hex.EncodeToString(b[:]))
-	for _, s := range []string{"", "upper", "work", "mnt"} {
-		if err := os.Mkdir(filepath.Join(d, s), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return "", fmt.Errorf("image: cache: %w", err)
+	claim, err := hostres.Record(hostres.Dir, d, "image build scratch")
+	if err != nil {
+		return "", nil, fmt.Errorf("image: cache: %w", err)
+	}
+	release := func() {
+		if err := os.RemoveAll(d); err == nil {
+			claim.Release()
 		}
 	}
-	return d, nil
+	for _, s := range []string{"", "upper", "work", "mnt"} {
+		if err := os.Mkdir(filepath.Join(d, s), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			release()
+			return "", nil, fmt.Errorf("image: cache: %w", err)
+		}
+	}
+	return d, release, nil
 }
 
 // markOpaque copies every opaque mark of the layer dir (trusted.*, which

@@ -43,6 +43,11 @@
 // other than root, which copies the layers instead of mounting them, can
 // read them.
 //
+// A layer's scratch directory (<cache>/tmp/<random>) and its build
+// overlay are recorded in the host registry (infra/hostres) before they
+// are made, so that a build killed half-way leaves them for the next t1
+// start to remove.
+//
 // Building needs root (overlayfs mounts, RUN steps that own the image's
 // files), bubblewrap and debootstrap.
 package image

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
@@ -342,6 +343,7 @@ func (b *builder) layer(ctx context.Context, in sandbox.Instruction, text, input
 		if err != nil {
 			return err
 		}
+		hostres.Point("image.build")
 		aerr := apply(r)
 		if cerr := r.Close(); aerr == nil {
 			aerr = cerr

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testinfra.HostLeft(code))
 }
 
 func command(t *testing.T, data, cfg string, args ...string) *exec.Cmd {

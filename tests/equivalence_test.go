@@ -493,7 +493,9 @@ func TestCrashRestartEquivalence(t *testing.T) {
 			if at["run.completed"] > 0 {
 				t.Fatalf("the run completed before the crash point: %v\n%s", at, stderr.String())
 			}
+			left := recordedBy(t, first.Process.Pid)
 			completeRun(t, data, cfg)
+			requireGone(t, first.Process.Pid, left)
 			got := readDigest(t, data, cfg)
 			sameDigest(t, want, got)
 			total := 0

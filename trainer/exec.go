@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/t1pipe/t1/batch"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -213,11 +214,11 @@ func execJob[R any](ctx context.Context, e *Exec, job JobFile, parse func([]byte
 	if len(e.Argv) == 0 {
 		return nil, errors.New("exec trainer: no command configured")
 	}
-	dir, err := os.MkdirTemp(e.TempDir, "t1-train-")
+	dir, releaseDir, err := hostres.MkdirTemp(e.TempDir, "t1-train-", "train scratch")
 	if err != nil {
 		return nil, fmt.Errorf("exec trainer: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer releaseDir()
 	job.Hyperparameters = hyperparameters(e.Hyperparameters, job.Kind)
 	jobPath, manifest, out := filepath.Join(dir, "job.json"), "", filepath.Join(dir, "result.json")
 	if err := writeJSON(jobPath, job); err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
@@ -151,13 +152,12 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 	}
 	// The solution's sandbox is closed, and every process it left with
 	// it, before the verifier starts.
-	layer, err := snapshot(ctx, sb, opt.TempDir)
+	layer, release, err := snapshot(ctx, sb, opt.TempDir)
 	sb.Close()
 	if err != nil {
 		return out, fmt.Errorf("trial %s: %w", t.Name, err)
 	}
-	defer os.Remove(layer.Name())
-	defer layer.Close()
+	defer release()
 	rep, timedOut, offline, err := VerifyLayer(ctx, layer, taskDir, t, opt)
 	if err != nil {
 		return out, fmt.Errorf("trial %s: %w", t.Name, err)
@@ -170,11 +170,11 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 func (out *Outcome) solve(ctx context.Context, sb sandbox.Sandbox, t *harbor.Task, sol *Solution, opt Options) error {
 	src := sol.Dir
 	if sol.Script != nil {
-		dir, err := os.MkdirTemp(opt.TempDir, "t1-solution-")
+		dir, releaseDir, err := hostres.MkdirTemp(opt.TempDir, "t1-solution-", "solution scratch")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer releaseDir()
 		if err := os.WriteFile(filepath.Join(dir, "solve.sh"), sol.Script, 0o755); err != nil {
 			return err
 		}
@@ -205,32 +205,30 @@ var ErrLayer = errors.New("trial: snapshot layer does not restore")
 // no process of the attempt (its shell, a background job rewriting the
 // tests or the report) is alive there. Callers close sb themselves.
 func Verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
-	layer, err := snapshot(ctx, sb, opt.TempDir)
+	layer, release, err := snapshot(ctx, sb, opt.TempDir)
 	if err != nil {
 		return nil, false, false, err
 	}
-	defer os.Remove(layer.Name())
-	defer layer.Close()
+	defer release()
 	return VerifyLayer(ctx, layer, taskDir, t, opt)
 }
 
-// snapshot writes sb's layer to a temporary file in dir, rewound; the
-// caller closes and removes it.
-func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "t1-layer-")
+// snapshot writes sb's layer to a temporary file in dir, rewound;
+// release closes and removes it.
+func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, func(), error) {
+	f, release, err := hostres.CreateTemp(dir, "t1-layer-", "snapshot for the verifier")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = sb.Snapshot(ctx, f)
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("snapshot for the verifier: %w", err)
+		release()
+		return nil, nil, fmt.Errorf("snapshot for the verifier: %w", err)
 	}
-	return f, nil
+	return f, release, nil
 }
 
 // VerifyLayer starts a fresh sandbox of the task, restores layer (an
@@ -290,15 +288,16 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if cmd.Timeout == 0 {
 		cmd.Timeout = t.Config.VerifierTimeout()
 	}
+	hostres.Point("trial.verifier")
 	res, err := sb.Exec(ctx, cmd)
 	if err != nil {
 		return nil, false, offline, fmt.Errorf("run verifier: %w", err)
 	}
-	logs, err := os.MkdirTemp(opt.TempDir, "t1-verifier-")
+	logs, releaseLogs, err := hostres.MkdirTemp(opt.TempDir, "t1-verifier-", "verifier scratch")
 	if err != nil {
 		return nil, false, offline, err
 	}
-	defer os.RemoveAll(logs)
+	defer releaseLogs()
 	if err := sb.Download(ctx, "/logs/verifier", filepath.Join(logs, "v")); err != nil {
 		return nil, false, offline, fmt.Errorf("read verifier logs: %w", err)
 	}
@@ -319,11 +318,11 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 // uploadShims puts the verifier's stand-ins for network installers at
 // verifier.ShimDir.
 func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python bool) error {
-	dir, err := os.MkdirTemp(tmp, "t1-shims-")
+	dir, releaseDir, err := hostres.MkdirTemp(tmp, "t1-shims-", "shims scratch")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer releaseDir()
 	if err := verifier.WriteShims(dir, python); err != nil {
 		return err
 	}

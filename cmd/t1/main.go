@@ -18,6 +18,7 @@ import (
 	"github.com/t1pipe/t1/buildinfo"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/local"
 )
 
@@ -36,7 +37,9 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	err := newRoot().ExecuteContext(ctx)
+	hostres.Exit() // what an error path or a signal left goes with the process
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
 		os.Exit(exit.Code(ctx, err))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/image"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/local"
 )
@@ -64,8 +65,16 @@ func sandboxCmd(g *globals) *cobra.Command {
 			defer sb.Close()
 			return sandbox.Interactive(cmd.Context(), sb, timeout, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}))
+	ls := leaf("ls", "The sandboxes' mounts, cgroups and directories on this host: owner, age, usage", hostres.LsHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		l, err := hostres.List()
+		return cmp.Or(err, g.emit(cmd, l, plain(l.WriteText)))
+	})
+	reap := leaf("reap", "Remove what dead t1 processes left on this host (live ones keep theirs)", hostres.ReapHelp, cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		rep, err := hostres.Reap()
+		return cmp.Or(g.emit(cmd, rep, plain(rep.WriteText)), err)
+	})
 	return group("sandbox", "Run commands in a fresh task sandbox (bubblewrap, or the plain process backend)", sandbox.Help,
-		rf.bind(run, 0), sf.bind(shell, time.Hour))
+		rf.bind(run, 0), sf.bind(shell, time.Hour), ls, reap)
 }
 
 func imageCmd(g *globals) *cobra.Command {

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // writableDirs are the sandbox directories backed by per-attempt host
@@ -60,6 +62,7 @@ type box struct {
 	env     []string          // task environment, "K=V", applied after the base
 	base    manifest          // state after setup; Snapshot diffs against it
 	release func()            // frees the host uid, if one was allocated
+	claim   *hostres.Claim    // the record of root (hostres)
 	notes   []string          // what the environment build ignored
 	aliases map[string]string // command → what it runs (aliases.go)
 	disk    diskState         // how the disk budget is enforced, and the last usage seen
@@ -105,11 +108,13 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: temporary directory: %w", err)
 	}
-	root, err := os.MkdirTemp(tmp, "t1-sandbox-"+b.id+"-")
+	// Recorded before it exists: a process killed at any point leaves
+	// the next start a record of everything it made (hostres).
+	root, claim, err := mkdirRecorded(tmp, "t1-sandbox-"+b.id+"-", "sandbox "+b.id)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: per-attempt directory: %w", err)
 	}
-	b.root = root
+	b.root, b.claim = root, claim
 	b.fsDir = filepath.Join(root, "fs")
 	b.ctlDir = filepath.Join(root, "ctl")
 	if err := b.makeDirs(); err != nil {
@@ -136,7 +141,30 @@ func (b *box) removeAll() {
 	b.releaseDisk()
 	if err := os.RemoveAll(b.root); err != nil {
 		slog.Warn("sandbox: removing per-attempt directory", "dir", b.root, "err", err)
+		return
 	}
+	b.claim.Release()
+}
+
+// mkdirRecorded makes a directory of a fresh name in dir, 0700, recorded
+// (hostres) before it is made.
+func mkdirRecorded(dir, prefix, note string) (string, *hostres.Claim, error) {
+	for range 100 {
+		p := hostres.TempName(dir, prefix)
+		c, err := hostres.Record(hostres.Dir, p, note)
+		if err != nil {
+			return "", nil, err
+		}
+		err = os.Mkdir(p, 0o700)
+		if err == nil {
+			return p, c, nil
+		}
+		c.Release()
+		if !errors.Is(err, os.ErrExist) {
+			return "", nil, err
+		}
+	}
+	return "", nil, fmt.Errorf("no free name for %s* in %s", prefix, dir)
 }
 
 func (b *box) Info() Info {
@@ -359,6 +387,9 @@ func (b *box) run(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, max
 	}
 	defer stopStdin()
 	err = b.startTracked(cmd)
+	if err == nil {
+		hostres.Point("sandbox.exec")
+	}
 	outW.Close()
 	errW.Close()
 	if stdinR != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // Bubblewrap runs each sandbox in new user, pid, network, ipc and uts
@@ -267,6 +269,11 @@ var ErrUnisolated = errors.New("sandbox: commands would run on the host unisolat
 // which only allowUnisolated permits. Unisolated execution is a choice,
 // never a fallback: an agent's commands are an adversary's.
 func ByName(name string, allowUnisolated bool) (Backend, error) {
+	// A command about to make sandboxes first removes what killed t1
+	// processes left on this host (hostres), before its own add to it.
+	if err := hostres.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	switch name {
 	case "", "auto", "bwrap", "bubblewrap":
 		bw := &Bubblewrap{}

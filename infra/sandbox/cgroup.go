@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // rlimits bound each process; a cgroup bounds the sandbox's processes
@@ -234,7 +236,8 @@ type cgroup struct {
 	// starts feeds the thread that starts commands inside the v1
 	// cgroups (serve); nil without v1.
 	starts chan startReq
-	served chan struct{} // closed once that thread has left the cgroups
+	served chan struct{}    // closed once that thread has left the cgroups
+	claims []*hostres.Claim // the records of its directories
 }
 
 // Cgroups says why this process cannot give a sandbox a cgroup of its
@@ -308,8 +311,8 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 	var kinds []string
 	if h.v2 != "" {
 		d := filepath.Join(h.v2, name)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+		if err := cg.mkdir(d); err != nil {
+			return nil, err
 		}
 		cg.v2 = d
 		for _, c := range h.v2Has {
@@ -330,8 +333,8 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 		}
 		d := filepath.Join(parent, name)
 		if !slices.Contains(cg.v1, d) {
-			if err := os.Mkdir(d, 0o755); err != nil {
-				return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+			if err := cg.mkdir(d); err != nil {
+				return nil, err
 			}
 			cg.v1 = append(cg.v1, d)
 		}
@@ -352,6 +355,20 @@ func (h cgroupHost) create(l Limits) (_ *cgroup, err error) {
 	cg.about = fmt.Sprintf("a cgroup of its own (%s): %s of memory without swap, %d tasks, %g CPUs in all",
 		strings.Join(kinds, "; "), FormatSize(l.Memory), l.Processes, l.CPUs)
 	return cg, nil
+}
+
+// mkdir makes the cgroup directory d, recorded (hostres) first.
+func (cg *cgroup) mkdir(d string) error {
+	c, err := hostres.Record(hostres.Cgroup, d, "sandbox cgroup")
+	if err != nil {
+		return fmt.Errorf("sandbox: cgroup: %w", err)
+	}
+	if err := os.Mkdir(d, 0o755); err != nil {
+		c.Release()
+		return fmt.Errorf("sandbox: cgroup: %w", err)
+	}
+	cg.claims = append(cg.claims, c)
+	return nil
 }
 
 // start starts c inside the cgroup.
@@ -442,6 +459,7 @@ func (cg *cgroup) remove() {
 	if cg.v2fd != nil {
 		cg.v2fd.Close()
 	}
+	left := false
 	for _, d := range append(slices.Clone(cg.v1), cg.v2) {
 		if d == "" {
 			continue
@@ -457,6 +475,12 @@ func (cg *cgroup) remove() {
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			slog.Warn("sandbox: removing cgroup", "dir", d, "err", err)
+			left = true
+		}
+	}
+	if !left {
+		for _, c := range cg.claims {
+			c.Release()
 		}
 	}
 }

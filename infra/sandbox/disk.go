@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // diskInterval is how often a running command's disk usage is measured,
@@ -40,7 +42,8 @@ var measureOnly bool
 type diskState struct {
 	mode    string
 	mounted bool
-	dev     uint64 // device of the fs directory (measured mode)
+	claim   *hostres.Claim // the tmpfs's record
+	dev     uint64         // device of the fs directory (measured mode)
 	mu      sync.Mutex
 	last    usage
 }
@@ -74,10 +77,15 @@ func (b *box) setupDisk() error {
 	page := int64(os.Getpagesize())
 	size := (b.limits.Disk+page-1)/page*page + page
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711", size, b.limits.Inodes+1)
+	claim, err := hostres.RecordMount(b.fsDir, "tmpfs", "t1-sandbox-"+b.id, "sandbox "+b.id+" disk budget")
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
 	if err := unix.Mount("t1-sandbox-"+b.id, b.fsDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		claim.Release()
 		return fmt.Errorf("sandbox: mounting the per-attempt tmpfs (%s) on %s: %w; as root the sandbox enforces its disk budget with a tmpfs of its own, which needs CAP_SYS_ADMIN: grant it, or run t1 as an unprivileged user (whose sandboxes measure disk use instead)", opts, b.fsDir, err)
 	}
-	b.disk.mode, b.disk.mounted = DiskTmpfs, true
+	b.disk.mode, b.disk.mounted, b.disk.claim = DiskTmpfs, true, claim
 	return nil
 }
 
@@ -94,6 +102,7 @@ func (b *box) releaseDisk() {
 		return
 	}
 	b.disk.mounted = false
+	b.disk.claim.Release()
 }
 
 // usage measures the writable directories: the tmpfs's own counters, or

@@ -114,7 +114,8 @@
 //     cgroup, the pages their processes write are charged to it. A root
 //     caller that cannot mount (no CAP_SYS_ADMIN) fails Start with an
 //     error saying so, rather than enforce less. If the calling process is
-//     killed, the mount stays behind with the directory.
+//     killed, the mount stays behind with the directory until the next t1
+//     start removes both (see Leftovers).
 //   - DiskMeasured, for callers that are not root and cannot mount on the
 //     host: the directories are measured by a walk from file descriptors
 //     (openat, fstatat: no path length limit, no link followed) plus the
@@ -148,7 +149,8 @@
 // tracked process trees, every process that carries the marker or runs as
 // the sandbox's host uid. If the calling process itself is killed, bwrap
 // follows it (parent-death signal) but the per-attempt directory stays
-// behind under Spec.TempDir (t1-sandbox-*). The environment is scrubbed: PATH, HOME,
+// behind under Spec.TempDir (t1-sandbox-*) until the next start removes
+// it (see Leftovers). The environment is scrubbed: PATH, HOME,
 // TERM=dumb, LANG=C.UTF-8, GIT_AUTHOR_DATE and GIT_COMMITTER_DATE (fixed at
 // 2000-01-01, so reruns make identical commits), T1_SANDBOX (and TMPDIR
 // under Plain), then the task's Dockerfile ENV, Spec.Env, and Cmd.Env.
@@ -333,6 +335,19 @@
 // with identical bytes is included again, which is harmless). Restore
 // checks every name (clean, relative, inside a writable directory) and
 // applies it under the containment rules below.
+//
+// # Leftovers
+//
+// Every per-attempt directory, disk-budget tmpfs, image root mount (kernel
+// overlay or FUSE), image build overlay and cgroup directory is recorded
+// in the host registry (package infra/hostres) under this process before
+// it is made, and its record dropped once Close (or the error path that
+// undoes it) has removed it. A process killed with SIGKILL leaves its
+// records; ByName (which every command that makes sandboxes goes
+// through) first removes what dead t1 processes of the same user
+// recorded, and leaves every live process's alone. t1 sandbox ls shows
+// what is recorded, with owner, age and usage; t1 sandbox reap removes
+// what the dead left.
 //
 // # Containment of host-side operations
 //

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // Image is a root filesystem built from a task's Dockerfile (package
@@ -58,9 +60,10 @@ type imageMount struct {
 	layers int
 	// kind says how the root is mounted (rootOverlay, rootFUSE,
 	// rootCopy); why says why it is not the kernel overlay.
-	kind string
-	why  string
-	fuse *fuseRoot // the daemon serving a rootFUSE root
+	kind  string
+	why   string
+	fuse  *fuseRoot      // the daemon serving a rootFUSE root
+	claim *hostres.Claim // the record of whatever is mounted at dir
 }
 
 // copied says the root is a copy of the layers, bound read-only: it lies
@@ -93,6 +96,11 @@ func (b *box) mountImage(ctx context.Context, img *Image) error {
 		return err
 	}
 	b.image = &imageMount{dir: filepath.Join(b.root, "rootfs"), layers: len(img.Layers), kind: rootOverlay}
+	// Whatever comes to be mounted there (overlay, FUSE) is recorded
+	// first; the copy mounts nothing and its record is then a no-op.
+	if b.image.claim, err = hostres.RecordMount(b.image.dir, "", "", "sandbox "+b.id+" image root"); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
 	var why []string
 	switch {
 	case img.Copy:
@@ -213,12 +221,14 @@ func (b *box) unmountImage() {
 	switch b.image.kind {
 	case rootCopy:
 		// removeAll takes the copy with the attempt's directory.
+		b.image.claim.Release()
 		b.image = nil
 		return
 	case rootFUSE:
 		if b.image.fuse != nil {
 			b.image.fuse.stop(b.image.dir)
 		}
+		b.image.claim.Release()
 		b.image = nil
 		return
 	}
@@ -226,6 +236,7 @@ func (b *box) unmountImage() {
 		fmt.Fprintf(os.Stderr, "sandbox: unmounting %s: %v\n", b.image.dir, err)
 		return
 	}
+	b.image.claim.Release()
 	b.image = nil
 }
 
@@ -364,6 +375,7 @@ type BuildRoot struct {
 	f      *os.File
 	merged *safeRoot
 	bwrap  string
+	claim  *hostres.Claim // the record of the mount at dir
 }
 
 // MountBuild mounts at target (an empty directory) an overlay of lowers
@@ -410,10 +422,15 @@ func MountBuild(lowers []string, upper, work, target string) (*BuildRoot, error)
 		defer os.Remove(empty)
 		lowers = []string{empty}
 	}
+	claim, err := hostres.RecordMount(target, "overlay", "", "image build root")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	if err := mountOverlay(lowers, -1, up, wk, parent, filepath.Base(target)); err != nil {
+		claim.Release()
 		return nil, err
 	}
-	r := &BuildRoot{dir: target, bwrap: bin}
+	r := &BuildRoot{dir: target, bwrap: bin, claim: claim}
 	if r.f, err = parent.openat("open", filepath.Base(target), unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
 		r.Close()
 		return nil, err
@@ -438,6 +455,7 @@ func (r *BuildRoot) Close() error {
 			return fmt.Errorf("sandbox: unmounting %s: %w", r.dir, err)
 		}
 	}
+	r.claim.Release()
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // shellCtl is where the shell's control files appear inside the sandbox.
@@ -307,6 +309,7 @@ func (s *shell) Run(ctx context.Context, script string, opts RunOptions) (Result
 		// The shell is gone; the readers report it below.
 		_ = err
 	}
+	hostres.Point("sandbox.shell")
 
 	timeout := s.b.timeout(opts.Timeout)
 	timer := time.NewTimer(timeout)

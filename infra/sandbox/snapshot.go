@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/t1pipe/t1/infra/hostres"
 )
 
 // whiteoutPrefix marks a deletion in a layer, as in OCI image layers.
@@ -146,6 +148,7 @@ func (b *box) Snapshot(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	hostres.Point("sandbox.snapshot")
 	var items []snapItem
 	for p, e := range cur {
 		if !archivable(e.mode) {

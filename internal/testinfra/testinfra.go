@@ -23,6 +23,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/store"
@@ -110,6 +111,26 @@ func Main(m *testing.M) int {
 	if err := gateway.Close(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
+	}
+	return HostLeft(code)
+}
+
+// HostLeft fails a test binary (code 1 unless it failed already) that
+// ends with a mount, cgroup, directory or file still recorded (hostres)
+// by this process: a Close or error path that did not remove what it
+// made. What t1 processes it started and killed left is removed and
+// listed, since the next t1 start would have removed it. Either way the
+// host is as the tests found it.
+func HostLeft(code int) int {
+	own, children := hostres.Leaks()
+	if len(children) > 0 {
+		fmt.Fprintf(os.Stderr, "removed what ended t1 processes of these tests left:\n  %s\n", strings.Join(children, "\n  "))
+	}
+	if len(own) > 0 {
+		fmt.Fprintf(os.Stderr, "the tests left on the host (now removed):\n  %s\n", strings.Join(own, "\n  "))
+		if code == 0 {
+			code = 1
+		}
 	}
 	return code
 }

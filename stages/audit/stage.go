@@ -3,11 +3,11 @@ package audit
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/trial"
@@ -37,11 +37,11 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 	if err := ev.Decode(&p); err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-audit-")
+	work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-audit-", "audit scratch")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer releaseWork()
 	dir := filepath.Join(work, "task")
 	t, _, err := trial.Fetch(ctx, s.cfg.Store, ev.Run, p.TaskID, p.Bundle, dir)
 	if trial.Unusable(err) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/taskgen"
@@ -323,11 +324,11 @@ func (s *stage) materialise(ctx context.Context, run, name string) ([]Task, erro
 		return nil
 	}
 	if su.Builtin {
-		work, err := os.MkdirTemp(s.cfg.TempDir, "t1-eval-")
+		work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-eval-", "eval scratch")
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(work)
+		defer releaseWork()
 		for _, refs := range taskgen.Suite(su.Library, su.Seed, su.Tasks, su.Rounds) {
 			sp, err := taskgen.Build(refs)
 			if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
@@ -151,11 +152,11 @@ func (s *stage) handle(ctx context.Context, ev engine.Event, out engine.Emitter)
 // verify restores the attempt's snapshot into a fresh sandbox of the task
 // and runs the verifier there.
 func (s *stage) verify(ctx context.Context, run string, p schemas.RolloutCompletedPayload) (*verifier.Report, error) {
-	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-reward-")
+	work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-reward-", "reward scratch")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer releaseWork()
 	dir := filepath.Join(work, "task")
 	t, _, err := trial.Fetch(ctx, s.cfg.Store, run, p.TaskID, p.Bundle, dir)
 	if trial.Unusable(err) {

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/keys"
@@ -127,11 +127,11 @@ func parseMarker(key string, data []byte) (*schemas.RolloutCompletedPayload, err
 
 func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutRequestedPayload) (*schemas.RolloutCompletedPayload, error) {
 	start := time.Now()
-	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-rollout-")
+	work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-rollout-", "rollout scratch")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer releaseWork()
 	dir := filepath.Join(work, "task")
 	t, bundle, err := trial.Fetch(ctx, s.cfg.Store, run, p.TaskID, p.Bundle, dir)
 	if trial.Unusable(err) {
@@ -231,12 +231,11 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 // the way, and stores it from there: a layer can be as large as the
 // sandbox's disk budget, which memory need not hold.
 func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutRequestedPayload, sb sandbox.Sandbox) (schemas.ObjectRef, error) {
-	f, err := os.CreateTemp(s.cfg.TempDir, "t1-snapshot-")
+	f, releaseSnap, err := hostres.CreateTemp(s.cfg.TempDir, "t1-snapshot-", "snapshot")
 	if err != nil {
 		return schemas.ObjectRef{}, fmt.Errorf("snapshot: %w", err)
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	defer releaseSnap()
 	h := sha256.New()
 	if err := sb.Snapshot(ctx, io.MultiWriter(f, h)); err != nil {
 		if errors.Is(err, sandbox.ErrLayerLimit) {

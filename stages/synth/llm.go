@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -22,6 +21,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/chat"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
@@ -255,11 +255,11 @@ func (s *stage) llmCandidate(ctx context.Context, ev engine.Event, p schemas.Syn
 		_, err := out.Emit(schemas.SynthDiscarded, schemas.SynthDiscardedPayload{TaskID: id, ParentID: p.ParentID, Round: p.Round, Reason: reason}, engine.WithKey(id))
 		return err
 	}
-	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-synth-")
+	work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-synth-", "synth scratch")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer releaseWork()
 	parent, _, err := trial.Fetch(ctx, s.cfg.Store, ev.Run, p.ParentID, schemas.ObjectRef{}, filepath.Join(work, "parent"))
 	if trial.Unusable(err) {
 		return engine.Permanent(fmt.Errorf("parent %s: %w", p.ParentID, err))

@@ -8,12 +8,12 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
@@ -260,11 +260,11 @@ func (s *stage) candidate(ctx context.Context, ev engine.Event, out engine.Emitt
 	if err != nil {
 		return engine.Permanent(fmt.Errorf("task %s: %w", id, err))
 	}
-	work, err := os.MkdirTemp(s.cfg.TempDir, "t1-synth-")
+	work, releaseWork, err := hostres.MkdirTemp(s.cfg.TempDir, "t1-synth-", "synth scratch")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer releaseWork()
 	v, err := Execute(ctx, child, parent, t, filepath.Join(work, id), s.cfg.Trial)
 	if err != nil {
 		return fmt.Errorf("execute %s: %w", id, err)
