@@ -10,6 +10,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
 
@@ -71,21 +72,29 @@ func Unknown(what, plural, name string, have []string) error {
 	return exit.Configf("unknown %s %q (%s: %s%s)", what, name, plural, strings.Join(names, ", "), more)
 }
 
-// Run checks that run exists: it has events in the log, or objects in
-// the store (t1 tasks import fills a run's tables before any event). The
-// error lists the runs of the log.
-func Run(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) error {
-	if run == "" {
-		return exit.Configf("--run is required")
-	}
-	runs, err := log.Runs(ctx)
+// Run checks that each of runs exists: it has events in the log, or
+// objects in the store when st is not nil (t1 tasks import fills a run's
+// tables before any event). The error lists the runs of the log.
+func Run(ctx context.Context, log *engine.Log, st store.ObjectStore, runs ...string) error {
+	have, err := log.Runs(ctx)
 	if err != nil {
 		return exit.InfraError(err)
 	}
-	if slices.Contains(runs, run) {
-		return nil
+	for _, run := range runs {
+		if err := runIn(ctx, have, st, run); err != nil {
+			return err
+		}
 	}
-	if st != nil && keys.ValidRun(run) == nil {
+	return nil
+}
+
+func runIn(ctx context.Context, have []string, st store.ObjectStore, run string) error {
+	switch {
+	case run == "":
+		return exit.Configf("--run is required")
+	case slices.Contains(have, run):
+		return nil
+	case st != nil && keys.ValidRun(run) == nil:
 		for _, err := range st.List(ctx, keys.Run(run)) {
 			if err != nil {
 				return exit.InfraError(err)
@@ -93,29 +102,43 @@ func Run(ctx context.Context, log *engine.Log, st store.ObjectStore, run string)
 			return nil
 		}
 	}
-	return Unknown("run", "runs", run, runs)
+	return Unknown("run", "runs", run, have)
 }
 
-// EventType checks that the log holds events of typ, of run when run is
-// not "", and names the types it does hold.
+// EventType checks that typ is an event type: one of the pipeline's
+// (schemas.EventTypes), one's failure (<type>.failed) or one the log
+// holds, of run when run is not "", so that a stage's own types (the
+// demo's) pass too. A type no event has yet is known: a tail waits for
+// it.
 func EventType(ctx context.Context, log *engine.Log, run, typ string) error {
 	counts, err := log.EventCounts(ctx, run)
 	if err != nil {
 		return exit.InfraError(err)
 	}
-	var types []string
+	types := schemas.EventTypes()
+	for _, t := range schemas.EventTypes() {
+		types = append(types, t+".failed")
+	}
 	for _, byType := range counts {
 		for t := range byType {
-			if t == typ {
-				return nil
-			}
 			types = append(types, t)
 		}
 	}
+	return Name("event type", "event types", typ, types)
+}
+
+// Events checks the run and event type an events command filters on,
+// either of which may be "" (every run, every type).
+func Events(ctx context.Context, log *engine.Log, run, typ string) error {
 	if run != "" {
-		return Unknown("event type", "event types of run "+run, typ, types)
+		if err := Run(ctx, log, nil, run); err != nil {
+			return err
+		}
 	}
-	return Unknown("event type", "event types", typ, types)
+	if typ == "" {
+		return nil
+	}
+	return EventType(ctx, log, run, typ)
 }
 
 // Name checks that name is one of have, for names a command knows

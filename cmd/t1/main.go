@@ -5,12 +5,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -18,7 +18,9 @@ import (
 	"github.com/t1pipe/t1/buildinfo"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/jsonout"
 	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/usage"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -36,9 +38,17 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
-		os.Exit(exit.Code(ctx, err))
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		code := exit.Code(ctx, err)
+		// --json is looked for in the arguments too: a command line cobra
+		// could not parse set no flag.
+		if asJSON, _ := root.PersistentFlags().GetBool("json"); asJSON || slices.Contains(os.Args[1:], "--json") {
+			_ = jsonout.Line(os.Stderr, jsonout.Error{Error: exit.Line(err), ExitCode: code})
+		} else {
+			fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
+		}
+		os.Exit(code)
 	}
 }
 
@@ -62,6 +72,7 @@ func newRoot() *cobra.Command {
 		demoCmd(g), replayCmd(g), runsCmd(g), workerCmd(g), evalCmd(g), queryCmd(g), reportCmd(g), inspectCmd(g),
 		tasksCmd(g), servePolicyCmd(g), moeCmd(g), sandboxCmd(g), imageCmd(g), rolloutCmd(g), exportCmd(g),
 		digestCmd(g), poolCmd(g), chatCmd(g), tokenizerCmd(g))
+	usage.Apply(root)
 	return root
 }
 
@@ -113,7 +124,7 @@ func (g *globals) configured(check func() error, run func(*cobra.Command, []stri
 func required(flag string, value *string) func() error {
 	return func() error {
 		if *value == "" {
-			return fmt.Errorf("%s is required", flag)
+			return exit.Configf("%s is required", flag)
 		}
 		return nil
 	}
@@ -145,11 +156,7 @@ func withInfra(cmd *cobra.Command, cfg config.Config, opts local.Options, outage
 	return fn(in)
 }
 
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func printJSON(cmd *cobra.Command, v any) error { return jsonout.Write(cmd.OutOrStdout(), v) }
 
 // emit prints v as JSON with --json, else as text writes it.
 func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer) error) error {
