@@ -23,9 +23,11 @@ type Expr interface {
 	String() string
 }
 
-func (c *cmpExpr) String() string  { return c.col + " " + c.op + " " + c.lit.String() }
-func (b *boolExpr) String() string { return "(" + b.l.String() + " " + strings.ToUpper(b.op) + " " + b.r.String() + ")" }
-func (n *notExpr) String() string  { return "NOT " + n.x.String() }
+func (c *cmpExpr) String() string { return c.col + " " + c.op + " " + c.lit.String() }
+func (b *boolExpr) String() string {
+	return "(" + b.l.String() + " " + strings.ToUpper(b.op) + " " + b.r.String() + ")"
+}
+func (n *notExpr) String() string { return "NOT " + n.x.String() }
 
 func (l literal) String() string {
 	switch l.kind {

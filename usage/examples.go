@@ -7,12 +7,12 @@ var Examples = map[string]string{
 t1 query rewards --run main --limit 5
 t1 help query`,
 	"version": `t1 version --json`,
-	"config": `t1 config defaults > pipeline.yaml`,
+	"config":  `t1 config defaults > pipeline.yaml`,
 	"config defaults": `t1 config defaults
 t1 config defaults --json | jq .stages.control`,
 	"infra":    `t1 infra up --data /scratch/t1`,
 	"infra up": `t1 infra up --data /scratch/t1      # other t1 processes find it through /scratch/t1/endpoints.json`,
-	"status":   `t1 status
+	"status": `t1 status
 t1 status --json | jq '.consumers[] | select(.pending > 0)'`,
 	"events": `t1 events list --run main --type policy.updated`,
 	"events list": `t1 events list --run main --type policy.updated
@@ -67,7 +67,7 @@ diff <(t1 digest --run a --json) <(t1 digest --run b --json)`,
 	"chat":      `t1 chat render --tokenizer-config /models/Qwen3-30B-A3B --messages conversation.json`,
 	"chat render": `t1 chat render --tokenizer-config /models/Qwen3-30B-A3B --messages conversation.json --add-generation-prompt
 t1 chat render --tokenizer-config tokenizer_config.json --messages m.json --tools tools.json --enable-thinking=false`,
-	"tokenizer":        `echo 'ls -la /app' | t1 tokenizer encode`,
+	"tokenizer": `echo 'ls -la /app' | t1 tokenizer encode`,
 	"tokenizer encode": `t1 tokenizer encode 'ls -la /app'
 t1 tokenizer encode --tokenizer /models/Qwen3-30B-A3B --json < prompt.txt`,
 	"tokenizer decode": `t1 tokenizer decode 3 17 42

@@ -26,7 +26,7 @@ var groupOf = map[string]string{
 	"runs": "inspect", "status": "inspect", "events": "inspect", "report": "inspect", "digest": "inspect", "pool": "inspect", "inspect": "inspect",
 	"query": "query", "export": "query",
 	"replay": "replay",
-	"infra": "serve", "serve-policy": "serve", "moe": "serve",
+	"infra":  "serve", "serve-policy": "serve", "moe": "serve",
 	"tasks": "tasks", "rollout": "tasks", "sandbox": "tasks", "image": "tasks",
 }
 

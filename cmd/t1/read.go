@@ -182,4 +182,3 @@ func digestCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&run, "run", "", "run id")
 	return cmd
 }
-
