@@ -22,7 +22,7 @@
 //	column  = (letter | "_") { letter | digit | "_" | "." }
 //
 // Keywords (AND, OR, NOT, TRUE, FALSE) are case-insensitive and cannot
-// name a column; a quote inside a string is doubled ('it”s'). A
+// name a column; a quote inside a string is doubled, as in SQL. A
 // comparison is evaluated with Arrow's compute kernels over whole
 // columns: integers compare as int64 (uint64 for an unsigned column and
 // a non-negative literal), other numbers as float64, strings as UTF-8
