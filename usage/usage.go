@@ -1,10 +1,15 @@
 package usage
 
 import (
+	"fmt"
+	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/jsonout"
 	"github.com/t1pipe/t1/known"
 )
 
@@ -100,4 +105,23 @@ func indent(s string) string {
 		lines[i] = "  " + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// PrintError writes a command's error to w as one line: "t1: " and the
+// message, or with asJSON one jsonout.Error object, so that a script
+// reading --json output reads its failures the same way.
+func PrintError(w io.Writer, err error, code int, asJSON bool) {
+	if asJSON {
+		_ = jsonout.Line(w, jsonout.Error{Error: exit.Line(err), ExitCode: code})
+		return
+	}
+	fmt.Fprintln(w, "t1: "+exit.Line(err))
+}
+
+// WantsJSON reports whether a command line asks for JSON: the root's
+// --json flag, or the argument itself where cobra stopped before it
+// parsed the flags.
+func WantsJSON(root *cobra.Command, args []string) bool {
+	on, _ := root.PersistentFlags().GetBool("json")
+	return on || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 }

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -41,13 +40,7 @@ func main() {
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
 		code := exit.Code(ctx, err)
-		// --json is looked for in the arguments too: a command line cobra
-		// could not parse set no flag.
-		if asJSON, _ := root.PersistentFlags().GetBool("json"); asJSON || slices.Contains(os.Args[1:], "--json") {
-			_ = jsonout.Line(os.Stderr, jsonout.Error{Error: exit.Line(err), ExitCode: code})
-		} else {
-			fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
-		}
+		usage.PrintError(os.Stderr, err, code, usage.WantsJSON(root, os.Args[1:]))
 		os.Exit(code)
 	}
 }
