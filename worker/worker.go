@@ -15,8 +15,8 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/exit"
-	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 )
