@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Positions the actor update runs per loss token, from a run's tokens table.
 
-    t1 query trajectories --run R --format json > trajectories.json
-    t1 query tokens --run R --format json | python3 bench/loss-positions.py trajectories.json
+    t1 query trajectories --run R --format ndjson > trajectories.json
+    t1 query tokens --run R --format ndjson | python3 bench/loss-positions.py trajectories.json
 
 Every position of a chunk goes through the trainer's forward and backward;
 only the loss region's tokens (the policy's replies) carry a gradient.

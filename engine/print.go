@@ -3,11 +3,12 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/t1pipe/t1/jsonout"
 )
 
 // Filter is the log's subject filter for the events of run of type typ;
@@ -20,15 +21,10 @@ func Filter(run, typ string) string {
 // column view whose payload is cut to fit a terminal.
 func WriteEvent(w io.Writer, ev Event, asJSON bool) error {
 	if asJSON {
-		line, err := json.Marshal(struct {
+		return jsonout.Line(w, struct {
 			Seq uint64 `json:"seq"`
 			Event
 		}{ev.Seq, ev})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(line))
-		return err
 	}
 	payload := string(ev.Payload)
 	if len(payload) > 160 {

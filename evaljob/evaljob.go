@@ -37,8 +37,10 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
+	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/eval"
 )
@@ -136,7 +138,10 @@ func run(ctx context.Context, log io.Writer, load func() (config.Config, error),
 	if ok, err := in.Log.HasEvent(ctx, run, schemas.RunStarted); err != nil {
 		return exit.InfraError(err)
 	} else if !ok {
-		return exit.Configf("run %q has no run.started in the log (t1 status lists the runs)", run)
+		if err := known.Run(ctx, in.Log, nil, run); err != nil {
+			return err
+		}
+		return exit.Configf("run %q has no run.started in the log (t1 runs lists the runs)", run)
 	}
 	// Version 0 is stored on first use; any other must be.
 	if version > 0 {
@@ -146,7 +151,7 @@ func run(ctx context.Context, log io.Writer, load func() (config.Config, error),
 		}
 		_, err = checkpoint.EnsurePolicy(ctx, in.Store, lineage, version, nil)
 		if _, bad := errors.AsType[*batch.BadInputError](err); bad {
-			return exit.Configf("run %s has no policy v%d: %v", run, version, err)
+			return known.Unknown("policy version", "policy versions of run "+run, fmt.Sprintf("v%d", version), policyVersions(ctx, in.Log, run))
 		} else if err != nil {
 			return exit.InfraError(err)
 		}
@@ -433,4 +438,19 @@ func resolveSuite(es eval.Settings, arg string) (string, *eval.Suite, error) {
 		name = base + "-" + hex.EncodeToString(h.Sum(nil))[:8]
 	}
 	return name, &eval.Suite{Dirs: []string{dir}}, nil
+}
+
+// policyVersions are the versions of run an evaluation can name: v0 and
+// those the run made (t1 runs lists them too).
+func policyVersions(ctx context.Context, log *engine.Log, run string) []string {
+	have := []string{"v0"}
+	runs, _ := report.Runs(ctx, log)
+	for _, r := range runs {
+		if r.Run == run {
+			for _, v := range r.PolicyVersions {
+				have = append(have, fmt.Sprintf("v%d", v))
+			}
+		}
+	}
+	return have
 }

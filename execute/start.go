@@ -11,6 +11,7 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/infra/inference"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/pipeline"
@@ -91,6 +92,9 @@ func Branch(ctx context.Context, w io.Writer, cfg config.Config, o pipeline.Bran
 		return nil, err
 	}
 	defer in.Close()
+	if err := known.Run(ctx, in.Log, nil, o.Parent); err != nil {
+		return nil, err
+	}
 	if !o.Continue {
 		out, err := ReplayStage(ctx, in, o)
 		if err != nil {

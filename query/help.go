@@ -13,5 +13,13 @@ combined with AND, OR, NOT and parentheses; strings are quoted:
   t1 query rewards --run r1 --where "reward > 0.5 AND NOT fallback"
   t1 query trajectories --run r1 --where "purpose = 'eval' OR turns >= 100" --select task_id,turns
 
+Rows come out ordered by run, iteration (or the partition), task, attempt
+and chunk, those of them the table has, so --limit takes the first rows.
+A table, column or format that does not exist is a usage error (exit 2)
+naming those that do.
+
+--format table clips cells wider than 32 characters with an ellipsis; csv,
+json (one array of row objects, the default under --json) and ndjson (one
+object a line) keep every value whole, integers beyond 2^53 as strings.
 --format arrow writes an Arrow IPC stream to stdout, e.g. for
 pyarrow.ipc.open_stream(sys.stdin.buffer).`

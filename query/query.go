@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,6 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/jsonout"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
@@ -34,15 +37,82 @@ type Options struct {
 	Format string
 }
 
-// Formats are the output formats a query writes.
-var Formats = []string{"table", "csv", "json", "arrow"}
+// Formats are the output formats a query writes: json is one JSON array
+// of row objects, ndjson one object per line.
+var Formats = []string{"table", "csv", "json", "ndjson", "arrow"}
 
 // checkFormat refuses a format a query cannot write.
 func checkFormat(format string) error {
-	if !slices.Contains(Formats, format) {
-		return fmt.Errorf("query: --format %q: want table, csv, json or arrow", format)
+	if err := known.Name("format", "formats", format, Formats); err != nil {
+		return fmt.Errorf("query: --format: %w", err)
 	}
 	return nil
+}
+
+// LookupTable is the table called name; an unknown name is a usage error
+// naming the tables, the closest first.
+func LookupTable(name string) (schemas.Table, error) {
+	var names []string
+	for _, t := range schemas.Tables() {
+		if t.Name == name {
+			return t, nil
+		}
+		names = append(names, t.Name)
+	}
+	return schemas.Table{}, known.Unknown("table", "tables", name, names)
+}
+
+// tableColumns are the columns a query of tbl can name: its schema's and
+// its partition's.
+func tableColumns(tbl schemas.Table) ([]string, error) {
+	sch, err := schemas.ArrowSchema(tbl)
+	if err != nil {
+		return nil, err
+	}
+	var cols []string
+	for _, f := range sch.Fields() {
+		cols = append(cols, f.Name)
+	}
+	return append(cols, tbl.Partition), nil
+}
+
+// checkColumns refuses, before anything is read, a column the table does
+// not have, naming those it has: an empty run would otherwise print no
+// rows for a mistyped column.
+func checkColumns(tbl schemas.Table, cols []string, where Expr, sel []string) error {
+	var err error
+	if where != nil {
+		where.columns(func(c string) {
+			if e := known.Name("column", "columns of "+tbl.Name, c, cols); e != nil && err == nil {
+				err = fmt.Errorf("--where: %w", e)
+			}
+		})
+	}
+	for _, c := range sel {
+		if e := known.Name("column", "columns of "+tbl.Name, c, cols); e != nil && err == nil {
+			err = fmt.Errorf("--select: %w", e)
+		}
+	}
+	return err
+}
+
+// orderColumns are the columns rows come out ordered by, of those a table
+// has: where the row belongs in the run, coarsest first. The partition
+// stands in for an iteration where a table has none (tasks' round,
+// eval_results' policy).
+var orderColumns = []string{"run", "iteration", "", "task_id", "attempt", "chunk", "turn"}
+
+func orderOf(tbl schemas.Table, cols []string) []string {
+	var out []string
+	for _, c := range orderColumns {
+		if c == "" {
+			c = tbl.Partition
+		}
+		if slices.Contains(cols, c) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Columns splits a comma-separated --select list.
@@ -56,10 +126,21 @@ func Columns(list string) []string {
 	return sel
 }
 
-// Run streams the matching rows of every object of tbl in o.Run to w, one
-// record batch at a time.
+// Run writes the matching rows of every object of tbl in o.Run to w,
+// ordered by run, iteration, task, attempt and chunk (those of the table's
+// columns), objects read in key order breaking ties, so that a query
+// prints the same rows in the same order every time and --limit takes the
+// first of them. Ordering holds the matching rows in memory.
 func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options, w io.Writer) error {
 	sel, where := o.Select, o.Where
+	cols, err := tableColumns(tbl)
+	if err != nil {
+		return err
+	}
+	if err := checkColumns(tbl, cols, where, sel); err != nil {
+		return err
+	}
+	order := orderOf(tbl, cols)
 	// Read only the columns the query touches.
 	var read []string
 	if len(sel) > 0 {
@@ -76,21 +157,22 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 		if where != nil {
 			where.columns(add)
 		}
+		for _, c := range order {
+			add(c)
+		}
 	}
 	objs, err := schemas.TableObjects(ctx, st, o.Run, tbl)
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
 	}
-	out, err := newSink(o.Format, w)
-	if err != nil {
-		return err
-	}
 	mem := memory.NewGoAllocator()
-	left := o.Limit
-	for _, key := range objs {
-		if o.Limit > 0 && left <= 0 {
-			break
+	var kept []arrow.RecordBatch
+	defer func() {
+		for _, r := range kept {
+			r.Release()
 		}
+	}()
+	for _, key := range objs {
 		obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
 		if err != nil {
 			return err
@@ -106,29 +188,48 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 			tr := array.NewTableReader(at, 64<<10)
 			defer tr.Release()
 			for tr.Next() {
-				rec, err := filterProject(ctx, tr.RecordBatch(), where, sel)
+				rec, err := filterProject(ctx, tr.RecordBatch(), where, nil)
 				if err != nil {
 					return fmt.Errorf("%s: %w", key, err)
 				}
-				if o.Limit > 0 && rec.NumRows() > left {
-					cut := rec.NewSlice(0, left)
-					rec.Release()
-					rec = cut
-				}
-				left -= rec.NumRows()
-				err = out.write(rec)
-				rec.Release()
-				if err != nil {
-					return err
-				}
-				if o.Limit > 0 && left <= 0 {
-					break
-				}
+				kept = append(kept, rec)
 			}
 			return tr.Err()
 		}()
 		if err != nil {
 			return err
+		}
+	}
+	return write(ctx, kept, order, o, w, mem)
+}
+
+// write sorts the kept rows by order, cuts them to o.Limit, projects
+// o.Select and writes them in o.Format.
+func write(ctx context.Context, kept []arrow.RecordBatch, order []string, o Options, w io.Writer, mem memory.Allocator) error {
+	out, err := newSink(o.Format, w)
+	if err != nil {
+		return err
+	}
+	if len(kept) > 0 {
+		rec, err := sortRows(ctx, kept, order, mem)
+		if err != nil {
+			return err
+		}
+		defer rec.Release()
+		if o.Limit > 0 && rec.NumRows() > o.Limit {
+			cut := rec.NewSlice(0, o.Limit)
+			defer cut.Release()
+			rec = cut
+		}
+		proj, err := filterProject(ctx, rec, nil, o.Select)
+		if err != nil {
+			return err
+		}
+		defer proj.Release()
+		if proj.NumRows() > 0 {
+			if err := out.write(proj); err != nil {
+				return err
+			}
 		}
 	}
 	return out.close()
@@ -175,6 +276,7 @@ type sink struct {
 	ipc    *ipc.Writer
 	schema *arrow.Schema
 	header bool
+	rows   int64
 }
 
 func newSink(format string, w io.Writer) (*sink, error) {
@@ -197,8 +299,8 @@ func (s *sink) write(rec arrow.RecordBatch) error {
 		s.schema = rec.Schema()
 	}
 	switch s.format {
-	case "json":
-		return array.RecordToJSON(rec, s.w)
+	case "json", "ndjson":
+		return s.writeJSON(rec)
 	case "arrow":
 		if s.ipc == nil {
 			s.ipc = ipc.NewWriter(s.w, ipc.WithSchema(rec.Schema()))
@@ -245,6 +347,13 @@ func (s *sink) close() error {
 	case "csv":
 		s.cw.Flush()
 		return s.cw.Error()
+	case "json":
+		end := "\n]\n"
+		if s.rows == 0 {
+			end = "[]\n"
+		}
+		_, err := io.WriteString(s.w, end)
+		return err
 	case "arrow":
 		if s.ipc == nil {
 			// An empty result is still a valid stream, if the schema is
@@ -254,6 +363,63 @@ func (s *sink) close() error {
 		return s.ipc.Close()
 	}
 	return nil
+}
+
+// writeJSON writes each row as an object, its keys in column order: in
+// json as the elements of one array, in ndjson one to a line.
+func (s *sink) writeJSON(rec arrow.RecordBatch) error {
+	keys := make([][]byte, rec.NumCols())
+	for c := range keys {
+		k, err := jsonout.Marshal(rec.ColumnName(c))
+		if err != nil {
+			return err
+		}
+		keys[c] = k
+	}
+	var b []byte
+	for r := range int(rec.NumRows()) {
+		b = b[:0]
+		switch {
+		case s.format == "ndjson":
+		case s.rows == 0:
+			b = append(b, "[\n"...)
+		default:
+			b = append(b, ",\n"...)
+		}
+		s.rows++
+		b = append(b, '{')
+		for c, k := range keys {
+			if c > 0 {
+				b = append(b, ',')
+			}
+			v, err := jsonout.Marshal(rec.Column(c).GetOneForMarshal(r))
+			if err != nil {
+				return fmt.Errorf("query: %s: %w", rec.ColumnName(c), err)
+			}
+			b = append(append(append(b, k...), ':'), v...)
+		}
+		b = append(b, '}')
+		if s.format == "ndjson" {
+			b = append(b, '\n')
+		}
+		if _, err := s.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cellWidth bounds a cell of the table format in characters, so that a
+// row of a wide table stays readable; csv and json keep every value whole.
+const cellWidth = 32
+
+// clip cuts v to cellWidth characters, the last an ellipsis.
+func clip(v string) string {
+	if utf8.RuneCountInString(v) <= cellWidth {
+		return v
+	}
+	r := []rune(v)
+	return string(r[:cellWidth-1]) + "…"
 }
 
 // cell renders one value. Lists and binary values are shortened in the
@@ -266,10 +432,7 @@ func cell(arr arrow.Array, i int, short bool) string {
 	case *array.String:
 		v := a.Value(i)
 		if short {
-			v = strings.Join(strings.Fields(v), " ")
-			if len(v) > 60 {
-				v = v[:57] + "..."
-			}
+			v = clip(strings.Join(strings.Fields(v), " "))
 		}
 		return v
 	case *array.Binary:
@@ -289,13 +452,13 @@ func cell(arr arrow.Array, i int, short bool) string {
 			return "[" + strings.Join(parts, " ") + fmt.Sprintf(" … (%d)]", n)
 		}
 	}
-	b, err := json.Marshal(arr.GetOneForMarshal(i))
-	if err != nil {
-		return arr.ValueStr(i)
-	}
+	b, err := jsonout.Marshal(arr.GetOneForMarshal(i))
 	s := string(b)
-	if len(s) >= 2 && s[0] == '"' {
+	if err != nil || len(s) >= 2 && s[0] == '"' {
 		s = arr.ValueStr(i)
+	}
+	if short {
+		s = clip(s)
 	}
 	return s
 }
@@ -304,7 +467,7 @@ func cell(arr arrow.Array, i int, short bool) string {
 // from their text: a --where filter and a comma-separated --select.
 func (o *Options) Parse(where, sel string) error {
 	if o.Run == "" {
-		return fmt.Errorf("query: --run is required")
+		return exit.Configf("query: --run is required")
 	}
 	if err := checkFormat(o.Format); err != nil {
 		return err
@@ -312,7 +475,7 @@ func (o *Options) Parse(where, sel string) error {
 	if where != "" {
 		var err error
 		if o.Where, err = ParseWhere(where); err != nil {
-			return err
+			return exit.With(exit.Config, err)
 		}
 	}
 	o.Select = Columns(sel)

@@ -8,10 +8,12 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
+	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
@@ -109,14 +111,26 @@ func TestQuery(t *testing.T) {
 		t.Fatalf("compacted:\n%s\nwant\n%s", got, all)
 	}
 
+	// json is one array, ndjson one object a line, the same rows.
 	out = q("rewards", "json", "fallback = true and purpose = \"eval\"", "", 0)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("json: %q", out)
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 || rows[0]["task_id"] != "task-h" || rows[0]["reward"] != 3.5 {
+		t.Fatalf("json rows %v: %v\n%s", rows, err, out)
 	}
+	out = q("rewards", "ndjson", "fallback = true and purpose = \"eval\"", "", 0)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var row map[string]any
-	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil || row["task_id"] != "task-h" || row["reward"] != 3.5 {
-		t.Fatalf("json row %v: %v", row, err)
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil || len(lines) != 2 || row["task_id"] != "task-h" || row["iteration"] != 0.0 {
+		t.Fatalf("ndjson row %v: %v\n%s", row, err, out)
+	}
+	if out := q("rewards", "json", "reward > 100", "", 0); out != "[]\n" {
+		t.Fatalf("empty json: %q", out)
+	}
+	// Rows come out by iteration, task and attempt whatever the objects'
+	// order, so --limit takes the first of them.
+	out = q("rewards", "csv", "task_id = 'task-b' OR task_id = 'task-a'", "task_id,iteration,attempt", 3)
+	if strings.TrimSpace(out) != "task_id,iteration,attempt\ntask-a,0,0\ntask-b,0,1\ntask-a,1,0" {
+		t.Fatalf("order: %q", out)
 	}
 
 	out = q("rewards", "table", "", "task_id,purpose", 3)
@@ -128,6 +142,13 @@ func TestQuery(t *testing.T) {
 	out = q("tokens", "table", "", "", 0)
 	if !strings.Contains(out, "… (5000)]") {
 		t.Fatalf("long list not shortened: %q", out)
+	}
+	// Wide cells end in an ellipsis in the table format, never in csv.
+	if c := clip(strings.Repeat("é", 2*cellWidth)); utf8.RuneCountInString(c) != cellWidth || !strings.HasSuffix(c, "…") {
+		t.Fatalf("wide cell not clipped: %q", c)
+	}
+	if out := q("tokens", "csv", "", "token_ids", 0); strings.Contains(out, "…") || strings.Count(out, ",") < 4999 {
+		t.Fatalf("csv shortened: %.200q", out)
 	}
 
 	out = q("rewards", "arrow", "passed > 7", "", 0)
@@ -158,16 +179,18 @@ func TestQuery(t *testing.T) {
 	for _, tc := range []struct{ where, sel, want string }{
 		{"reward >", "", "want a number"},
 		{"(reward > 1", "", "want ')'"},
-		{"nope = 1", "", `no column "nope"`},
+		{"nope = 1", "", `--where: unknown column "nope" (columns of rewards: `},
 		{"task_id > 3", "", `column "task_id" is utf8`},
-		{"", "nope", `no column "nope"`},
+		{"", "rewrd", `--select: unknown column "rewrd" (columns of rewards: reward, `},
+		{"purpose = eval", "", `quote text: purpose = 'eval'`},
 	} {
 		out, err := run("rewards", "table", tc.where, tc.sel, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%q %q: error %v, want %q\n%s", tc.where, tc.sel, err, tc.want, out)
 		}
 	}
-	if err := checkFormat("xml"); err == nil || !strings.Contains(err.Error(), `--format "xml"`) {
+	if err := checkFormat("yaml"); err == nil || !strings.Contains(err.Error(), `unknown format "yaml" (formats: `) ||
+		exit.Code(context.Background(), err) != exit.Config {
 		t.Fatalf("format xml: %v", err)
 	}
 	for _, f := range Formats {
@@ -206,10 +229,12 @@ func TestParseWhere(t *testing.T) {
 	}
 }
 
-// FuzzParseWhere: the parser never panics, and what it accepts names
-// only columns that appear in the input.
-func FuzzParseWhere(f *testing.F) {
-	for _, s := range []string{"a = 1", "NOT (a < -1.5e3 or b >= 2) AND c != true", "x = 'it''s'", "((a>1))", "a == \"q\""} {
+// FuzzWhere: the parser never panics; what it accepts names only columns
+// that appear in the input, and prints as an expression that parses to
+// itself (parse → print → parse is stable).
+func FuzzWhere(f *testing.F) {
+	for _, s := range []string{"a = 1", "NOT (a < -1.5e3 or b >= 2) AND c != true", "x = 'it''s'", "((a>1))", "a == \"q\"",
+		"purpose = 'eval' OR NOT fallback = FALSE and x.y <= +.5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -225,5 +250,13 @@ func FuzzParseWhere(f *testing.F) {
 				t.Fatalf("column %q not in %q", c, s)
 			}
 		})
+		printed := e.String()
+		again, err := ParseWhere(printed)
+		if err != nil {
+			t.Fatalf("%q printed as %q, which does not parse: %v", s, printed, err)
+		}
+		if again.String() != printed {
+			t.Fatalf("%q printed as %q, then as %q", s, printed, again.String())
+		}
 	})
 }

@@ -13,20 +13,30 @@ import (
 )
 
 // Expr is a parsed --where expression, which filters the rows of a
-// record batch:
-//
-//	expr    = or
-//	or      = and { OR and }
-//	and     = unary { AND unary }
-//	unary   = NOT unary | "(" expr ")" | column op literal
-//	op      = "=" | "!=" | "<" | "<=" | ">" | ">="
-//	literal = number | 'string' | "string" | true | false
-//
-// Keywords are case-insensitive; a column is a top-level column name.
+// record batch; the grammar is in the package's doc. String prints it
+// back in that grammar, fully parenthesised, so that parsing what it
+// prints gives the same expression.
 type Expr interface {
 	// eval returns a boolean array over the rows of rec.
 	eval(ctx context.Context, rec arrow.RecordBatch) (arrow.Array, error)
 	columns(add func(string))
+	String() string
+}
+
+func (c *cmpExpr) String() string { return c.col + " " + c.op + " " + c.lit.String() }
+func (b *boolExpr) String() string {
+	return "(" + b.l.String() + " " + strings.ToUpper(b.op) + " " + b.r.String() + ")"
+}
+func (n *notExpr) String() string { return "NOT " + n.x.String() }
+
+func (l literal) String() string {
+	switch l.kind {
+	case 's':
+		return "'" + strings.ReplaceAll(l.text, "'", "''") + "'"
+	case 'b':
+		return strconv.FormatBool(l.b)
+	}
+	return l.text
 }
 
 type literal struct {
@@ -209,6 +219,10 @@ func (p *whereParser) unary() (Expr, error) {
 		}
 		lt := p.next()
 		lit, err := parseLiteral(lt)
+		if err != nil && lt.kind == 'i' {
+			// A bare word where a value goes is text someone forgot to quote.
+			return nil, fmt.Errorf("%w; quote text: %s %s '%s'", err, t.text, op.text, strings.ReplaceAll(lt.text, "'", "''"))
+		}
 		if err != nil {
 			return nil, err
 		}

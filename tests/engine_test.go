@@ -11,7 +11,6 @@ import (
 
 	"github.com/t1pipe/t1/infra/inference/standin"
 	"github.com/t1pipe/t1/internal/testinfra"
-	"github.com/t1pipe/t1/internal/testinfra/reports"
 	"github.com/t1pipe/t1/moe"
 )
 
@@ -129,7 +128,7 @@ func TestRunOnRealEngines(t *testing.T) {
 					t.Errorf("version %d: %s %v", v, b, err)
 				}
 			}
-			for name, r := range reports.Actor(t, data, "tiny", 2) {
+			for name, r := range testinfra.ActorReports(t, data, "tiny", 2) {
 				if r.Actions == 0 || r.LogProbGapMax != 0 || !r.Replay || r.RoutingSets == 0 || r.RoutingMismatches != 0 {
 					t.Errorf("%s: %+v: the served log-probs or experts are not the trained policy's", name, r)
 				}

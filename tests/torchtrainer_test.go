@@ -80,7 +80,7 @@ func runWhole(t *testing.T, extra string, env ...string) *wholeRun {
 			t.Errorf("%d %s events", n, typ)
 		}
 	}
-	out, err = finish(t, command(t, data, cfg, "query", "metrics", "--run", "tiny", "--format", "json"), 2*time.Minute)
+	out, err = finish(t, command(t, data, cfg, "query", "metrics", "--run", "tiny", "--format", "ndjson"), 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

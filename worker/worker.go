@@ -16,6 +16,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 )
@@ -56,11 +57,17 @@ func (o Options) Check() error {
 	if o.Stage == "" {
 		return exit.Configf("--stage is required: control, synth, audit, rollout, reward, critic, ppo, sft or eval")
 	}
+	if err := known.Name("stage", "stages", o.Stage, Stages); err != nil {
+		return err
+	}
 	if o.LeaseTTL < time.Second || o.LeaseTTL > engine.MaxLeaseTTL {
 		return exit.Configf("--lease-ttl %s: want 1s to %s", o.LeaseTTL, engine.MaxLeaseTTL)
 	}
 	return nil
 }
+
+// Stages are the stages a worker can run, in pipeline order.
+var Stages = []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo", "sft", "eval"}
 
 // Run runs the stage until ctx ends, or with UntilIdle until the stage
 // is idle, and says how it ended; log gets the line that says it went

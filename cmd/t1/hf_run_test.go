@@ -15,7 +15,7 @@ import (
 
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/execute"
-	"github.com/t1pipe/t1/internal/testinfra/reports"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -145,7 +145,7 @@ inference:
 	for _, d := range stored {
 		sameTokenizer(t, files, d)
 	}
-	for name, r := range reports.Actor(t, data, "hf", 2) {
+	for name, r := range testinfra.ActorReports(t, data, "hf", 2) {
 		if r.Actions == 0 || r.LogProbGapMax != 0 || r.LossDrift != 0 {
 			t.Errorf("%s: %+v: the served log-probs are not the trained policy's", name, r)
 		}

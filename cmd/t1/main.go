@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +18,9 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/infra/hostres"
+	"github.com/t1pipe/t1/jsonout"
 	"github.com/t1pipe/t1/local"
+	"github.com/t1pipe/t1/usage"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -37,11 +38,13 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := newRoot().ExecuteContext(ctx)
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
 	hostres.Exit() // what an error path or a signal left goes with the process
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "t1: "+exit.Line(err))
-		os.Exit(exit.Code(ctx, err))
+		code := exit.Code(ctx, err)
+		usage.PrintError(os.Stderr, err, code, usage.WantsJSON(root, os.Args[1:]))
+		os.Exit(code)
 	}
 }
 
@@ -65,6 +68,7 @@ func newRoot() *cobra.Command {
 		demoCmd(g), replayCmd(g), runsCmd(g), workerCmd(g), evalCmd(g), queryCmd(g), reportCmd(g), inspectCmd(g),
 		tasksCmd(g), servePolicyCmd(g), moeCmd(g), sandboxCmd(g), imageCmd(g), rolloutCmd(g), exportCmd(g),
 		digestCmd(g), poolCmd(g), chatCmd(g), tokenizerCmd(g))
+	usage.Apply(root)
 	return root
 }
 
@@ -116,7 +120,7 @@ func (g *globals) configured(check func() error, run func(*cobra.Command, []stri
 func required(flag string, value *string) func() error {
 	return func() error {
 		if *value == "" {
-			return fmt.Errorf("%s is required", flag)
+			return exit.Configf("%s is required", flag)
 		}
 		return nil
 	}
@@ -148,11 +152,7 @@ func withInfra(cmd *cobra.Command, cfg config.Config, opts local.Options, outage
 	return fn(in)
 }
 
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func printJSON(cmd *cobra.Command, v any) error { return jsonout.Write(cmd.OutOrStdout(), v) }
 
 // emit prints v as JSON with --json, else as text writes it.
 func (g *globals) emit(cmd *cobra.Command, v any, text func(io.Writer) error) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/t1pipe/t1/digest"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/execute"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/query"
 	"github.com/t1pipe/t1/report"
@@ -43,18 +45,21 @@ func (f *eventsFlags) bind(c *cobra.Command) *cobra.Command {
 func eventsCmd(g *globals) *cobra.Command {
 	var lf, tf eventsFlags
 	// events runs read on the log, with a writer of the events it reads.
-	events := func(read func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error) runFunc {
+	events := func(f *eventsFlags, read func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error) runFunc {
 		return func(cmd *cobra.Command, _ []string) error {
 			return g.infra(cmd, local.Options{NoStore: true}, false, func(in *local.Infra) error {
+				if err := known.Events(cmd.Context(), in.Log, f.run, f.typ); err != nil {
+					return err
+				}
 				return read(cmd.Context(), in.Log, func(ev engine.Event) error { return engine.WriteEvent(cmd.OutOrStdout(), ev, g.json) })
 			})
 		}
 	}
-	list := leaf("list", "Print matching events from the log", "", cobra.NoArgs, events(func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
+	list := leaf("list", "Print matching events from the log, one JSON object a line with --json", "", cobra.NoArgs, events(&lf, func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
 		return l.List(ctx, engine.Filter(lf.run, lf.typ), lf.fromSeq, lf.limit, write)
 	}))
 	lf.bind(list).Flags().IntVar(&lf.limit, "limit", 0, "print at most this many (0: all)")
-	tail := leaf("tail", "Print new matching events as they arrive, until interrupted", "", cobra.NoArgs, events(func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
+	tail := leaf("tail", "Print new matching events as they arrive, until interrupted", "", cobra.NoArgs, events(&tf, func(ctx context.Context, l *engine.Log, write func(engine.Event) error) error {
 		return l.Tail(ctx, engine.Filter(tf.run, tf.typ), tf.fromSeq, write)
 	}))
 	return group("events", "List or follow events in the log", "", list, tf.bind(tail))
@@ -75,14 +80,17 @@ func queryCmd(g *globals) *cobra.Command {
 	var where, sel string
 	cmd := leaf("query TABLE --run RUN", "Filter and print rows of a run's Parquet table (arrow-go reader)", query.Help, cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
-			tbl, err := schemas.LookupTable(args[0])
-			if err != nil {
-				return err
+			if g.json && !cmd.Flags().Changed("format") {
+				o.Format = "json"
 			}
-			if err := o.Parse(where, sel); err != nil {
+			tbl, err := query.LookupTable(args[0])
+			if err := cmp.Or(err, o.Parse(where, sel)); err != nil {
 				return err
 			}
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
+				if err := known.Run(cmd.Context(), in.Log, in.Store, o.Run); err != nil {
+					return err
+				}
 				return query.Run(cmd.Context(), in.Store, tbl, o, cmd.OutOrStdout())
 			})
 		})
@@ -91,7 +99,7 @@ func queryCmd(g *globals) *cobra.Command {
 	f.StringVar(&where, "where", "", "row filter, e.g. \"reward > 0 AND purpose = 'train'\"")
 	f.StringVar(&sel, "select", "", "comma-separated columns to print (default: all)")
 	f.Int64Var(&o.Limit, "limit", 0, "print at most N rows (0: all)")
-	f.StringVar(&o.Format, "format", "table", "table, csv, json (one object per line) or arrow (IPC stream)")
+	f.StringVar(&o.Format, "format", "table", "table, csv, json (one array; the default with --json), ndjson (one object a line) or arrow (IPC stream)")
 	return cmd
 }
 
@@ -100,10 +108,10 @@ func reportCmd(g *globals) *cobra.Command {
 	var compare []string
 	cmd := leaf("report --run R [--compare R2,R3...] [--out DIR]", "Write a run's report: Markdown, and one self-contained HTML page with plots", report.Help, cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			if run == "" {
-				return fmt.Errorf("report: --run is required")
-			}
 			return g.infra(cmd, local.Options{}, false, func(in *local.Infra) error {
+				if err := known.Run(cmd.Context(), in.Log, in.Store, append([]string{run}, compare...)...); err != nil {
+					return err
+				}
 				files, err := execute.Report(cmd.Context(), in, append([]string{run}, compare...), out)
 				return g.show(cmd, files, err)
 			})
@@ -146,10 +154,10 @@ func poolCmd(g *globals) *cobra.Command {
 	var version int
 	show := leaf("show --run R [--version N]", "A sealed pool's tasks with category and difficulty histograms and the top-five category share", report.PoolHelp, cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			if run == "" {
-				return fmt.Errorf("--run is required")
-			}
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
+				if err := known.Run(cmd.Context(), in.Log, in.Store, run); err != nil {
+					return err
+				}
 				sum, err := report.ReadPool(cmd.Context(), in.Log, in.Store, run, version)
 				return g.show(cmd, sum, err)
 			})
@@ -163,10 +171,10 @@ func digestCmd(g *globals) *cobra.Command {
 	var run string
 	cmd := leaf("digest --run R", "Fingerprint a run's artifacts: per-table row hashes, event ids and objects, without wall-clock columns", digest.Help(), cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			if run == "" {
-				return fmt.Errorf("--run is required")
-			}
 			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
+				if err := known.Run(cmd.Context(), in.Log, in.Store, run); err != nil {
+					return err
+				}
 				d, err := digest.Compute(cmd.Context(), in.Log, in.Store, run)
 				return g.show(cmd, d, err)
 			})

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/t1pipe/t1/evaljob"
 	"github.com/t1pipe/t1/execute"
 	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/worker"
@@ -42,9 +42,9 @@ func replayCmd(g *globals) *cobra.Command {
 	var o pipeline.BranchOptions
 	check := func() error {
 		if o.Stage == "" || o.Into == "" {
-			return fmt.Errorf("--stage and --into are required")
+			return exit.Configf("--stage and --into are required")
 		}
-		return nil
+		return known.Name("stage", "stages", o.Stage, worker.Stages)
 	}
 	cmd := leaf("replay --stage S --run R --into B [--from-seq N | --since T | --continue [--iteration I]] [--set key=value]...",
 		"Re-run one stage over a run's past inputs into a branch, leaving the original untouched; --continue carries on from there", execute.ReplayHelp, cobra.NoArgs,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -73,8 +74,7 @@ func moeCmd(g *globals) *cobra.Command {
 			if err := policy.Init(cfg.Inference.Model, out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
-			return nil
+			return g.emit(cmd, map[string]string{"checkpoint": out}, plain(func(w io.Writer) { fmt.Fprintf(w, "wrote %s\n", out) }))
 		}))
 	initCmd.Flags().StringVar(&out, "out", "", "the checkpoint directory to create (required)")
 	_ = initCmd.MarkFlagRequired("out")

@@ -13,6 +13,7 @@ import (
 	"github.com/t1pipe/t1/episode"
 	"github.com/t1pipe/t1/harbor/atif"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/trial"
 )
@@ -85,7 +86,12 @@ func tasksExportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
-				return trial.Export(cmd.Context(), in.Store, cmp.Or(run, cfg.Run.ID), args, dir, func(d string) { fmt.Fprintln(cmd.OutOrStdout(), d) })
+				var dirs []string
+				if err := known.Run(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID)); err != nil {
+					return err
+				}
+				err := trial.Export(cmd.Context(), in.Store, cmp.Or(run, cfg.Run.ID), args, dir, func(d string) { dirs = append(dirs, d) })
+				return cmp.Or(err, g.emit(cmd, dirs, plain(func(w io.Writer) { fmt.Fprint(w, lines(dirs)) })))
 			})
 		}))
 	cmd.Flags().StringVar(&run, "run", "", "run to export from (default: the config's run.id)")
@@ -129,15 +135,29 @@ func exportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withInfra(cmd, cfg, local.Options{}, false, func(in *local.Infra) error {
-				w, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "wrote %d trials in %d Harbor jobs to %s (harbor view %s)\n", w.Trials, len(w.Jobs), dir, dir)
+				if err := known.Run(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID)); err != nil {
+					return err
 				}
-				return err
+				wr, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
+				if err != nil {
+					return err
+				}
+				return g.emit(cmd, map[string]any{"trials": wr.Trials, "jobs": len(wr.Jobs), "dir": dir}, plain(func(w io.Writer) {
+					fmt.Fprintf(w, "wrote %d trials in %d Harbor jobs to %s (harbor view %s)\n", wr.Trials, len(wr.Jobs), dir, dir)
+				}))
 			})
 		}))
 	atifCmd.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")
 	atifCmd.Flags().StringVar(&out, "out", "", "directory for the Harbor jobs")
 	atifCmd.Flags().StringVar(&purpose, "purpose", "", "only train or only eval attempts")
 	return group("export", "Write a run's data in other formats", "", atifCmd)
+}
+
+// lines is each of items on a line of its own.
+func lines(items []string) string {
+	var out string
+	for _, s := range items {
+		out += s + "\n"
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/t1pipe/t1/chattemplate"
+	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/tokenizer"
 )
@@ -44,7 +44,7 @@ func tokenizerCmd(g *globals) *cobra.Command {
 	render := leaf("render --tokenizer DIR --messages FILE.json", "Render a conversation with the model's chat template and print its token ids and pieces", tokenizer.RenderHelp, cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
 			if renderDir == "" {
-				return fmt.Errorf("--tokenizer is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json")
+				return exit.Configf("--tokenizer is required: a Hugging Face model directory with tokenizer.json and tokenizer_config.json")
 			}
 			tok, err := moe.TokenizerAt(renderDir)
 			if err != nil {
@@ -54,7 +54,7 @@ func tokenizerCmd(g *globals) *cobra.Command {
 			if st, err := os.Stat(renderDir); err == nil && !st.IsDir() {
 				r.Config = filepath.Dir(renderDir)
 			}
-			text, err := renderFiles(cmd, r)
+			text, err := r.Render()
 			if err != nil {
 				return err
 			}
@@ -64,8 +64,9 @@ func tokenizerCmd(g *globals) *cobra.Command {
 	encode.Flags().StringVar(&encDir, "tokenizer", "", tokenizerFlagHelp)
 	decode.Flags().StringVar(&decDir, "tokenizer", "", tokenizerFlagHelp)
 	render.Flags().StringVar(&renderDir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json")
+	r.Bind(render.Flags())
 	return group("tokenizer", "Encode and decode with a tokenizer: t1's own or a Hugging Face tokenizer.json", tokenizer.Help,
-		encode, decode, bindRender(render, &r))
+		encode, decode, render)
 }
 
 // tokenizerAndInput loads the tokenizer of dir and reads the command's
@@ -83,35 +84,13 @@ func chatCmd(g *globals) *cobra.Command {
 	var r chattemplate.Files
 	render := leaf("render --tokenizer-config FILE --messages FILE.json", "Render a conversation with the model's chat template, as transformers' apply_chat_template does", chattemplate.RenderHelp, cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			if r.Config == "" {
-				return fmt.Errorf("--tokenizer-config and --messages are required")
+			if r.Config == "" || r.Messages == "" {
+				return exit.Configf("--tokenizer-config and --messages are required")
 			}
-			text, err := renderFiles(cmd, r)
+			text, err := r.Render()
 			return g.show(cmd, &chattemplate.Rendered{Template: r.Config, Text: text}, err)
 		})
 	render.Flags().StringVar(&r.Config, "tokenizer-config", "", "tokenizer_config.json, or the directory holding it")
-	return group("chat", "A model's own chat template (Hugging Face tokenizer_config.json)", "", bindRender(render, &r))
-}
-
-// bindRender binds the flags of a chat-template rendering but the
-// template's path, which each command names its own way.
-func bindRender(cmd *cobra.Command, r *chattemplate.Files) *cobra.Command {
-	f := cmd.Flags()
-	f.StringVar(&r.Messages, "messages", "", "the conversation: a JSON array of messages")
-	f.StringVar(&r.Tools, "tools", "", "a JSON array of tool schemas")
-	f.BoolVar(&r.AddGenerationPrompt, "add-generation-prompt", false, "end with the opening of an assistant turn")
-	f.Bool("enable-thinking", true, "pass enable_thinking (only when given; Qwen3: false writes an empty <think></think>)")
-	f.StringVar(&r.Template, "template", "", "the template's name when the config has several (default: tool_use with tools, else default)")
-	f.StringArrayVar(&r.Kwargs, "kwarg", nil, "a further template variable, name=JSON (repeatable)")
-	return cmd
-}
-
-// renderFiles renders r, passing enable_thinking only when the flag was
-// given.
-func renderFiles(cmd *cobra.Command, r chattemplate.Files) (string, error) {
-	if cmd.Flags().Changed("enable-thinking") {
-		on, _ := cmd.Flags().GetBool("enable-thinking")
-		r.EnableThinking = &on
-	}
-	return r.Render()
+	r.Bind(render.Flags())
+	return group("chat", "A model's own chat template (Hugging Face tokenizer_config.json)", "", render)
 }
