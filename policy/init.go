@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -19,22 +20,30 @@ vLLM load. It is the checkpoint a remote engine is started from when trying
 the remote path on a CPU (t1 serve-policy --checkpoint DIR) and the run's
 inference.checkpoint.`
 
+// Initialized is the checkpoint Init wrote.
+type Initialized struct {
+	Checkpoint string `json:"checkpoint"`
+}
+
+// WriteText prints where the checkpoint is.
+func (i Initialized) WriteText(w io.Writer) { fmt.Fprintf(w, "wrote %s\n", i.Checkpoint) }
+
 // Init writes a fresh checkpoint of m's shape to dir, which must not exist
 // or be empty: an existing checkpoint is never overwritten.
-func Init(m config.InferenceModel, dir string) error {
+func Init(m config.InferenceModel, dir string) (Initialized, error) {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case err == nil && len(entries) > 0:
-		return fmt.Errorf("%s is not empty: init writes a new checkpoint directory", dir)
+		return Initialized{}, fmt.Errorf("%s is not empty: init writes a new checkpoint directory", dir)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return err
+		return Initialized{}, err
 	}
 	ck, err := inference.LoadCheckpoint(context.Background(), "", m.Shape(), nil)
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	if err == nil {
+		err = ck.SaveDir(dir)
 	}
-	return ck.SaveDir(dir)
+	return Initialized{Checkpoint: dir}, err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -71,10 +70,8 @@ func moeCmd(g *globals) *cobra.Command {
 	var out string
 	initCmd := leaf("init", "Write a freshly initialised model of the configured shape as a checkpoint directory", policy.InitHelp, cobra.NoArgs,
 		g.configured(nil, func(cmd *cobra.Command, _ []string, cfg config.Config) error {
-			if err := policy.Init(cfg.Inference.Model, out); err != nil {
-				return err
-			}
-			return g.emit(cmd, map[string]string{"checkpoint": out}, plain(func(w io.Writer) { fmt.Fprintf(w, "wrote %s\n", out) }))
+			ck, err := policy.Init(cfg.Inference.Model, out)
+			return g.show(cmd, ck, err)
 		}))
 	initCmd.Flags().StringVar(&out, "out", "", "the checkpoint directory to create (required)")
 	_ = initCmd.MarkFlagRequired("out")

@@ -139,12 +139,7 @@ func exportCmd(g *globals) *cobra.Command {
 					return err
 				}
 				wr, err := atif.WriteRun(cmd.Context(), in.Log, in.Store, cmp.Or(run, cfg.Run.ID), purpose, format, cfg.Stages.Rollout.SystemPrompt, dir)
-				if err != nil {
-					return err
-				}
-				return g.emit(cmd, map[string]any{"trials": wr.Trials, "jobs": len(wr.Jobs), "dir": dir}, plain(func(w io.Writer) {
-					fmt.Fprintf(w, "wrote %d trials in %d Harbor jobs to %s (harbor view %s)\n", wr.Trials, len(wr.Jobs), dir, dir)
-				}))
+				return g.show(cmd, wr, err)
 			})
 		}))
 	atifCmd.Flags().StringVar(&run, "run", "", "run to export (default: the config's run.id)")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,8 +26,14 @@ import (
 // Written is what WriteRun wrote: each Harbor job's folder name, and the
 // trials in them.
 type Written struct {
+	Dir    string   `json:"dir"`
 	Jobs   []string `json:"jobs"`
 	Trials int      `json:"trials"`
+}
+
+// WriteText says what was written where, and how to look at it.
+func (w Written) WriteText(out io.Writer) {
+	fmt.Fprintf(out, "wrote %d trials in %d Harbor jobs to %s (harbor view %s)\n", w.Trials, len(w.Jobs), w.Dir, w.Dir)
 }
 
 // WriteRun writes every attempt of run (of purpose, when not empty) into
@@ -48,7 +55,7 @@ type Written struct {
 // exception and no verifier result. Replies are read with format and the
 // episode's prompt is systemPrompt, as the run's harness had them.
 func WriteRun(ctx context.Context, l *engine.Log, st store.ObjectStore, run, purpose string, format agent.Format, systemPrompt, dir string) (Written, error) {
-	var w Written
+	w := Written{Dir: dir}
 	rewards := map[attemptKey]schemas.RewardScoredPayload{}
 	err := l.Replay(ctx, []string{engine.Subject(run, schemas.RewardScored)}, engine.ReplayFrom{}, func(ev engine.Event) error {
 		var p schemas.RewardScoredPayload
