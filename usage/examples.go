@@ -54,8 +54,11 @@ t1 tasks export basic-0001 --out /tmp/tasks`,
 	"sandbox run": `t1 sandbox run --task harbor/testdata/tasks/log-rotate -- ls /app
 t1 sandbox run --timeout 5s -- sleep 10; echo $?     # 124`,
 	"sandbox shell": `t1 sandbox shell --task harbor/testdata/tasks/log-rotate`,
-	"image":         `t1 image build harbor/testdata/tasks/log-rotate`,
-	"image build":   `sudo t1 image build harbor/testdata/tasks/log-rotate --push -v`,
+	"sandbox ls": `t1 sandbox ls                # every owner on this host, alive or dead, and what it holds
+t1 sandbox ls --json`,
+	"sandbox reap": `t1 sandbox reap              # remove what dead t1 processes left; live ones keep theirs`,
+	"image":        `t1 image build harbor/testdata/tasks/log-rotate`,
+	"image build":  `sudo t1 image build harbor/testdata/tasks/log-rotate --push -v`,
 	"rollout": `t1 rollout --task harbor/testdata/tasks/log-rotate --policy oracle
 t1 rollout --task harbor/testdata/tasks/log-rotate --rows rows.json --json`,
 	"export":      `t1 export atif --run main --out atif/`,

@@ -118,7 +118,9 @@ inference:
 		}
 		versions[key][p.PolicyVersion]++
 	}
-	if len(versions["train 0"]) != 1 || len(versions["train 1"]) != 1 || len(versions["eval 0"]) != 3 {
+	// Evaluations are stored under the iteration whose rollouts the policy
+	// samples: the base and fine-tuned ones under 0, the last under 2.
+	if len(versions["train 0"]) != 1 || len(versions["train 1"]) != 1 || len(versions["eval 0"]) != 2 || len(versions["eval 2"]) != 1 {
 		t.Fatalf("attempts by purpose and iteration, per version: %v", versions)
 	}
 
