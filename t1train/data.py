@@ -4,6 +4,7 @@ chunk (task_id, attempt, chunk), attempts in (task_id, attempt) order and their 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import routing as rt
-from .errors import Refused
+from .errors import Missing, Refused
 from .store import Store
 
 # The tables this trainer reads, and the schema major version of each it understands.
@@ -51,14 +52,56 @@ class Batch:
         return [c for a in self.attempts for c in a.chunks]
 
 
-def read_table(store: Store, ref: dict, want: str) -> pa.Table:
-    """Reads one FileRef's Parquet object after checking its bytes, table and schema major."""
-    data = store.read_ref(ref)
-    key = ref["key"]
+COMPACTION_FORMAT = "t1.compaction/1"
+
+
+def parquet(key: str, data: bytes) -> pa.Table:
     try:
-        t = pq.read_table(pa.BufferReader(data))
+        return pq.read_table(pa.BufferReader(data))
     except Exception as e:  # noqa: BLE001 - any unreadable object is the input's fault
         raise Refused(f"{key}: not a readable Parquet file: {e}") from None
+
+
+def compacted(store: Store, ref: dict) -> pa.Table | None:
+    """ref's rows from the object its table partition was compacted into, when a compaction took
+    it in (its record, runs/<run>/compactions/<table>/<dir>-NNNN/record-*.json, names it with the
+    same size and SHA-256); None when none did. The compacted object is checked as any FileRef is,
+    and its rows [offset, offset + rows) are the source's, in order (schemas.CompactionRecord)."""
+    parts = ref["key"].split("/")
+    if len(parts) != 5 or parts[0] != "runs":
+        return None
+    prefix = f"runs/{parts[1]}/compactions/{parts[2]}/{parts[3]}"
+    for name in store.list(prefix):
+        if not (name.startswith("record-") and name.endswith(".json")):
+            continue
+        try:
+            rec = json.loads(store.read(f"{prefix}/{name}"))
+        except ValueError as e:
+            raise Refused(f"{prefix}/{name}: not a compaction record: {e}") from None
+        if rec.get("format") != COMPACTION_FORMAT:
+            raise Refused(f"{prefix}/{name}: format {rec.get('format')!r}, this trainer reads {COMPACTION_FORMAT}")
+        for src in rec.get("sources") or []:
+            if src.get("key") != ref["key"]:
+                continue
+            for f in ("bytes", "sha256", "rows"):
+                if str(src.get(f)) != str(ref[f]):
+                    raise Refused(f"{ref['key']}: compacted with {f} {src.get(f)}, the manifest says {ref[f]}")
+            obj = rec["object"]
+            t = parquet(obj["key"], store.read_ref(obj))
+            return t.slice(int(src["offset"]), int(src["rows"])).replace_schema_metadata(t.schema.metadata)
+    return None
+
+
+def read_table(store: Store, ref: dict, want: str) -> pa.Table:
+    """Reads one FileRef's Parquet object after checking its bytes, table and schema major; an
+    object a compaction took in (and deleted) is read from the compacted one."""
+    key = ref["key"]
+    try:
+        t = parquet(key, store.read_ref(ref))
+    except Missing:
+        t = compacted(store, ref)
+        if t is None:
+            raise
     meta = t.schema.metadata or {}
     name = meta.get(b"t1.table", b"").decode()
     ver = meta.get(b"t1.schema_version", b"").decode()

@@ -1,4 +1,4 @@
-"""The one error the trainer refuses a job with."""
+"""The errors the trainer refuses a job with."""
 
 
 class Refused(Exception):
@@ -6,3 +6,7 @@ class Refused(Exception):
     encoding or schema, routing that does not cover a chunk, a checkpoint of another shape, a
     divergent update). The command exits non-zero with its message as one line on stderr and
     writes no checkpoint."""
+
+
+class Missing(Refused):
+    """An object the job names is not in the store."""

@@ -19,7 +19,7 @@ import urllib.parse
 
 import pyarrow.fs as pafs
 
-from .errors import Refused
+from .errors import Missing, Refused
 
 
 class Store:
@@ -55,7 +55,7 @@ class Store:
             with self.fs.open_input_stream(self.path(key)) as f:
                 return f.read()
         except FileNotFoundError:
-            raise Refused(f"{key}: no such object in the store") from None
+            raise Missing(f"{key}: no such object in the store") from None
 
     def read_ref(self, ref: dict) -> bytes:
         """The bytes of a FileRef's object, checked against its size and SHA-256."""

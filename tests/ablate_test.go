@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -228,7 +229,7 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		Payload struct {
 			Checkpoint struct{ SHA256 string } `json:"checkpoint"`
 			Purpose    string                  `json:"purpose"`
-			Seed       uint64                  `json:"seed"`
+			Seed       wideUint                `json:"seed"`
 		} `json:"payload"`
 	}
 	events := func(run, typ string) []event {
@@ -251,8 +252,8 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 		base[0].Payload.Checkpoint.SHA256 != branch[0].Payload.Checkpoint.SHA256 {
 		t.Errorf("fine-tuned checkpoints: base %+v, branch %+v", base, branch)
 	}
-	trainSeeds := func(run string) map[uint64]bool {
-		m := map[uint64]bool{}
+	trainSeeds := func(run string) map[wideUint]bool {
+		m := map[wideUint]bool{}
 		for _, e := range events(run, "rollout.requested") {
 			if e.Payload.Purpose == "train" {
 				m[e.Payload.Seed] = true
@@ -280,4 +281,27 @@ func TestAblateRLSeedsShareTheFineTunedPolicy(t *testing.T) {
 	if strings.Contains(progress.String(), "a branch of") {
 		t.Errorf("the second ablation branched again:\n%s", progress.Bytes())
 	}
+}
+
+// wideUint reads a uint64 that --json prints as a number up to 2^53 and as
+// a string beyond, where JavaScript's numbers lose digits.
+type wideUint uint64
+
+func (w *wideUint) UnmarshalJSON(b []byte) error {
+	var v uint64
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		v = n
+	} else if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*w = wideUint(v)
+	return nil
 }

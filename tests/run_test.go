@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,6 +131,7 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if rows["metrics"] != 2 {
 		t.Errorf("%d metrics rows for two iterations", rows["metrics"])
 	}
+	toolsReadAlike(t, data, cfg, "tiny", rows)
 	// The sealed pool reads back through its claim checks.
 	out, err = command(t, data, cfg, "pool", "show", "--run", "tiny", "--json").Output()
 	if err != nil {
@@ -204,9 +206,12 @@ func TestRunPipelineEndToEnd(t *testing.T) {
 	if out, err := command(t, data, cfg, "export", "atif", "--run", "tiny", "--out", atif).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
-	files, _ := filepath.Glob(filepath.Join(atif, "*.json"))
-	if uint64(len(files)) != s.Events["rollout.completed"] {
-		t.Fatalf("%d ATIF files for %d attempts", len(files), s.Events["rollout.completed"])
+	// Harbor's layout: jobs of trials, one trial (its trajectory and its
+	// result) per attempt.
+	files, _ := filepath.Glob(filepath.Join(atif, "*", "*", "agent", "trajectory.json"))
+	results, _ := filepath.Glob(filepath.Join(atif, "*", "*", "result.json"))
+	if uint64(len(files)) != s.Events["rollout.completed"] || len(results) != len(files) {
+		t.Fatalf("%d ATIF trajectories and %d trial results for %d attempts", len(files), len(results), s.Events["rollout.completed"])
 	}
 }
 
@@ -338,5 +343,63 @@ func TestRunPipelineInterruptResume(t *testing.T) {
 	out, err = command(t, data, other, "run", "--log-level", "warn").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "run tiny was started from another configuration") {
 		t.Fatalf("run tiny under another configuration: %v\n%s", err, out)
+	}
+}
+
+// toolsReadAlike reads every table of a finished run in the embedded
+// store under data whole, hive partitioning on, with pyarrow's dataset
+// API, polars and DuckDB, and as `t1 query --format arrow` prints it: the
+// same columns (none twice), types and rows, as many as the digest counts.
+func toolsReadAlike(t *testing.T, data, cfg, run string, rows map[string]int64) {
+	t.Helper()
+	py := testinfra.Python(t)
+	dirs, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", run))
+	if len(dirs) != 1 {
+		t.Fatalf("run directories %v", dirs)
+	}
+	qdir := t.TempDir()
+	tables := []string{"tasks", "audits", "trajectories", "turns", "tokens", "routing", "rewards", "values", "metrics", "eval_results"}
+	for _, tb := range tables {
+		out, err := command(t, data, cfg, "query", tb, "--run", run, "--format", "arrow").Output()
+		if err != nil {
+			t.Fatalf("query %s: %v", tb, err)
+		}
+		if err := os.WriteFile(filepath.Join(qdir, tb+".arrow"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(py, append([]string{"../schemas/testdata/arrow_tools.py", "--tables", dirs[0], qdir}, tables...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("arrow tools: %v: %s", err, stderr.Bytes())
+	}
+	type read struct {
+		Columns, Types, Rows []string
+	}
+	var got map[string]map[string]read
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		want := got[tb]["t1"]
+		if int64(len(want.Rows)) != rows[tb] {
+			t.Errorf("%s: t1 query read %d rows, the digest counts %d", tb, len(want.Rows), rows[tb])
+		}
+		seen := map[string]bool{}
+		for _, c := range want.Columns {
+			if seen[c] {
+				t.Errorf("%s: column %s twice", tb, c)
+			}
+			seen[c] = true
+		}
+		for _, tool := range []string{"pyarrow", "polars", "duckdb"} {
+			r := got[tb][tool]
+			if !slices.Equal(r.Columns, want.Columns) || !slices.Equal(r.Types, want.Types) || !slices.Equal(r.Rows, want.Rows) {
+				t.Errorf("%s: %s reads columns %v types %v and %d rows; t1 query %v %v and %d rows", tb, tool, r.Columns, r.Types, len(r.Rows),
+					want.Columns, want.Types, len(want.Rows))
+			}
+		}
 	}
 }

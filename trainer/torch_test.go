@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
+	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // torchTrainer is the exec backend running t1's PyTorch trainer (t1train)
@@ -108,6 +111,7 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 		}
 	})
 
+	var torchActor ActorMetrics
 	t.Run("actor", func(t *testing.T) {
 		want, err := ref.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 1), Version: 1})
 		if err != nil {
@@ -117,6 +121,7 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		torchActor = got.Metrics
 		wm, gm := want.Metrics, got.Metrics
 		t.Logf("actor: reference %+v", wm)
 		t.Logf("actor: torch     %+v", gm)
@@ -162,6 +167,47 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 		t.Logf("updated policies: largest log-prob difference %.3g", worst)
 		if worst > 1e-4 {
 			t.Fatalf("the updated policies' log-probs differ by %g", worst)
+		}
+	})
+
+	// Once the iteration is sealed its tables are compacted and the objects
+	// the manifest names deleted; a replayed update reads their rows from
+	// the compacted objects (their records) and trains as before.
+	t.Run("actor on the compacted batch", func(t *testing.T) {
+		if torchActor.Steps == 0 {
+			t.Skip("the actor did not train")
+		}
+		// Another attempt's objects beside the batch's, so that each
+		// partition has more than one to compact.
+		it := man.Iteration
+		for _, err := range []error{
+			rewrite(ctx, st, man.TokenFiles[0], it, func(r *schemas.TokenRow) { r.TaskID += "-other" }),
+			rewrite(ctx, st, man.RoutingFiles[0], it, func(r *schemas.RoutingRow) { r.TaskID += "-other" }),
+			rewrite(ctx, st, man.RewardFiles[0], it, func(r *schemas.RewardRow) { r.TaskID += "-other" }),
+			rewrite(ctx, st, man.TrajectoryFiles[0], it, func(r *schemas.TrajectoryRow) { r.TaskID += "-other" }),
+			rewrite(ctx, st, man.ValueFiles[0], it, func(r *schemas.ValueRow) { r.TaskID += "-other" }),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tbl := range []schemas.Table{schemas.TokensTable, schemas.RoutingTable, schemas.RewardsTable, schemas.TrajectoriesTable, schemas.ValuesTable} {
+			if n, err := schemas.Compact(ctx, st, run, tbl, man.Iteration, schemas.WriterOptions{}); err != nil || n < 2 {
+				t.Fatalf("%s: compacted %d objects: %v", tbl.Name, n, err)
+			}
+		}
+		if _, _, err := st.Get(ctx, man.TokenFiles[0].Key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the manifest's first tokens object is still stored (%v): nothing was compacted", err)
+		}
+		// Another output directory: the first run's for this job is taken.
+		again := *torch
+		again.Env = append(slices.Clone(torch.Env), "T1TRAIN_WORKDIR="+t.TempDir())
+		got, err := again.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 5), Version: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Metrics != torchActor {
+			t.Fatalf("on the compacted batch %+v, before %+v", got.Metrics, torchActor)
 		}
 	})
 
@@ -216,4 +262,18 @@ func TestStoreAccessEnv(t *testing.T) {
 	if got := (StoreAccess{Dir: "/data/s3/t1-data"}).Env(); !slices.Equal(got, []string{"T1_STORE_DIR=/data/s3/t1-data"}) {
 		t.Fatalf("env %q", got)
 	}
+}
+
+// rewrite stores ref's rows, changed by change, as another object of the
+// same table partition.
+func rewrite[T schemas.Row](ctx context.Context, st store.ObjectStore, ref schemas.FileRef, partition int, change func(*T)) error {
+	rows, err := schemas.ReadRows[T](ctx, st, ref.Key, &ref)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		change(&rows[i])
+	}
+	_, err = schemas.WriteTable(ctx, st, run, partition, rows, schemas.WriterOptions{})
+	return err
 }
