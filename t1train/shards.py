@@ -108,7 +108,9 @@ def fill(name: str, p: torch.Tensor, reader: Reader, key=lambda hub: hub) -> set
         for hub, idx in hub_names(name, p):
             k = key(hub)
             used.add(k)
-            want = list(p[idx].shape) if idx else list(p.shape)
+            # The shape of p[idx], computed on the meta device: indexing a DTensor itself would
+            # gather the whole parameter to every rank.
+            want = list(torch.empty(p.shape, device="meta")[idx].shape) if idx else list(p.shape)
             if reader.shape(k) != want:
                 raise Refused(f"checkpoint {reader.dir}: tensor {k} of shape {reader.shape(k)}, want {want}")
             if not idx:  # stored as it is: this rank's rows of it

@@ -99,6 +99,6 @@ def test_a_checkpoint_missing_a_tensor_or_with_one_more_is_refused(tmp_path):
     save_file({k: v for k, v in full.items() if k != gone}, path, metadata={"format": "pt"})
     with pytest.raises(Refused, match=gone):
         M.load_policy(ck, place=unsharded)
-    save_file({**full, "model.layers.1.mlp.extra": full[gone]}, path, metadata={"format": "pt"})
+    save_file({**full, "model.layers.1.mlp.extra": full[gone].clone()}, path, metadata={"format": "pt"})
     with pytest.raises(Refused, match="unexpected_keys"):
         M.load_policy(ck, place=unsharded)
