@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 import transformers
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
 
 from .errors import Refused
@@ -169,13 +169,24 @@ def implementations() -> tuple[str, str]:
     return ("flash_attention_2" if is_flash_attn_2_available() else "sdpa"), "grouped_mm"
 
 
-def _load(cls, d: str, allow_missing=()) -> torch.nn.Module:
+def _config(cls, d: str):
     _check_files(d)
     cfg = transformers.AutoConfig.from_pretrained(d)
     if cfg.model_type != "qwen3_moe":
         raise Refused(f"checkpoint {d}: model_type {cfg.model_type!r}; this trainer trains qwen3_moe")
     if cls is Qwen3MoeForTokenClassification:
         cfg.num_labels = 1
+    return cfg
+
+
+def _load(cls, d: str, allow_missing=(), place=None) -> torch.nn.Module:
+    """The checkpoint at d as a cls, strictly: every parameter from the checkpoint (but
+    allow_missing, which are zero) and nothing of the checkpoint unused (but a policy's lm_head
+    under a critic). With place (a function that shards a model: parallel.parallelize), the model
+    is built on the meta device, placed, and each rank reads its own rows (shards.py)."""
+    if place is not None:
+        return _load_sharded(cls, d, allow_missing, place)
+    cfg = _config(cls, d)
     attn, experts = implementations()
     model, info = cls.from_pretrained(d, config=cfg, dtype=torch.float32, attn_implementation=attn,
                                       experts_implementation=experts, output_loading_info=True)
@@ -190,6 +201,36 @@ def _load(cls, d: str, allow_missing=()) -> torch.nn.Module:
         raise Refused(f"checkpoint {d} does not load strictly: {'; '.join(problems)}")
     install_replay(model)
     model.eval()  # no dropout; gradients still flow
+    return model
+
+
+def _load_sharded(cls, d: str, allow_missing, place) -> torch.nn.Module:
+    from . import shards
+
+    cfg = _config(cls, d)
+    cfg._attn_implementation, cfg._experts_implementation = implementations()
+    with torch.device("meta"):
+        model = cls(cfg).to(torch.float32)
+    install_replay(model)
+    model.eval()
+    place(model)
+    model.to_empty(device=device_of(model))
+    head = model.get_output_embeddings()
+    if cfg.tie_word_embeddings and head is not None and head.weight is not model.get_input_embeddings().weight:
+        raise Refused(f"checkpoint {d}: the tied LM head came apart from the embeddings when sharded")
+    reader = shards.Reader(d)
+    used = set()
+    for name, p in model.named_parameters():
+        if name in allow_missing:
+            with torch.no_grad():
+                (p.to_local() if isinstance(p, DTensor) else p).zero_()
+            continue
+        used |= shards.fill(name, p, reader)
+    unexpected = sorted(n for n in reader.names() - used if not (allow_missing and n.startswith("lm_head.")))
+    if unexpected:
+        raise Refused(f"checkpoint {d} does not load strictly: unexpected_keys: {unexpected}")
+    with torch.no_grad():
+        shards.reset_buffers(model, cfg)
     return model
 
 
@@ -208,20 +249,21 @@ def check_shape(model, dims: dict, critic: bool) -> None:
                       f"top-{dims['top_k']} of {dims['experts']}")
 
 
-def load_policy(d: str):
-    return _load(Qwen3MoeForCausalLM, d)
+def load_policy(d: str, place=None):
+    return _load(Qwen3MoeForCausalLM, d, place=place)
 
 
-def load_critic(d: str):
-    return _load(Qwen3MoeForTokenClassification, d)
+def load_critic(d: str, place=None):
+    return _load(Qwen3MoeForTokenClassification, d, place=place)
 
 
-def critic_from_policy(d: str):
+def critic_from_policy(d: str, place=None):
     """The policy's backbone with a zero score head (moe.Model.Critic)."""
-    m = _load(Qwen3MoeForTokenClassification, d, allow_missing=("score.weight", "score.bias"))
-    with torch.no_grad():
-        m.score.weight.zero_()
-        m.score.bias.zero_()
+    m = _load(Qwen3MoeForTokenClassification, d, allow_missing=("score.weight", "score.bias"), place=place)
+    if place is None:
+        with torch.no_grad():
+            m.score.weight.zero_()
+            m.score.bias.zero_()
     return m
 
 
@@ -281,14 +323,12 @@ def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
 
 
 def load_optimizer_state(d: str):
-    p = os.path.join(d, OPTIMIZER_FILE)
-    if not os.path.exists(p):
+    """A reader of the checkpoint's optimizer.safetensors (shards.Reader), or None without one."""
+    if not os.path.exists(os.path.join(d, OPTIMIZER_FILE)):
         return None
-    from safetensors import safe_open
+    from .shards import Reader
 
-    with safe_open(p, framework="pt") as f:
-        meta = f.metadata() or {}
-    return load_file(p), meta
+    return Reader(d, single=OPTIMIZER_FILE)
 
 
 # -----------------------------------------------------------------------------

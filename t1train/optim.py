@@ -10,7 +10,8 @@ names (the experts one matrix each), metadata step, lr, beta1, beta2, eps.
 
 Under FSDP2 the parameters, their gradients and the moments are DTensors sharded alike: the norm is
 each rank's float64 sum of squares over its shards, summed across ranks; the rest is elementwise and
-runs on the local shards. Loading scatters the full state to the shards; saving gathers it to rank 0.
+runs on the local shards. Loading reads each rank's rows of the state (shards.py); saving gathers it to
+rank 0.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 
 import torch
 
-from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor import DTensor
 
 from . import dist as D
 from .config import Adam as AdamConfig
@@ -55,31 +56,23 @@ class Adam:
 
     # -- state -----------------------------------------------------------------
 
-    def load_state(self, tensors: dict, meta: dict) -> None:
-        """Restores the moments and step count t1 (or this trainer) saved."""
+    def load_state(self, reader) -> None:
+        """Restores the moments and step count t1 (or this trainer) saved (reader: a shards.Reader
+        of optimizer.safetensors), each rank reading only the rows of its shards."""
+        from .shards import fill
+
+        meta = reader.metadata()
         try:
             self.step = int(meta.get("step", "0"))
         except ValueError:
             raise Refused(f"optimizer.safetensors: step {meta.get('step')!r}") from None
-        want = 0
-        for n, p in self.params:
-            full = {k: torch.zeros(p.shape, dtype=torch.float32) for k in "mv"}
-            for hub, idx in hub_names(n, p):
-                for kind, dst in full.items():
-                    t = tensors.get(f"{kind}.{hub}")
-                    if t is None:
-                        raise Refused(f"optimizer.safetensors: tensor {kind}.{hub} missing")
-                    if tuple(t.shape) != tuple(dst[idx].shape):
-                        raise Refused(f"optimizer.safetensors: {kind}.{hub} of shape {list(t.shape)}, want {list(dst[idx].shape)}")
-                    dst[idx] = t.float()
-                    want += 1
-            for kind, dst in (("m", self.m[n]), ("v", self.v[n])):
-                src = full[kind]
-                if isinstance(dst, DTensor):
-                    src = distribute_tensor(src.to(dst.device), dst.device_mesh, dst.placements)
-                local(dst).copy_(local(src))
-        if len(tensors) != want:
-            raise Refused(f"optimizer.safetensors: {len(tensors)} tensors, want {want}")
+        used = set()
+        for n, _ in self.params:
+            for kind, t in (("m", self.m[n]), ("v", self.v[n])):
+                used |= fill(n, t, reader, key=lambda hub, kind=kind: f"{kind}.{hub}")
+        extra = sorted(reader.names() - used)
+        if extra:
+            raise Refused(f"optimizer.safetensors: tensors of no parameter: {extra[:5]}")
 
     def state_tensors(self) -> tuple[dict, dict]:
         out = {}

@@ -22,6 +22,9 @@ import pyarrow.fs as pafs
 from .errors import Missing, Refused
 
 
+CHUNK = 16 << 20  # bytes a download copies at a time
+
+
 class Store:
     def __init__(self, fs: pafs.FileSystem, root: str):
         self.fs = fs
@@ -86,6 +89,12 @@ class Store:
         for n in names:
             if n.startswith("."):
                 continue
-            with open(os.path.join(dest, n), "wb") as f:
-                f.write(self.read(f"{prefix.rstrip('/')}/{n}"))
+            key = f"{prefix.rstrip('/')}/{n}"
+            # Streamed: a real model's weight files are gigabytes each.
+            try:
+                with self.fs.open_input_stream(self.path(key)) as src, open(os.path.join(dest, n), "wb") as f:
+                    while chunk := src.read(CHUNK):
+                        f.write(chunk)
+            except FileNotFoundError:
+                raise Refused(f"{key}: no such object in the store") from None
         return dest

@@ -28,6 +28,14 @@ def prepare(model):
     return model
 
 
+def load(loader, src: str):
+    """A checkpoint loaded and prepared: a sharded job builds the model on the meta device and each
+    rank reads only its shard's rows (shards.py), never a whole copy."""
+    if torch.distributed.is_initialized():
+        return loader(src, place=prepare)
+    return prepare(loader(src))
+
+
 def run(job_path: str, workdir: str = "") -> dict:
     with open(job_path) as f:
         job = parse_job(f.read())
@@ -56,13 +64,12 @@ def run_actor(job: Job, store: Store, scratch: str, out: str) -> dict:
         raise Refused(f"the checkpoint {job.policy!r} and the new one {job.checkpoint!r} must be distinct prefixes")
     b = load_batch(store, job.manifest, need_values=True)
     src = fetch(store, job.policy, scratch, "policy")
-    policy = M.load_policy(src)
+    policy = load(M.load_policy, src)
     M.check_shape(policy, job.manifest["model"], critic=False)
-    prepare(policy)
     opt = Adam(policy, job.actor.adam)
     state = M.load_optimizer_state(src)
     if state is not None:
-        opt.load_state(*state)
+        opt.load_state(state)
     opt.cfg = job.actor.adam  # the configured constant, whatever the state was saved with
     met = actor.train(job, policy, opt, b)
     ck = M.save(policy, out, src, opt)
@@ -76,20 +83,19 @@ def run_critic(job: Job, store: Store, scratch: str, out: str) -> dict:
     o = job.critic_opts
     if job.critic:
         src = fetch(store, job.critic, scratch, "critic")
-        model = M.load_critic(src)
+        model = load(M.load_critic, src)
     elif job.policy:
         src = fetch(store, job.policy, scratch, "policy")
-        model = M.critic_from_policy(src)
+        model = load(M.critic_from_policy, src)
     else:
-        model = M.seeded_critic(o.model)
+        model = prepare(M.seeded_critic(o.model))
         # The tokenizer saved with it is the sampling policy's.
         src = fetch(store, f"runs/{job.run}/policy/v{int(job.manifest.get('policy_version', 0)):06d}", scratch, "policy")
     M.check_shape(model, job.manifest["model"], critic=True)
-    prepare(model)
     opt = Adam(model, o.adam)
     state = M.load_optimizer_state(src) if job.critic else None
     if state is not None:
-        opt.load_state(*state)
+        opt.load_state(state)
     opt.cfg = o.adam
     values, met = critic.train(job, model, opt, b, fresh=not job.critic)
     ck = M.save(model, out, src, opt)
@@ -101,7 +107,7 @@ def run_sft(job: Job, store: Store, scratch: str, out: str) -> dict:
         raise Refused(f"the checkpoint {job.policy!r} and the new one {job.checkpoint!r} must be distinct prefixes")
     rows = load_sft_rows(store, job.data)
     src = fetch(store, job.policy, scratch, "policy")
-    policy = prepare(M.load_policy(src))
+    policy = load(M.load_policy, src)
     opt = Adam(policy, job.sft.adam)  # a fresh optimiser; saved without its state
     met = sft.train(job, policy, opt, rows)
     ck = M.save(policy, out, src)

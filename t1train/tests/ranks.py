@@ -22,3 +22,46 @@ def worker(rank: int, world: int, port: int, jobs: dict, workdir: str, env: dict
         with open(out, "w") as f:
             json.dump(results, f)
     teardown()
+
+
+def loader(rank: int, world: int, port: int, ck: str, out: str) -> None:
+    """One rank loading ck as a job does (sharded when world > 1): the policy and Adam's state,
+    then a critic from the policy. It records its memory growth over the policy's and Adam's load
+    (anonymous memory, before anything is gathered) in out.<rank>, then gathers each model and the state
+    whole; rank 0 saves them to out."""
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "T1TRAIN_DEVICE": "cpu",
+                       "T1TRAIN_ACTIVATION_CHECKPOINTING": "off", "TRANSFORMERS_VERBOSITY": "error"})
+    import torch
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    torch.set_num_threads(1)
+    from t1train import dist as D
+    from t1train import model as M
+    from t1train import optim
+    from t1train.config import Adam as AdamConfig
+    from t1train.train import load
+
+    D.setup()
+    import transformers.models.qwen3_moe.modeling_qwen3_moe  # noqa: F401  (its import is not the load's)
+
+    def anon_kb() -> int:
+        # Anonymous memory alone: the checkpoint's pages that safetensors maps are the page cache's,
+        # shared by every rank of a node, not the process's own.
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+    before = anon_kb()
+    policy = load(M.load_policy, ck)
+    opt = optim.Adam(policy, AdamConfig())
+    opt.load_state(M.load_optimizer_state(ck))
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"growth_kb": anon_kb() - before}, f)
+    full = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    got = {"policy": get_model_state_dict(policy, options=full) if world > 1 else dict(policy.state_dict())}
+    got["adam"], _ = opt.state_tensors()
+    critic = load(M.critic_from_policy, ck)
+    got["critic"] = get_model_state_dict(critic, options=full) if world > 1 else dict(critic.state_dict())
+    if rank == 0:
+        torch.save(got, out)
+    D.teardown()
