@@ -214,8 +214,12 @@ func run(ctx context.Context, log io.Writer, load func() (config.Config, error),
 	defer release()
 	req := st.request
 	if req == nil {
+		iter, err := evaluatedIteration(ctx, in.Log, run, version)
+		if err != nil {
+			return exit.InfraError(err)
+		}
 		ev, err := engine.NewRootEvent(run, schemas.EvalRequested, fmt.Sprintf("job/%s/v%d/k%d", name, version, attempts),
-			schemas.EvalRequestedPayload{Suite: name, PolicyVersion: version, Attempts: attempts})
+			schemas.EvalRequestedPayload{Suite: name, PolicyVersion: version, Iteration: iter, Attempts: attempts})
 		if err != nil {
 			return err
 		}
@@ -453,4 +457,23 @@ func policyVersions(ctx context.Context, log *engine.Log, run string) []string {
 		}
 	}
 	return have
+}
+
+// evaluatedIteration is the iteration an evaluation of version is stored
+// under, as the run's own are (stages/control): the one whose rollouts
+// sample it, i+1 for the policy iteration i's update made, 0 for the base
+// and the fine-tuned policy.
+func evaluatedIteration(ctx context.Context, l *engine.Log, run string, version int64) (int, error) {
+	iter := 0
+	err := l.Replay(ctx, []string{engine.Subject(run, schemas.PolicyUpdated)}, engine.ReplayFrom{}, func(ev engine.Event) error {
+		var p schemas.PolicyUpdatedPayload
+		if err := ev.Decode(&p); err != nil {
+			return err
+		}
+		if p.PolicyVersion == version {
+			iter = p.Iteration + 1
+		}
+		return nil
+	})
+	return iter, err
 }

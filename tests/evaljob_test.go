@@ -90,6 +90,11 @@ func TestEvalJob(t *testing.T) {
 	if code != 0 || sum.Status != "completed" || sum.Tasks != 3 || sum.Scored != 6 || len(sum.Results) != 1 {
 		t.Fatalf("resumed eval: exit %d, %+v; want 0, completed, 3 tasks × 2 scored, one results table", code, sum)
 	}
+	// v2 is what the first iteration's update made: its evaluation is
+	// stored under iteration 1, whose rollouts sample it, as the run's own are.
+	if !strings.Contains(sum.Results[0], "/iter-0001/") {
+		t.Errorf("v2's results stored at %s, want under iter-0001", sum.Results[0])
+	}
 	before, err := readStatus(t, data, cfg)
 	if err != nil {
 		t.Fatal(err)
