@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/t1pipe/t1/engine"
+	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
@@ -55,7 +57,11 @@ func sealedPool(ctx context.Context, l *engine.Log, run string, version int) (sc
 			return p, nil
 		}
 	}
-	return schemas.PoolSealedPayload{}, fmt.Errorf("run %s has no pool version %d (latest %d)", run, version, found[len(found)-1].PoolVersion)
+	have := make([]string, len(found))
+	for i, p := range found {
+		have[i] = strconv.Itoa(p.PoolVersion)
+	}
+	return schemas.PoolSealedPayload{}, known.Unknown("pool version", "pool versions of run "+run, strconv.Itoa(version), have)
 }
 
 // poolRows reads the tasks rows the sealed pool claims, keeping only the

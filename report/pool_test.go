@@ -1,8 +1,13 @@
 package report
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/t1pipe/t1/exit"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 )
 
@@ -35,5 +40,22 @@ func TestSummarisePool(t *testing.T) {
 	}
 	if d := s.Difficulties; len(d) != 2 || d[0].Name != "hard" || d[0].Count != 6 || d[1].Count != 4 {
 		t.Fatalf("difficulties: %+v", d)
+	}
+}
+
+// A pool version the run never sealed is a usage error (exit 2) naming
+// the versions it did; 0 reads the latest.
+func TestUnknownPoolVersion(t *testing.T) {
+	l := testinfra.Log(t)
+	for v := 1; v <= 3; v++ {
+		publish(t, l, "pv", schemas.PoolSealed, fmt.Sprintf("seal-%d", v), schemas.PoolSealedPayload{PoolVersion: v, Tasks: v})
+	}
+	if p, err := sealedPool(context.Background(), l, "pv", 0); err != nil || p.PoolVersion != 3 {
+		t.Fatalf("latest: %+v %v", p, err)
+	}
+	_, err := sealedPool(context.Background(), l, "pv", 5)
+	if err == nil || exit.Code(context.Background(), err) != exit.Config || !strings.Contains(err.Error(), `unknown pool version "5"`) ||
+		!strings.Contains(err.Error(), "pool versions of run pv: 1, 2, 3") {
+		t.Fatalf("pool version 5: %v (exit %d)", err, exit.Code(context.Background(), err))
 	}
 }
