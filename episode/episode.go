@@ -17,6 +17,7 @@ import (
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
 	"github.com/t1pipe/t1/infra/sandbox"
+	"github.com/t1pipe/t1/jsonout"
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/trial"
@@ -51,10 +52,46 @@ type Options struct {
 	Rows string
 	// Verify runs the verifier on the final state.
 	Verify bool
+	// JSON prints one Summary object when the episode is done in place of
+	// the transcript as it goes.
+	JSON bool
+}
+
+// Summary is the episode as --json prints it.
+type Summary struct {
+	Task        string         `json:"task"`
+	Context     int            `json:"context"`
+	Isolated    bool           `json:"isolated"`
+	Termination string         `json:"termination"`
+	Turns       []Turn         `json:"turns"`
+	Sampled     int            `json:"sampled_tokens"`
+	Chunks      int            `json:"chunks"`
+	Repairs     map[string]int `json:"repairs"`
+	LossDrift   int            `json:"loss_drift"`
+	Malformed   int            `json:"malformed_replies"`
+	Verifier    *Verdict       `json:"verifier,omitempty"`
+}
+
+// Turn is one turn of a Summary.
+type Turn struct {
+	Index       int    `json:"index"`
+	Chunk       int    `json:"chunk"`
+	Sampled     int    `json:"sampled_tokens"`
+	Reply       string `json:"reply"`
+	Observation string `json:"observation"`
+}
+
+// Verdict is the verifier's, when it ran.
+type Verdict struct {
+	Source string  `json:"source"`
+	Passed int     `json:"passed"`
+	Total  int     `json:"total"`
+	Solved bool    `json:"solved"`
+	Reward float64 `json:"reward"`
 }
 
 // Play plays the episode, printing its transcript to out.
-func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) error {
+func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) (err error) {
 	dir, err := filepath.Abs(o.Task)
 	if err != nil {
 		return err
@@ -82,16 +119,33 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) erro
 		return err
 	}
 	defer sh.Close()
-	if info := sb.Info(); !info.Isolated {
-		fmt.Fprintf(out, "WARNING: %s\n", info.Reason)
+	text := out
+	if o.JSON {
+		text = io.Discard
 	}
-	fmt.Fprintf(out, "=== task %s (context %d tokens)\n%s\n", t.Name, ep.Config.Context, strings.TrimSpace(t.Instruction))
-	res, err := agent.Run(ctx, ep.Engine, ep.Chat, sh, t.Instruction, ep.Config, func(tr agent.Turn) { writeTurn(out, tr) })
+	sum := Summary{Task: t.Name, Context: ep.Config.Context, Isolated: sb.Info().Isolated, Repairs: map[string]int{}}
+	if info := sb.Info(); !info.Isolated {
+		fmt.Fprintf(text, "WARNING: %s\n", info.Reason)
+	}
+	fmt.Fprintf(text, "=== task %s (context %d tokens)\n%s\n", t.Name, ep.Config.Context, strings.TrimSpace(t.Instruction))
+	res, err := agent.Run(ctx, ep.Engine, ep.Chat, sh, t.Instruction, ep.Config, func(tr agent.Turn) {
+		writeTurn(text, tr)
+		sum.Turns = append(sum.Turns, Turn{Index: tr.Index, Chunk: tr.Chunk, Sampled: tr.Sampled, Reply: tr.Reply, Observation: tr.Observation})
+	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "=== %s after %d turns, %d sampled tokens, %d chunks, repairs %v, loss drift %d, malformed %d\n",
+	fmt.Fprintf(text, "=== %s after %d turns, %d sampled tokens, %d chunks, repairs %v, loss drift %d, malformed %d\n",
 		res.Termination, len(res.Turns), res.Sampled, len(res.Chunks), res.Repairs, res.LossDrift, res.Malformed)
+	sum.Termination, sum.Sampled, sum.Chunks, sum.LossDrift, sum.Malformed = string(res.Termination), res.Sampled, len(res.Chunks), res.LossDrift, res.Malformed
+	for k, v := range res.Repairs {
+		sum.Repairs[string(k)] = v
+	}
+	defer func() {
+		if err == nil && o.JSON {
+			err = jsonout.Write(out, sum)
+		}
+	}()
 	if o.Rows != "" {
 		if err := writeRows(o.Rows, t.Name, res, ep.Experts); err != nil {
 			return err
@@ -108,7 +162,8 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) erro
 		return err
 	}
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
-	fmt.Fprintf(out, "=== verifier (%s): passed %d/%d, solved %t, reward %g\n", rep.Source, rep.Passed, rep.Total, rep.Solved, rf.Score(rep).Value)
+	sum.Verifier = &Verdict{Source: string(rep.Source), Passed: rep.Passed, Total: rep.Total, Solved: rep.Solved, Reward: rf.Score(rep).Value}
+	fmt.Fprintf(text, "=== verifier (%s): passed %d/%d, solved %t, reward %g\n", rep.Source, rep.Passed, rep.Total, rep.Solved, rf.Score(rep).Value)
 	return nil
 }
 

@@ -103,6 +103,7 @@ func rolloutCmd(g *globals) *cobra.Command {
 	var o episode.Options
 	cmd := leaf("rollout --task DIR", "Play one episode of a task and print the transcript", episode.Help, cobra.NoArgs,
 		g.configured(required("--task", &o.Task), func(cmd *cobra.Command, _ []string, cfg config.Config) error {
+			o.JSON = g.json
 			return episode.Play(cmd.Context(), cmd.OutOrStdout(), cfg, o)
 		}))
 	f := cmd.Flags()
