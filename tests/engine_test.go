@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/t1pipe/t1/digest"
 	"github.com/t1pipe/t1/infra/inference/standin"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/moe"
@@ -51,15 +52,18 @@ func TestRunOnRealEngines(t *testing.T) {
 	// The same run on the embedded engine, serving at f32 as the
 	// stand-ins do, runs beside the others; they compare with it once it
 	// is done.
-	embedded, embeddedDone := t.TempDir(), make(chan bool, 1)
+	// Its digest is taken once: two t1 processes on one data directory
+	// would share its embedded servers, and the first to exit stops them.
+	embeddedDone := make(chan *digest.Digest, 1)
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		ok := false
-		defer func() { embeddedDone <- ok; close(embeddedDone) }()
-		completeRun(t, embedded, writeConfig(t, base+"  precision: f32\n"))
-		ok = true
+		var d *digest.Digest
+		defer func() { embeddedDone <- d; close(embeddedDone) }()
+		data, cfg := t.TempDir(), writeConfig(t, base+"  precision: f32\n")
+		completeRun(t, data, cfg)
+		d = runDigest(t, data, cfg, "tiny")
 	})
-	embeddedOK := sync.OnceValue(func() bool { return <-embeddedDone })
+	embeddedDigest := sync.OnceValue(func() *digest.Digest { return <-embeddedDone })
 
 	serve := func(t *testing.T, h standin.Restarter) *standin.Server {
 		srv, err := standin.Serve(h)
@@ -99,10 +103,11 @@ func TestRunOnRealEngines(t *testing.T) {
 			weights, data := t.TempDir(), t.TempDir()
 			cfg := writeConfig(t, base+fmt.Sprintf("  backend: %s\n  urls: [%s]\n  weights_dir: %s\n  served_model: t1\n", c.backend, strings.Join(urls, ", "), weights))
 			completeRun(t, data, cfg)
-			if !embeddedOK() {
+			want := embeddedDigest()
+			if want == nil {
 				t.Fatal("the embedded run failed: nothing to compare with")
 			}
-			sameDigest(t, runDigest(t, embedded, cfg, "tiny"), runDigest(t, data, cfg, "tiny"))
+			sameDigest(t, want, runDigest(t, data, cfg, "tiny"))
 
 			if len(engines) > 1 {
 				if v := engines[0].Handler().WeightVersion(); v != "2" {
