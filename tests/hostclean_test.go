@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,8 +19,8 @@ import (
 // hostPoints are where `t1 run` kills itself (hostres.Point, T1_KILL_AT)
 // for TestCrashLeavesNothingOnHost: inside a sandbox's life, with its
 // tmpfs, cgroup and directories in place. An image build is not among
-// them: the tiny pipeline runs on the host's system directories, and a
-// build needs debootstrap and a Debian mirror.
+// them: the tiny pipeline runs on the host's system directories
+// (TestImageBuildKilledLeavesNothingOnHost kills a build).
 var hostPoints = []struct {
 	point, phase string
 	quick        bool
@@ -190,4 +191,48 @@ func kindCounts(rs []hostres.Resource) string {
 		out = append(out, fmt.Sprintf("%d %s", n[k], k))
 	}
 	return strings.Join(out, ", ")
+}
+
+// TestImageBuildKilledLeavesNothingOnHost kills `t1 image build` with
+// SIGKILL while a layer's build root is mounted, and checks that the next
+// start (`t1 sandbox reap`, as every command that makes sandboxes does on
+// start) removes every mount and directory it recorded, and that the build
+// then finishes in the same cache.
+func TestImageBuildKilledLeavesNothingOnHost(t *testing.T) {
+	testinfra.Long(t)
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("image builds mount overlays: root only")
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		if _, err := exec.LookPath("/usr/sbin/debootstrap"); err != nil {
+			t.Skip("debootstrap unavailable (make setup installs it)")
+		}
+	}
+	data, cfg, cache := t.TempDir(), writeConfig(t, equalPipeline), t.TempDir()
+	task, err := filepath.Abs(filepath.Join("..", "harbor", "testdata", "tasks", "log-rotate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := killable(t, command(t, data, cfg, "image", "build", task, "--cache", cache))
+	build.Env = append(build.Env, "T1_KILL_AT=image.build")
+	var stderr bytes.Buffer
+	build.Stderr = &stderr
+	err = build.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("t1 image build did not stop at image.build: %v\n%s", err, stderr.String())
+	}
+	left := recordedBy(t, build.Process.Pid)
+	if !strings.Contains(kindCounts(left), "mount") {
+		t.Fatalf("killed inside a build, the process had recorded %s: no build root mounted", kindCounts(left))
+	}
+	if out, err := command(t, data, cfg, "sandbox", "reap").CombinedOutput(); err != nil {
+		t.Fatalf("reap: %v\n%s", err, out)
+	}
+	requireGone(t, build.Process.Pid, left)
+	if out, err := command(t, data, cfg, "image", "build", task, "--cache", cache).CombinedOutput(); err != nil {
+		t.Fatalf("the build after the kill: %v\n%s", err, out)
+	}
+	t.Logf("killed during an image build holding %s; none left after reap; the build then finished", kindCounts(left))
 }
