@@ -194,13 +194,14 @@ func mounts() ([]mountPoint, error) {
 		if len(f) < 5 || i < 0 || i+2 >= len(f) {
 			continue
 		}
-		ms = append(ms, mountPoint{dir: unescape(f[4]), fs: f[i+1], source: unescape(f[i+2])})
+		ms = append(ms, mountPoint{dir: Unescape(f[4]), fs: f[i+1], source: Unescape(f[i+2])})
 	}
 	return ms, sc.Err()
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
+// Unescape undoes /proc/<pid>/mountinfo's octal escapes (\040 for a
+// space) in a path field.
+func Unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -182,31 +182,12 @@ func cgroupMounts() ([]cgroupMount, error) {
 		}
 		switch b[0] {
 		case "cgroup2":
-			out = append(out, cgroupMount{dir: unescape(a[4]), root: unescape(a[3]), v2: true})
+			out = append(out, cgroupMount{dir: hostres.Unescape(a[4]), root: hostres.Unescape(a[3]), v2: true})
 		case "cgroup":
-			out = append(out, cgroupMount{dir: unescape(a[4]), root: unescape(a[3]), opts: strings.Split(b[2], ",")})
+			out = append(out, cgroupMount{dir: hostres.Unescape(a[4]), root: hostres.Unescape(a[3]), opts: strings.Split(b[2], ",")})
 		}
 	}
 	return out, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ownCgroups maps each hierarchy's controller list ("" for v2,
