@@ -26,6 +26,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/gateway"
 	"github.com/t1pipe/t1/infra/telemetry"
 	"github.com/t1pipe/t1/store"
 )
@@ -248,10 +249,10 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = peer.S3, peer.Bucket, peer.Credentials
 	default:
 		dir := filepath.Join(in.DataDir, "s3")
-		var gw *s3.Embedded
+		var gw *gateway.Gateway
 		err := quietStdout(func() error {
 			var err error
-			gw, err = s3.StartEmbedded(ctx, s3.EmbeddedOptions{
+			gw, err = gateway.Start(ctx, gateway.Options{
 				Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
 			})
 			return err
@@ -261,7 +262,7 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		}
 		in.closers = append(in.closers, func() { _ = gw.Close() })
 		sc = gw.Config()
-		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, s3.CredentialsPath(dir)
+		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, gateway.CredentialsPath(dir)
 	}
 	s, err := s3.Open(ctx, sc)
 	if err != nil {

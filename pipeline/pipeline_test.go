@@ -16,6 +16,7 @@ import (
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/gateway"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
@@ -237,7 +238,7 @@ func TestExternalPolicies(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	gw, err := s3.StartEmbedded(ctx, s3.EmbeddedOptions{Dir: filepath.Join(t.TempDir(), "s3")})
+	gw, err := gateway.Start(ctx, gateway.Options{Dir: filepath.Join(t.TempDir(), "s3")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,12 @@
-// Package testinfra gives tests the real servers they run against: one
-// embedded S3 gateway per test binary (the gateway allows one per
-// process), a key prefix of its own for every test, and an embedded
-// JetStream server per test on a random port in the test's temporary
-// directory.
+// Package testinfra gives tests the real servers they run against: an S3
+// gateway (package gateway) shared by the test binaries of the machine,
+// with a bucket of its own for each test binary and a key prefix of its
+// own for every test, and an embedded JetStream server per test on a
+// random port in the test's temporary directory.
+//
+// The gateway runs out of process (internal/testinfra/gatewayd, built and
+// started by the first test binary that finds none) because linking it
+// into every test binary cost more than most of them spend testing.
 package testinfra
 
 import (
@@ -30,13 +34,14 @@ import (
 )
 
 var (
-	gateway *s3.Embedded
+	shared  *s3.Config
 	workDir string
 )
 
 // WorkDir is the working directory the test binary started in (the
-// package directory): the embedded gateway moves the process elsewhere
-// while it runs, so testdata paths are resolved against this.
+// package directory), against which testdata paths resolve: a test that
+// runs an embedded gateway (package gateway) in process has its working
+// directory moved while it runs.
 func WorkDir() string { return workDir }
 
 // BuildT1 builds the t1 command into dir and returns its path, for tests
@@ -71,7 +76,7 @@ func ExecTrainer(t testing.TB) []string {
 }
 
 // build builds the module's package pkg into dir/name. It finds the
-// module from this file, not from the working directory, which the
+// module from this file, not from the working directory, which an
 // embedded gateway moves.
 func build(dir, name, pkg string) (string, error) {
 	_, self, _, ok := runtime.Caller(0)
@@ -96,19 +101,14 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tmp, err := os.MkdirTemp("", "t1-test-s3-")
+	cfg, release, err := useGateway()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "S3 gateway for the tests:", err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
-	gateway, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: filepath.Join(tmp, "s3")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "embedded S3:", err)
-		return 1
-	}
+	shared = &cfg
 	code := m.Run()
-	if err := gateway.Close(); err != nil && code == 0 {
+	if err := release(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
@@ -170,10 +170,10 @@ func open(t testing.TB, cfg s3.Config) store.ObjectStore {
 // gateway another way (through a proxy, from a subprocess) start from it.
 func StoreConfig(t testing.TB) s3.Config {
 	t.Helper()
-	if gateway == nil {
+	if shared == nil {
 		t.Fatal("testinfra.Store needs TestMain to call testinfra.Main")
 	}
-	cfg := gateway.Config()
+	cfg := *shared
 	cfg.Prefix = "test-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	return cfg
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/gateway"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/local"
@@ -45,7 +46,7 @@ const (
 
 var (
 	t1Bin   string
-	gateway *s3.Embedded
+	gw      *gateway.Gateway
 	s3Root  string // the gateway's directory: the bucket's objects as files
 	workDir string
 )
@@ -74,16 +75,16 @@ func run(m *testing.M) int {
 	}
 	s3Root = filepath.Join(tmp, "s3")
 	creds, _ := json.Marshal(map[string]string{"access_key": s3Access, "secret_key": s3Secret})
-	if err := os.WriteFile(s3.CredentialsPath(s3Root), creds, 0o600); err != nil {
+	if err := os.WriteFile(gateway.CredentialsPath(s3Root), creds, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if gateway, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: s3Root}); err != nil {
+	if gw, err = gateway.Start(context.Background(), gateway.Options{Dir: s3Root}); err != nil {
 		fmt.Fprintln(os.Stderr, "embedded S3:", err)
 		return 1
 	}
 	code := m.Run()
-	if err := gateway.Close(); err != nil && code == 0 {
+	if err := gw.Close(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
@@ -99,7 +100,7 @@ func run(m *testing.M) int {
 // is then searched for the planted secrets: none may appear.
 func TestSecretsStayOutOfLogsEventsAndObjects(t *testing.T) {
 	testinfra.Long(t)
-	if gateway.Config().AccessKey != s3Access {
+	if gw.Config().AccessKey != s3Access {
 		t.Fatal("the gateway does not use the planted S3 keys")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -109,7 +110,7 @@ func TestSecretsStayOutOfLogsEventsAndObjects(t *testing.T) {
 	t.Setenv("T1_TEST_NATS_PASSWORD", natsPassword)
 	t.Setenv("AWS_ACCESS_KEY_ID", s3Access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
-	ep := gateway.Config()
+	ep := gw.Config()
 	cfgText := fmt.Sprintf(`run:
   id: sec
 bus:
@@ -286,7 +287,7 @@ func scanStreams(t *testing.T, ctx context.Context, in *local.Infra) int {
 // it read.
 func scanObjects(t *testing.T, ctx context.Context) int {
 	t.Helper()
-	st, err := s3.Open(ctx, gateway.Config())
+	st, err := s3.Open(ctx, gw.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func scanObjects(t *testing.T, ctx context.Context) int {
 func scanFiles(t *testing.T, root string) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || p == s3.CredentialsPath(s3Root) || p == t1Bin {
+		if err != nil || !d.Type().IsRegular() || p == gateway.CredentialsPath(s3Root) || p == t1Bin {
 			return err
 		}
 		data, err := os.ReadFile(p)

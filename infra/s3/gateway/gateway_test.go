@@ -1,4 +1,4 @@
-package s3_test
+package gateway_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/gateway"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/store/storetest"
 )
@@ -22,7 +23,7 @@ import (
 // shared is the one embedded gateway of this test binary; TestRestart
 // replaces it with a restarted instance on the same directory.
 var (
-	shared    *s3.Embedded
+	shared    *gateway.Gateway
 	sharedDir string
 	origWD    string
 )
@@ -45,7 +46,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	sharedDir = filepath.Join(tmp, "s3")
-	shared, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: sharedDir})
+	shared, err = gateway.Start(context.Background(), gateway.Options{Dir: sharedDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -157,8 +158,8 @@ func TestWorkingDirectoryPinnedWhileRunning(t *testing.T) {
 
 func TestSecondEmbeddedFails(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "other")
-	_, err := s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: dir})
-	if !errors.Is(err, s3.ErrEmbeddedRunning) {
+	_, err := gateway.Start(t.Context(), gateway.Options{Dir: dir})
+	if !errors.Is(err, gateway.ErrRunning) {
 		t.Fatalf("second StartEmbedded = %v, want ErrEmbeddedRunning", err)
 	}
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
@@ -174,7 +175,7 @@ func TestSecondEmbeddedFails(t *testing.T) {
 }
 
 func TestCredentialsFile(t *testing.T) {
-	path := s3.CredentialsPath(sharedDir)
+	path := gateway.CredentialsPath(sharedDir)
 	if filepath.Dir(path) != filepath.Dir(sharedDir) {
 		t.Errorf("credentials file %s is not next to %s", path, sharedDir)
 	}
@@ -218,7 +219,7 @@ func TestRestart(t *testing.T) {
 	}
 
 	var err error
-	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir})
+	shared, err = gateway.Start(t.Context(), gateway.Options{Dir: sharedDir})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
@@ -247,7 +248,7 @@ func TestFixedPort(t *testing.T) {
 	}
 	port := freePort(t)
 	var err error
-	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir, Port: port, Bucket: "t1-data"})
+	shared, err = gateway.Start(t.Context(), gateway.Options{Dir: sharedDir, Port: port, Bucket: "t1-data"})
 	if err != nil {
 		t.Fatalf("start on port %d: %v", port, err)
 	}
@@ -266,7 +267,7 @@ func TestFixedPort(t *testing.T) {
 	}
 	defer l.Close()
 	taken := l.Addr().(*net.TCPAddr).Port
-	_, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir, Port: taken})
+	_, err = gateway.Start(t.Context(), gateway.Options{Dir: sharedDir, Port: taken})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("start on a taken port = %v, want an address-in-use error", err)
 	} else {
@@ -275,7 +276,7 @@ func TestFixedPort(t *testing.T) {
 	if wd, _ := os.Getwd(); wd != origWD {
 		t.Errorf("working directory after failed start = %s, want %s", wd, origWD)
 	}
-	shared, err = s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: sharedDir})
+	shared, err = gateway.Start(t.Context(), gateway.Options{Dir: sharedDir})
 	if err != nil {
 		t.Fatalf("start after a failed start: %v", err)
 	}
@@ -290,14 +291,14 @@ func TestSidecarMetadata(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		var err error
-		if shared, err = s3.StartEmbedded(context.Background(), s3.EmbeddedOptions{Dir: sharedDir}); err != nil {
+		if shared, err = gateway.Start(context.Background(), gateway.Options{Dir: sharedDir}); err != nil {
 			t.Fatalf("restart shared gateway: %v", err)
 		}
 	})
-	s3.SetForceSidecar(true)
+	gateway.SetForceSidecar(true)
 	dir := filepath.Join(t.TempDir(), "s3")
-	e, err := s3.StartEmbedded(t.Context(), s3.EmbeddedOptions{Dir: dir})
-	s3.SetForceSidecar(false)
+	e, err := gateway.Start(t.Context(), gateway.Options{Dir: dir})
+	gateway.SetForceSidecar(false)
 	if err != nil {
 		t.Fatal(err)
 	}

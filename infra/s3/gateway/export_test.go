@@ -1,5 +1,5 @@
-package s3
+package gateway
 
-// SetForceSidecar makes StartEmbedded keep metadata in a sidecar directory
+// SetForceSidecar makes Start keep metadata in a sidecar directory
 // even where extended attributes work.
 func SetForceSidecar(on bool) { forceSidecar = on }

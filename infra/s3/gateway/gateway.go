@@ -1,4 +1,4 @@
-package s3
+package gateway
 
 import (
 	"cmp"
@@ -17,27 +17,28 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/t1pipe/t1/infra/s3"
 	"github.com/versity/versitygw/backend/meta"
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
 )
 
-// DefaultBucket is the bucket StartEmbedded serves when none is named.
+// DefaultBucket is the bucket Start serves when none is named.
 const DefaultBucket = "t1-data"
 
-// embeddedRegion is what the gateway reports; clients must sign with it.
-const embeddedRegion = "us-east-1"
+// region is what the gateway reports; clients must sign with it.
+const region = "us-east-1"
 
-// startTimeout bounds how long StartEmbedded waits for the gateway to answer.
+// startTimeout bounds how long Start waits for the gateway to answer.
 const startTimeout = 30 * time.Second
 
-// ErrEmbeddedRunning is returned, wrapped, by StartEmbedded while another
+// ErrRunning is returned, wrapped, by Start while another
 // embedded gateway runs in this process. The gateway keeps process-wide
 // state (including the working directory), so there can be only one.
-var ErrEmbeddedRunning = errors.New("store: an embedded S3 gateway is already running in this process")
+var ErrRunning = errors.New("store: an embedded S3 gateway is already running in this process")
 
-// EmbeddedOptions configures StartEmbedded.
-type EmbeddedOptions struct {
+// Options configures Start.
+type Options struct {
 	// Dir holds the objects, e.g. <data>/s3. It is created if missing.
 	Dir string
 	// Host is the address to listen on; default 127.0.0.1.
@@ -48,12 +49,12 @@ type EmbeddedOptions struct {
 	Bucket string
 }
 
-// Embedded is an S3 endpoint served from a local directory by an in-process
+// Gateway is an S3 endpoint served from a local directory by an in-process
 // gateway.
-type Embedded struct {
+type Gateway struct {
 	dir      string
 	endpoint string
-	cfg      Config
+	cfg      s3.Config
 
 	prevWD string
 	cancel context.CancelFunc
@@ -65,15 +66,15 @@ type Embedded struct {
 }
 
 var (
-	embeddedMu      sync.Mutex
-	embeddedRunning *Embedded
+	runningMu sync.Mutex
+	running   *Gateway
 )
 
 // forceSidecar lets tests exercise the fallback for file systems without
 // extended attributes on one that has them.
 var forceSidecar bool
 
-// StartEmbedded starts an S3 gateway that serves opts.Bucket from opts.Dir
+// Start starts an S3 gateway that serves opts.Bucket from opts.Dir
 // and returns once the endpoint answers and the bucket exists. ctx bounds
 // the start only; the gateway runs until Close.
 //
@@ -94,10 +95,10 @@ var forceSidecar bool
 // os.Chdir elsewhere corrupts the store. Use absolute paths. Close restores
 // the previous working directory.
 //
-// Only one embedded gateway can run per process; a second StartEmbedded
-// before Close returns an error wrapping ErrEmbeddedRunning. Close followed
-// by StartEmbedded is supported.
-func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error) {
+// Only one embedded gateway can run per process; a second Start
+// before Close returns an error wrapping ErrRunning. Close followed
+// by Start is supported.
+func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("store: start embedded: no directory given")
 	}
@@ -106,21 +107,21 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 		return nil, fmt.Errorf("store: start embedded: %w", err)
 	}
 
-	embeddedMu.Lock()
-	defer embeddedMu.Unlock()
-	if embeddedRunning != nil {
-		return nil, fmt.Errorf("store: start embedded in %s: %w (serving %s)", dir, ErrEmbeddedRunning, embeddedRunning.dir)
+	runningMu.Lock()
+	defer runningMu.Unlock()
+	if running != nil {
+		return nil, fmt.Errorf("store: start embedded in %s: %w (serving %s)", dir, ErrRunning, running.dir)
 	}
 
-	e, err := startEmbedded(ctx, dir, opts)
+	e, err := start(ctx, dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	embeddedRunning = e
+	running = e
 	return e, nil
 }
 
-func startEmbedded(ctx context.Context, dir string, opts EmbeddedOptions) (*Embedded, error) {
+func start(ctx context.Context, dir string, opts Options) (*Gateway, error) {
 	host := cmp.Or(opts.Host, "127.0.0.1")
 	bucket := cmp.Or(opts.Bucket, DefaultBucket)
 
@@ -151,15 +152,15 @@ func startEmbedded(ctx context.Context, dir string, opts EmbeddedOptions) (*Embe
 				return nil, fmt.Errorf("store: start embedded: %w", err)
 			}
 		}
-		e := &Embedded{
+		e := &Gateway{
 			dir:      dir,
 			endpoint: net.JoinHostPort(clientHost(host), strconv.Itoa(port)),
 			prevWD:   prevWD,
 		}
-		e.cfg = Config{
+		e.cfg = s3.Config{
 			Endpoint:  e.endpoint,
 			Bucket:    bucket,
-			Region:    embeddedRegion,
+			Region:    region,
 			AccessKey: access,
 			SecretKey: secret,
 		}
@@ -176,7 +177,7 @@ func startEmbedded(ctx context.Context, dir string, opts EmbeddedOptions) (*Embe
 }
 
 // run starts the gateway on addr and waits until it serves the bucket.
-func (e *Embedded) run(ctx context.Context, ms meta.MetadataStorer, popts posix.PosixOpts, addr string) error {
+func (e *Gateway) run(ctx context.Context, ms meta.MetadataStorer, popts posix.PosixOpts, addr string) error {
 	be, err := posix.New(e.dir, ms, popts)
 	if err != nil {
 		return fmt.Errorf("store: start embedded in %s: %w", e.dir, err)
@@ -184,7 +185,7 @@ func (e *Embedded) run(ctx context.Context, ms meta.MetadataStorer, popts posix.
 	gwCfg := &embedgw.Config{
 		RootUserAccess:    e.cfg.AccessKey,
 		RootUserSecret:    e.cfg.SecretKey,
-		Region:            embeddedRegion,
+		Region:            region,
 		Ports:             []string{addr},
 		MaxConnections:    1024,
 		MaxRequests:       1024,
@@ -218,7 +219,7 @@ func (e *Embedded) run(ctx context.Context, ms meta.MetadataStorer, popts posix.
 
 // waitReady polls the endpoint until it answers and the bucket exists, the
 // gateway exits, ctx ends, or startTimeout passes.
-func (e *Embedded) waitReady(ctx context.Context) error {
+func (e *Gateway) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	// Something else may hold the port and accept connections without
@@ -233,7 +234,7 @@ func (e *Embedded) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, err := Open(ctx, e.cfg)
+		_, err := s3.Open(ctx, e.cfg)
 		if err == nil {
 			return nil
 		}
@@ -257,19 +258,19 @@ func (e *Embedded) waitReady(ctx context.Context) error {
 }
 
 // Endpoint returns the host:port clients connect to.
-func (e *Embedded) Endpoint() string { return e.endpoint }
+func (e *Gateway) Endpoint() string { return e.endpoint }
 
 // Dir returns the absolute directory holding the bucket directories.
-func (e *Embedded) Dir() string { return e.dir }
+func (e *Gateway) Dir() string { return e.dir }
 
 // Config returns a configuration for Open that reaches this gateway.
-func (e *Embedded) Config() Config { return e.cfg }
+func (e *Gateway) Config() s3.Config { return e.cfg }
 
 // Close stops the gateway, waits until it has shut down, and restores the
-// working directory the process had before StartEmbedded. It returns the
+// working directory the process had before Start. It returns the
 // gateway's error if it stopped for a reason other than Close. Close is
 // idempotent.
-func (e *Embedded) Close() error {
+func (e *Gateway) Close() error {
 	e.closeOnce.Do(func() {
 		e.cancel()
 		<-e.done
@@ -277,11 +278,11 @@ func (e *Embedded) Close() error {
 		if e.runErr != nil {
 			e.closeErr = fmt.Errorf("store: embedded gateway on %s: %w", e.endpoint, e.runErr)
 		}
-		embeddedMu.Lock()
-		if embeddedRunning == e {
-			embeddedRunning = nil
+		runningMu.Lock()
+		if running == e {
+			running = nil
 		}
-		embeddedMu.Unlock()
+		runningMu.Unlock()
 	})
 	return e.closeErr
 }
@@ -295,7 +296,7 @@ func restoreWD(dir string) {
 	}
 }
 
-// CredentialsPath returns the file in which StartEmbedded keeps the
+// CredentialsPath returns the file in which Start keeps the
 // gateway's credentials for dir: <dir>-credentials.json, outside dir so
 // that it can never be served as an object. Pass an absolute dir: while a
 // gateway runs, relative paths resolve against the store directory.
