@@ -21,6 +21,7 @@ import (
 	"github.com/t1pipe/t1/jsonout"
 	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/schemas/columnar"
 	"github.com/t1pipe/t1/store"
 )
 
@@ -65,7 +66,7 @@ func LookupTable(name string) (schemas.Table, error) {
 // tableColumns are the columns a query of tbl can name: its schema's and
 // its partition's.
 func tableColumns(tbl schemas.Table) ([]string, error) {
-	sch, err := schemas.ArrowSchema(tbl)
+	sch, err := columnar.Schema(tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 		}
 		// Objects of older minor versions read with the columns added
 		// since as nulls, so every object prints as the same table.
-		at, err := obj.Conformed(ctx, read, mem)
+		at, err := columnar.Conformed(ctx, obj, read, mem)
 		if err != nil {
 			return err
 		}

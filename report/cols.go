@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/schemas/columnar"
 	"github.com/t1pipe/t1/store"
 )
 
@@ -20,7 +21,7 @@ func readObject(ctx context.Context, st store.ObjectStore, key string, t schemas
 	if err != nil {
 		return err
 	}
-	tbl, err := o.Arrow(ctx, nil, memory.NewGoAllocator())
+	tbl, err := columnar.Table(ctx, o, nil, memory.NewGoAllocator())
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
@@ -39,8 +38,8 @@ func benchTokens(n int) []TokenRow {
 }
 
 // BenchmarkTokensTable: writing (spool + zstd + PutIfAbsent to the
-// embedded store) and reading back (parquet-go rows; arrow-go table) 256
-// chunks of 2048 tokens. Rows are chunks; tokens/s = rows/s × 2048.
+// embedded store) and reading back (parquet-go rows; arrow-go's table is
+// BenchmarkTokensTableArrow) 256 chunks of 2048 tokens. Rows are chunks; tokens/s = rows/s × 2048.
 func BenchmarkTokensTable(b *testing.B) {
 	ctx := context.Background()
 	st := openStore(b)
@@ -67,16 +66,6 @@ func BenchmarkTokensTable(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		b.ReportMetric(float64(ref.Bytes)/(256*2048), "file-B/token")
-	})
-	b.Run("read-arrow", func(b *testing.B) {
-		for b.Loop() {
-			t, err := ReadArrow(ctx, st, ref.Key, &ref, "tokens", nil, memory.NewGoAllocator())
-			if err != nil {
-				b.Fatal(err)
-			}
-			t.Release()
-		}
-		b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 }
 

@@ -60,10 +60,10 @@
 // table name, and the schema version (any minor of a known major;
 // another major is refused). Errors name the object. ReadRows decodes
 // small objects into row structs with parquet-go (which verifies page
-// CRCs); ReadArrow/Object.Arrow decode with arrow-go's parallel column
-// readers, after a page-CRC pass when no hash vouched for the bytes;
-// Object.Conformed reads an object of an older minor as the current
-// table, the columns added since as nulls (ArrowSchema is that table).
+// CRCs); package columnar decodes them as Arrow tables, after a page-CRC
+// pass (Object.CheckPages) when no hash vouched for the bytes
+// (Object.Verified), and reads an object of an older minor as the
+// current table, the columns added since as nulls.
 // CheckAligned verifies that a tokens object and a routing object agree
 // chunk by chunk.
 //

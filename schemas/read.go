@@ -9,10 +9,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/t1pipe/t1/store"
@@ -126,7 +122,7 @@ func CheckMetadata(key, name, version, want string) (Table, Version, error) {
 }
 
 // ReadRows reads every row of a small table object into T; see Fetch for
-// ref. Use ReadArrow for large objects.
+// ref. Use columnar.Read for large objects.
 func ReadRows[T Row](ctx context.Context, st store.ObjectStore, key string, ref *FileRef) ([]T, error) {
 	var zero T
 	o, err := Fetch(ctx, st, key, ref, zero.Table().Name)
@@ -166,68 +162,10 @@ func DecodeRows[T Row](o *Object) ([]T, error) {
 	return rows, nil
 }
 
-// ReadArrow reads an object as an Arrow table with arrow-go's parallel
-// column readers; see Fetch for ref and want. columns, when not empty,
-// selects top-level columns by name. The caller releases the table.
-func ReadArrow(ctx context.Context, st store.ObjectStore, key string, ref *FileRef, want string, columns []string, mem memory.Allocator) (arrow.Table, error) {
-	o, err := Fetch(ctx, st, key, ref, want)
-	if err != nil {
-		return nil, err
-	}
-	return o.Arrow(ctx, columns, mem)
-}
-
-// Arrow decodes the object as an Arrow table; see ReadArrow.
-func (o *Object) Arrow(ctx context.Context, columns []string, mem memory.Allocator) (_ arrow.Table, err error) {
-	// Damaged pages can trip assertions inside the decoder; report them
-	// as errors about the object rather than crash the reader.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: decode (truncated or corrupted?): %v", o.Key, p)
-		}
-	}()
-	if mem == nil {
-		mem = memory.DefaultAllocator
-	}
-	// arrow-go does not check page checksums; without a verified hash,
-	// let parquet-go check them first so damage is never read as data.
-	if !o.verified {
-		if err := o.checkPages(); err != nil {
-			return nil, err
-		}
-	}
-	pr, err := file.NewParquetReader(bytes.NewReader(o.Data), file.WithReadProps(nil))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Key, err)
-	}
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 64 << 10}, mem)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Key, err)
-	}
-	var tbl arrow.Table
-	if len(columns) == 0 {
-		tbl, err = fr.ReadTable(ctx)
-	} else {
-		idx, lerr := o.leaves(pr, columns)
-		if lerr != nil {
-			return nil, lerr
-		}
-		rgs := make([]int, pr.NumRowGroups())
-		for i := range rgs {
-			rgs[i] = i
-		}
-		tbl, err = fr.ReadRowGroups(ctx, idx, rgs)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: decode (truncated or corrupted?): %w", o.Key, err)
-	}
-	return tbl, nil
-}
-
-// checkPages reads every page once, which verifies the page CRCs that
-// t1's writer stores.
-func (o *Object) checkPages() error {
+// CheckPages reads every page once, which verifies the page CRCs that
+// t1's writer stores: readers that do not check them (arrow-go) call it
+// first unless Verified.
+func (o *Object) CheckPages() error {
 	pf, err := parquet.OpenFile(bytes.NewReader(o.Data), int64(len(o.Data)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.Key, err)
@@ -252,64 +190,6 @@ func (o *Object) checkPages() error {
 	return nil
 }
 
-// Records streams the object as Arrow record batches of up to batchRows
-// rows (columns as in Arrow), for objects too large to hold as one
-// table. The caller releases the reader.
-func (o *Object) Records(ctx context.Context, columns []string, batchRows int64, mem memory.Allocator) (pqarrow.RecordReader, error) {
-	if mem == nil {
-		mem = memory.DefaultAllocator
-	}
-	if !o.verified {
-		if err := o.checkPages(); err != nil {
-			return nil, err
-		}
-	}
-	pr, err := file.NewParquetReader(bytes.NewReader(o.Data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Key, err)
-	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: batchRows}, mem)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Key, err)
-	}
-	leaves, err := o.leaves(pr, columns)
-	if err != nil {
-		return nil, err
-	}
-	rr, err := fr.GetRecordReader(ctx, leaves, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Key, err)
-	}
-	return rr, nil
-}
-
-// leaves maps top-level column names to Parquet leaf column indices; nil
-// columns selects all (nil).
-func (o *Object) leaves(pr *file.Reader, columns []string) ([]int, error) {
-	if len(columns) == 0 {
-		return nil, nil
-	}
-	byName := topColumns(pr)
-	var idx []int
-	for _, c := range columns {
-		l, ok := byName[c]
-		if !ok {
-			return nil, fmt.Errorf("%s: no column %q in table %s", o.Key, c, o.Table.Name)
-		}
-		idx = append(idx, l...)
-	}
-	return idx, nil
-}
-
-// topColumns maps each of a file's top-level columns to its Parquet leaf
-// column indices.
-func topColumns(pr *file.Reader) map[string][]int {
-	descr := pr.MetaData().Schema
-	leaves := map[string][]int{}
-	for i := range descr.NumColumns() {
-		if p := descr.Column(i).ColumnPath(); len(p) > 0 {
-			leaves[p[0]] = append(leaves[p[0]], i)
-		}
-	}
-	return leaves
-}
+// Verified says whether the bytes matched a SHA-256 (a FileRef's or the
+// one the writer stored in the object's metadata).
+func (o *Object) Verified() bool { return o.verified }

@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	json "github.com/goccy/go-json"
 )
 
 // File is the name of the tokenizer in a Hugging Face model directory.

@@ -9,7 +9,7 @@ import (
 
 // tiny is a minimal byte-level BPE tokenizer.json: the 256 byte symbols,
 // the merges "h e" and "he llo"-style chains, and one special token.
-func tiny(t *testing.T, edit func(top, model map[string]any)) []byte {
+func tiny(t testing.TB, edit func(top, model map[string]any)) []byte {
 	t.Helper()
 	vocab := map[string]int{}
 	for b := 0; b < 256; b++ {
@@ -110,4 +110,21 @@ func TestIllFormedUTF8(t *testing.T) {
 			t.Errorf("validUTF8(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzParseHF holds the tokenizer.json reader to refusing, never
+// panicking on, whatever bytes a model directory holds.
+func FuzzParseHF(f *testing.F) {
+	good := tiny(f, nil)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":1},"merges":[["a","a"]]}}`))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":[],"merges":{}}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHF(b)
+		if err == nil {
+			h.Decode(h.Encode("hello<|end|> wörld"))
+		}
+	})
 }
