@@ -18,14 +18,16 @@ import (
 
 func TestFixturesOffline(t *testing.T) {
 	bw := testinfra.Bubblewrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	for name, want := range map[string]struct {
 		tests  int
 		source verifier.Source
 	}{"csv-summary": {4, verifier.SourceCTRF}, "fix-config": {4, verifier.SourceJUnit}} {
 		tests := want.tests
 		t.Run(name, func(t *testing.T) {
+			// Each fixture waits on its sandboxes and pytest more than it computes.
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			dir, err := filepath.Abs(filepath.Join("testdata", name))
 			if err != nil {
 				t.Fatal(err)
