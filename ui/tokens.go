@@ -59,13 +59,13 @@ type tokenView struct {
 }
 
 // PageLink is the query string of token page p in the same colouring.
-func (v *tokenView) PageLink(p int) string {
-	return fmt.Sprintf("%s&colour=%s&tpage=%d", v.Ref.Query(), v.Colour, p)
+func (v *tokenView) PageLink(p int) template.URL {
+	return template.URL(fmt.Sprintf("%s&colour=%s&tpage=%d", v.Ref.Query(), v.Colour, p))
 }
 
 // ColourLink is the query string of this page in colouring c.
-func (v *tokenView) ColourLink(c string) string {
-	return fmt.Sprintf("%s&colour=%s&tpage=%d", v.Ref.Query(), c, v.Page)
+func (v *tokenView) ColourLink(c string) template.URL {
+	return template.URL(fmt.Sprintf("%s&colour=%s&tpage=%d", v.Ref.Query(), c, v.Page))
 }
 
 // tokenView is page page (1-based) of the attempt's tokens, every chunk
@@ -94,14 +94,16 @@ func (s *Server) tokenView(ctx context.Context, run string, ref attemptRef, colo
 	v.Page = min(v.Page, v.Pages)
 	v.First = (v.Page - 1) * TokensPerPage
 	last := min(v.First+TokensPerPage, v.Total)
+	firstTurn := 0 // turns are numbered across the attempt, chunk after chunk
 	for ci, c := range v.Tok.Rows {
 		start := v.Chunks[ci].Start
-		if start >= last || start+len(c.TokenIDs) <= v.First {
-			continue
-		}
 		turns := map[int]int{}
 		for t, off := range c.TurnOffsets {
-			turns[int(off)] = t
+			turns[int(off)] = firstTurn + t
+		}
+		firstTurn += len(c.TurnOffsets)
+		if start >= last || start+len(c.TokenIDs) <= v.First {
+			continue
 		}
 		for i := max(0, v.First-start); i < len(c.TokenIDs) && start+i < last; i++ {
 			t := tok{Index: start + i, Text: s.piece(c.TokenIDs[i]), Sampled: i < len(c.LossMask) && c.LossMask[i]}

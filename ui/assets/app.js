@@ -16,7 +16,7 @@ function drawCurves() {
     box.appendChild(div);
     const lo = Math.min(0, ...c.y), hi = Math.max(0, ...c.y);
     const pad = (hi - lo || 1) * 0.08;
-    uPlot(div, {
+    new uPlot({
       title: c.title, width: 420, height: 220,
       scales: {
         x: { time: false, range: (u, a, b) => [Math.min(a, b - 1), Math.max(b, a + 1)] },
@@ -25,7 +25,7 @@ function drawCurves() {
       },
       axes: [{ label: "iteration", incrs: [1, 2, 5, 10, 20, 50, 100] }, {}],
       series: [{ label: "iteration" }, { label: c.title, stroke: "#2563eb", width: 2, points: { show: true, size: 6 } }],
-    }, [c.x, c.y]);
+    }, [c.x, c.y], div);
   }
 }
 
