@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"math"
 	"net/url"
 	"strconv"
@@ -25,8 +26,8 @@ type attemptRef struct {
 }
 
 // Query is the attempt as URL parameters.
-func (a attemptRef) Query() string {
-	return fmt.Sprintf("it=%d&purpose=%s&v=%d&task=%s&n=%d", a.Iteration, url.QueryEscape(a.Purpose), a.Version, url.QueryEscape(a.Task), a.Attempt)
+func (a attemptRef) Query() template.URL {
+	return template.URL(fmt.Sprintf("it=%d&purpose=%s&v=%d&task=%s&n=%d", a.Iteration, url.QueryEscape(a.Purpose), a.Version, url.QueryEscape(a.Task), a.Attempt))
 }
 
 func (a attemptRef) String() string {
@@ -221,4 +222,3 @@ func num(x any) string {
 }
 
 func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
-

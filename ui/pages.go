@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"html/template"
 	"math"
 	"net/http"
 	"net/url"
@@ -45,6 +46,14 @@ type overviewBody struct {
 	Recipe     []report.RecipeRow
 	Columns    []string
 	Curves     []curve
+}
+
+// Cell is column col of iteration it as the iterations table shows it.
+func (b *overviewBody) Cell(it report.Iteration, col string) string {
+	if v, ok := it.Value(col); ok {
+		return num(v)
+	}
+	return "–"
 }
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, l report.RunLine) {
@@ -103,21 +112,21 @@ type attemptsBody struct {
 
 // SortLink is the query string that sorts by col: descending when it
 // sorts by col ascending now.
-func (b *attemptsBody) SortLink(col string) string {
+func (b *attemptsBody) SortLink(col string) template.URL {
 	desc := "0"
 	if b.Sort == col && !b.Desc {
 		desc = "1"
 	}
-	return "sort=" + col + "&desc=" + desc + "&where=" + url.QueryEscape(b.Where)
+	return template.URL("sort=" + url.QueryEscape(col) + "&desc=" + desc + "&where=" + url.QueryEscape(b.Where))
 }
 
 // PageLink is the query string of page p.
-func (b *attemptsBody) PageLink(p int) string {
+func (b *attemptsBody) PageLink(p int) template.URL {
 	desc := "0"
 	if b.Desc {
 		desc = "1"
 	}
-	return fmt.Sprintf("sort=%s&desc=%s&where=%s&page=%d", url.QueryEscape(b.Sort), desc, url.QueryEscape(b.Where), p)
+	return template.URL(fmt.Sprintf("sort=%s&desc=%s&where=%s&page=%d", url.QueryEscape(b.Sort), desc, url.QueryEscape(b.Where), p))
 }
 
 // attemptJSON is an attempts-view row; the verdict is null until scored.
@@ -313,4 +322,3 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request, l report.RunLin
 	}
 	s.render(w, code, "compare", (&view{Title: l.Run + " · compare", Nav: "compare", Body: b}).live(l))
 }
-
