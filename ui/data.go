@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -99,23 +98,6 @@ func read[T any](ctx context.Context, st store.ObjectStore, tbl schemas.Table, o
 		s.Err = err.Error()
 	}
 	return s
-}
-
-// decode turns a page's rows into T through their JSON form, which
-// arrow-go writes with the columns' names.
-func decode[T any](p *query.Page) ([]T, error) {
-	if p.Rows == nil {
-		return nil, nil
-	}
-	b, err := p.Rows.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	var rows []T
-	if err := json.Unmarshal(b, &rows); err != nil {
-		return nil, fmt.Errorf("ui: rows: %w", err)
-	}
-	return rows, nil
 }
 
 // Rows of the tables an attempt's page reads, the columns it shows.
