@@ -43,6 +43,6 @@ func UI(ctx context.Context, in *local.Infra, run, addr string, ready func(url s
 		return exit.With(exit.Config, fmt.Errorf("ui: %w", err))
 	}
 	ready("http://" + ln.Addr().String() + "/")
-	s := &ui.Server{Log: in.Log, Store: in.Store, Tokenizer: tok, Run: run}
+	s := &ui.Server{Log: in.Log, Store: in.Store, Tokenizer: tok, Run: run, Rescorer: &Rescorer{Log: in.Log, Store: in.Store}}
 	return s.Serve(ctx, ln)
 }

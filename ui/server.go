@@ -36,6 +36,10 @@ type Server struct {
 	// Tokenizer turns token ids into the text the token view shows; nil
 	// shows the ids.
 	Tokenizer tokenizer.Tokenizer
+	// Rescorer, when set, gives the trainer's view of an attempt: the
+	// sampler-vs-trainer gap and the experts a replay-off update would
+	// choose; nil leaves both out.
+	Rescorer Rescorer
 	// Run is the run the root page opens ("": the list of runs).
 	Run string
 	// Poll is how often a page of a run in progress looks for new events

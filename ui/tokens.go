@@ -19,7 +19,13 @@ import (
 const (
 	ColourLogProb   = "logprob"
 	ColourAdvantage = "advantage"
+	ColourGap       = "gap"
 )
+
+// gapScale is the gap, in nats, that the gap colouring shows at full
+// depth: a token's log-prob under the trainer that far from the
+// sampler's is a large disagreement.
+const gapScale = 1.0
 
 // tok is one token of the token view.
 type tok struct {
@@ -56,6 +62,12 @@ type tokenView struct {
 	// MaxAdv is the largest |advantage| of the attempt, the scale of the
 	// advantage colouring.
 	MaxAdv float64
+	// CanGap says whether the trainer's view can be had; GapErr is why
+	// it could not.
+	CanGap bool
+	GapErr string
+	// MaxGap is the largest |gap| among the page's sampled tokens.
+	MaxGap float64
 }
 
 // PageLink is the query string of token page p in the same colouring.
@@ -71,10 +83,10 @@ func (v *tokenView) ColourLink(c string) template.URL {
 // tokenView is page page (1-based) of the attempt's tokens, every chunk
 // one after the other, coloured by colour.
 func (s *Server) tokenView(ctx context.Context, run string, ref attemptRef, colour string, page int) *tokenView {
-	if colour != ColourAdvantage {
+	if colour != ColourAdvantage && (colour != ColourGap || s.Rescorer == nil) {
 		colour = ColourLogProb
 	}
-	v := &tokenView{Ref: ref, Colour: colour, Page: max(page, 1),
+	v := &tokenView{Ref: ref, Colour: colour, Page: max(page, 1), CanGap: s.Rescorer != nil,
 		Tok:    read[tokenRow](ctx, s.Store, schemas.TokensTable, ref.of(run, false, tokenCols)),
 		Values: read[valueRow](ctx, s.Store, schemas.ValuesTable, ref.of(run, false, valueCols)),
 	}
@@ -105,6 +117,10 @@ func (s *Server) tokenView(ctx context.Context, run string, ref attemptRef, colo
 		if start >= last || start+len(c.TokenIDs) <= v.First {
 			continue
 		}
+		var trainer []float32
+		if colour == ColourGap && v.GapErr == "" {
+			trainer = s.trainerLogProbs(ctx, run, ref, c, v)
+		}
 		for i := max(0, v.First-start); i < len(c.TokenIDs) && start+i < last; i++ {
 			t := tok{Index: start + i, Text: s.piece(c.TokenIDs[i]), Sampled: i < len(c.LossMask) && c.LossMask[i]}
 			var marks []string
@@ -133,7 +149,16 @@ func (s *Server) tokenView(ctx context.Context, run string, ref attemptRef, colo
 				if hasA {
 					title += fmt.Sprintf(" · advantage %.4f", a)
 				}
+				if i < len(trainer) {
+					g := float64(trainer[i]) - lp
+					v.MaxGap = max(v.MaxGap, math.Abs(g))
+					title += fmt.Sprintf(" · trainer log-prob %.4f (gap %+.4f)", trainer[i], g)
+					if colour == ColourGap {
+						t.Style = gapColour(g)
+					}
+				}
 				switch {
+				case colour == ColourGap:
 				case colour == ColourLogProb:
 					t.Style = probColour(math.Exp(lp))
 				case hasA:
@@ -185,6 +210,42 @@ func advColour(a, scale float64) template.CSS {
 	return template.CSS(fmt.Sprintf("background:hsl(%d,70%%,%d%%)", hue, int(math.Round(95-40*x))))
 }
 
+// gapColour is blue where the trainer gives the token more probability
+// than the sampler did, orange where less, the deeper the larger the gap
+// (full at gapScale).
+func gapColour(g float64) template.CSS {
+	x := min(math.Abs(g)/gapScale, 1)
+	hue := 210
+	if g < 0 {
+		hue = 30
+	}
+	return template.CSS(fmt.Sprintf("background:hsl(%d,80%%,%d%%)", hue, int(math.Round(95-45*x))))
+}
+
+// trainerLogProbs is the trainer's log-prob of each token of chunk c,
+// with the sampler's routing replayed; nil, with v.GapErr set, when it
+// cannot be had.
+func (s *Server) trainerLogProbs(ctx context.Context, run string, ref attemptRef, c tokenRow, v *tokenView) []float32 {
+	rts := read[routingRow](ctx, s.Store, schemas.RoutingTable, ref.of(run, false, routingCols))
+	ch := Chunk{IDs: c.TokenIDs, Temperature: c.Temperature}
+	for _, r := range rts.Rows {
+		if r.Chunk == c.Chunk {
+			rec, err := routing.Decode(r.Record)
+			if err != nil {
+				v.GapErr = fmt.Sprintf("chunk %d's routing: %v", c.Chunk, err)
+				return nil
+			}
+			ch.Routing = rec
+		}
+	}
+	got, err := s.Rescorer.Rescore(ctx, run, ref.Version, ch)
+	if err != nil {
+		v.GapErr = err.Error()
+		return nil
+	}
+	return got.LogProbs
+}
+
 type layerLoad struct {
 	Layer int
 	// Share is how often each expert was among the layer's top-k, of the
@@ -203,11 +264,24 @@ type routingBody struct {
 	Experts int
 	Load    []layerLoad
 	// Token is the selected token (attempt-wide index) and Picked its
-	// experts per layer.
-	Token  int
-	Text   string
-	Picked [][]int
+	// experts per layer; LivePicked those the router would choose itself.
+	Token      int
+	Text       string
+	Picked     [][]int
+	LivePicked [][]int
+	// Mismatch is, per layer, the share of the attempt's tokens whose
+	// experts a replay-off update would choose otherwise than the sampler
+	// did; nil without a Rescorer, MismatchErr why it failed.
+	Mismatch    []mismatch
+	MismatchErr string
 }
+
+type mismatch struct {
+	Layer, Tokens, Differ int
+}
+
+// Rate is the share of tokens routed otherwise.
+func (m mismatch) Rate() float64 { return float64(m.Differ) / float64(max(m.Tokens, 1)) }
 
 // ExpertIDs are 0..Experts-1, the columns of the load table.
 func (b *routingBody) ExpertIDs() []int {
@@ -289,7 +363,10 @@ func (s *Server) routing(w http.ResponseWriter, r *http.Request, l report.RunLin
 	}
 	token, _ := strconv.Atoi(r.URL.Query().Get("token"))
 	b := s.routingData(r.Context(), l.Run, ref, max(token, 0))
-	ids := read[tokenRow](r.Context(), s.Store, schemas.TokensTable, ref.of(l.Run, false, []string{"chunk", "token_ids"}))
+	ids := read[tokenRow](r.Context(), s.Store, schemas.TokensTable, ref.of(l.Run, false, []string{"chunk", "token_ids", "temperature"}))
+	if s.Rescorer != nil && b.Err == "" && len(b.Load) > 0 {
+		s.replayOff(r.Context(), l.Run, ref, b, ids.Rows)
+	}
 	at := b.Token
 	for _, c := range ids.Rows {
 		if at < len(c.TokenIDs) {
@@ -304,4 +381,58 @@ func (s *Server) routing(w http.ResponseWriter, r *http.Request, l report.RunLin
 		b.Err = fmt.Sprintf("run %s stored no routing for attempt %s", l.Run, ref)
 	}
 	s.render(w, code, "routing", (&view{Title: ref.Task + " #" + strconv.Itoa(ref.Attempt) + " · routing", Nav: "attempts", Body: b}).live(l))
+}
+
+// replayOff fills b.Mismatch: the attempt's chunks scored with the
+// router choosing, against the sampler's routing, layer by layer, over
+// the tokens the sampler's record covers (all but a chunk's last).
+func (s *Server) replayOff(ctx context.Context, run string, ref attemptRef, b *routingBody, chunks []tokenRow) {
+	b.Mismatch = make([]mismatch, b.Layers)
+	for l := range b.Mismatch {
+		b.Mismatch[l].Layer = l
+	}
+	byChunk := map[int]tokenRow{}
+	for _, c := range chunks {
+		byChunk[c.Chunk] = c
+	}
+	start := 0
+	for _, r := range b.Rows.Rows {
+		rec, err := routing.Decode(r.Record)
+		if err != nil {
+			b.MismatchErr = fmt.Sprintf("chunk %d: %v", r.Chunk, err)
+			return
+		}
+		c, ok := byChunk[r.Chunk]
+		if !ok {
+			b.MismatchErr = fmt.Sprintf("chunk %d has routing but no tokens row", r.Chunk)
+			return
+		}
+		got, err := s.Rescorer.Rescore(ctx, run, ref.Version, Chunk{IDs: c.TokenIDs, Temperature: c.Temperature})
+		if err != nil {
+			b.MismatchErr = err.Error()
+			return
+		}
+		n := min(rec.Tokens, got.Live.Tokens, len(c.TokenIDs)-1)
+		for t := range n {
+			for l := range rec.Layers {
+				b.Mismatch[l].Tokens++
+				for j := range rec.TopK {
+					if rec.At(t, l, j) != got.Live.At(t, l, j) {
+						b.Mismatch[l].Differ++
+						break
+					}
+				}
+			}
+		}
+		if at := b.Token - start; at >= 0 && at < got.Live.Tokens {
+			for l := range got.Live.Layers {
+				var ids []int
+				for j := range got.Live.TopK {
+					ids = append(ids, got.Live.At(at, l, j))
+				}
+				b.LivePicked = append(b.LivePicked, ids)
+			}
+		}
+		start += rec.Tokens
+	}
 }
