@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,9 +93,19 @@ type seen struct {
 	RoutingToken  int
 	Attempt       seenAttempt
 	Advantage     []seenToken
-	Routing       struct{ Picked [][]int }
-	Compare       []struct{ Version, Attempts int }
-	Unknown       struct {
+	Gap           []struct {
+		I     int
+		Style string
+		Title string
+	}
+	GapErrors []string
+	Routing   struct {
+		Picked, Live [][]int
+		Mismatch     [][]string
+		Errors       []string
+	}
+	Compare []struct{ Version, Attempts int }
+	Unknown struct {
 		Status int
 		Text   string
 	}
@@ -350,6 +361,32 @@ func TestUIInBrowser(t *testing.T) {
 		}
 	}
 
+	// The gap: the sampler's log-prob as the table holds it, the
+	// trainer's beside it, their difference, coloured by it.
+	if len(s.GapErrors) > 0 || len(s.Gap) != len(sampled) {
+		t.Fatalf("gap view: errors %q, %d tokens coloured of %d", s.GapErrors, len(s.Gap), len(sampled))
+	}
+	gapRe := regexp.MustCompile(`log-prob (-?[0-9.]+) \(p [0-9.]+\) · .*trainer log-prob (-?[0-9.]+) \(gap ([-+][0-9.]+)\)`)
+	for _, tk := range s.Gap {
+		m := gapRe.FindStringSubmatch(tk.Title)
+		if m == nil {
+			t.Fatalf("token %d title %q", tk.I, tk.Title)
+		}
+		samp, _ := strconv.ParseFloat(m[1], 64)
+		train, _ := strconv.ParseFloat(m[2], 64)
+		gap, _ := strconv.ParseFloat(m[3], 64)
+		if math.Abs(samp-lps[tk.I]) > 1e-4 || math.Abs(train-samp-gap) > 2e-4 {
+			t.Errorf("token %d: %q; the table's log-prob %v", tk.I, tk.Title, lps[tk.I])
+		}
+		hue := 210
+		if strings.HasPrefix(m[3], "-") {
+			hue = 30
+		}
+		if !strings.HasPrefix(tk.Style, fmt.Sprintf("background:hsl(%d,80%%,", hue)) {
+			t.Errorf("token %d gap %v coloured %q", tk.I, gap, tk.Style)
+		}
+	}
+
 	// The experts of the token clicked, decoded from its chunk's record.
 	at := s.RoutingToken
 	var picked [][]int
@@ -372,6 +409,23 @@ func TestUIInBrowser(t *testing.T) {
 	}
 	if len(picked) == 0 || fmt.Sprint(picked) != fmt.Sprint(s.Routing.Picked) {
 		t.Errorf("token %d's experts shown %v, record %v", s.RoutingToken, s.Routing.Picked, picked)
+	}
+	// Replay off: the router's own experts beside the sampler's, and per
+	// layer the share routed otherwise over every token a record covers.
+	covered := 0
+	for i, r := range recs {
+		rec, _ := routing.Decode(r.Record)
+		covered += min(rec.Tokens, len(toks[i].IDs)-1)
+	}
+	if len(s.Routing.Errors) > 0 || len(s.Routing.Live) != len(picked) || len(s.Routing.Mismatch) != len(picked) {
+		t.Fatalf("routing page: errors %q, live %v, mismatch %v", s.Routing.Errors, s.Routing.Live, s.Routing.Mismatch)
+	}
+	for l, row := range s.Routing.Mismatch {
+		n, _ := strconv.Atoi(row[1])
+		d, _ := strconv.Atoi(row[2])
+		if row[0] != strconv.Itoa(l) || n != covered || d < 0 || d > n || len(s.Routing.Live[l]) != len(picked[l]) {
+			t.Errorf("layer %d: mismatch row %q over %d covered tokens", l, row, covered)
+		}
 	}
 	if len(s.Compare) != 2 || s.Compare[0].Version == s.Compare[1].Version || s.Compare[0].Attempts == 0 || s.Compare[1].Attempts == 0 {
 		t.Errorf("compare %+v", s.Compare)

@@ -70,14 +70,22 @@ await page.click("#colour-advantage");
 await page.waitForSelector("#tokens");
 out.advantage = await page.$$eval("#tokens .t.s", (els) => els.map((e) => ({ i: Number(e.dataset.i), style: e.getAttribute("style") || "" })));
 await shot("tokens-advantage");
+await page.click("#colour-gap");
+await page.waitForSelector("#tokens");
+out.gap = await page.$$eval("#tokens .t.s", (els) => els.map((e) => ({ i: Number(e.dataset.i), style: e.getAttribute("style") || "", title: e.title })));
+out.gapErrors = await texts("p.error");
+await shot("tokens-gap");
 const pick = page.locator("#tokens .t.s").first();
 out.routingToken = Number(await pick.getAttribute("data-i"));
 await pick.click();
 await page.waitForSelector("#routing-summary");
 out.routing = {
   summary: (await page.textContent("#routing-summary")).trim(),
-  picked: await page.$$eval("#picked tbody tr", (rows) => rows.map((r) => [...r.querySelectorAll(".expert")].map((e) => Number(e.textContent)))),
+  picked: await page.$$eval("#picked tbody tr", (rows) => rows.map((r) => [...r.cells[1].querySelectorAll(".expert")].map((e) => Number(e.textContent)))),
   loadRows: await page.$$eval("#load tbody tr", (rows) => rows.length),
+  live: await page.$$eval("#picked td.live", (cells) => cells.map((c) => [...c.querySelectorAll(".expert")].map((e) => Number(e.textContent)))),
+  mismatch: await page.$$eval("#mismatch tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent.trim()))),
+  errors: await texts("p.error"),
 };
 await shot("routing");
 
