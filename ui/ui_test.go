@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
@@ -162,7 +163,7 @@ func TestRoutingPage(t *testing.T) {
 
 // The uPlot the binary embeds is the file npm installs from the lock.
 func TestEmbeddedUPlotIsNPMs(t *testing.T) {
-	dir := filepath.Join("testdata", "node_modules", "uplot")
+	dir := filepath.Join(testinfra.WorkDir(), "testdata", "node_modules", "uplot")
 	if _, err := os.Stat(dir); err != nil {
 		t.Skip("testdata/node_modules is not installed (make setup installs it)")
 	}
