@@ -5,10 +5,17 @@
 // `t1 query --where` expressions and paged by query.ReadAttempts), one
 // attempt (the conversation turn by turn with the verifier's assertions
 // and compaction boundaries, and its tokens coloured by the sampler's
-// log-prob or the advantage, chunk starts that needed a TITO repair
-// marked), the routing of one attempt (the experts each token went to at
-// each layer, the load per layer) and one task's attempts under two
-// policy versions side by side.
+// log-prob, the advantage or the sampler-vs-trainer gap, chunk starts
+// that needed a TITO repair marked), the routing of one attempt (the
+// experts each token went to at each layer, the load per layer, and per
+// layer how often a replay-off update would route otherwise) and one
+// task's attempts under two policy versions side by side.
+//
+// The gap and the replay-off routing are the trainer's view, which no
+// table stores: a Rescorer (execute's loads the policy version that
+// sampled the attempt from the run's lineage and runs its forward pass)
+// computes them when a page shows them; without one the pages leave them
+// out.
 //
 // Every table is read through package query, never by a reader of its
 // own, and a page reads only what it shows: an attempt's rows come from
