@@ -19,38 +19,6 @@ import (
 	"github.com/t1pipe/t1/schemas/routing"
 )
 
-// browser finds node, Debian's chromium and the playwright-core that make
-// setup installs under ui/testdata, skipping the test without them unless
-// T1_REQUIRE_CHROMIUM (set by .ci/run) demands them.
-func browser(t *testing.T) (node, chromium, script string) {
-	t.Helper()
-	script, _ = filepath.Abs("../ui/testdata/browser.mjs")
-	var missing []string
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing = append(missing, "node")
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if chromium, err = exec.LookPath(name); err == nil {
-			break
-		}
-	}
-	if chromium == "" {
-		missing = append(missing, "chromium")
-	}
-	if _, err := os.Stat("../ui/testdata/node_modules/playwright-core/package.json"); err != nil {
-		missing = append(missing, "ui/testdata/node_modules (npm ci --prefix ui/testdata)")
-	}
-	if len(missing) > 0 {
-		msg := "the viewer's browser test needs " + strings.Join(missing, ", ") + " (make setup installs them)"
-		if os.Getenv("T1_REQUIRE_CHROMIUM") != "" {
-			t.Fatal("T1_REQUIRE_CHROMIUM is set but " + msg)
-		}
-		t.Skip(msg)
-	}
-	return node, chromium, script
-}
-
 // exitCode is the exit status of a command's error (0 without one).
 func exitCode(err error) int {
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -136,7 +104,11 @@ type seenToken struct {
 func TestUIInBrowser(t *testing.T) {
 	testinfra.Long(t)
 	t.Parallel()
-	node, chromium, script := browser(t)
+	node, chromium := testinfra.Playwright(t, "../ui/testdata/node_modules")
+	script, err := filepath.Abs("../ui/testdata/browser.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testinfra.Bubblewrap(t)
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")

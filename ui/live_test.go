@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,32 +15,6 @@ import (
 	"github.com/t1pipe/t1/schemas"
 )
 
-// browser finds node, chromium and the playwright-core make setup
-// installs, skipping the test without them unless T1_REQUIRE_CHROMIUM
-// (set by .ci/run) demands them.
-func browser(t *testing.T) (node, chromium string) {
-	t.Helper()
-	var missing []string
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing = append(missing, "node")
-	}
-	if chromium, err = exec.LookPath("chromium"); err != nil {
-		missing = append(missing, "chromium")
-	}
-	if _, err := os.Stat(filepath.Join(testinfra.WorkDir(), "testdata/node_modules/playwright-core/package.json")); err != nil {
-		missing = append(missing, "ui/testdata/node_modules")
-	}
-	if len(missing) > 0 {
-		msg := "the viewer's browser test needs " + strings.Join(missing, ", ") + " (make setup installs them)"
-		if os.Getenv("T1_REQUIRE_CHROMIUM") != "" {
-			t.Fatal("T1_REQUIRE_CHROMIUM is set but " + msg)
-		}
-		t.Skip(msg)
-	}
-	return node, chromium
-}
-
 // In a real browser, the page of a run in progress shows the run's end
 // when its event arrives, without a reload by hand, and then stops
 // listening.
@@ -49,7 +22,7 @@ func TestLiveReloadInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	node, chromium := browser(t)
+	node, chromium := testinfra.Playwright(t, filepath.Join(testinfra.WorkDir(), "testdata", "node_modules"))
 	f := newFixture(t, "u")
 	f.srv.Poll = 100 * time.Millisecond
 	srv := httptest.NewServer(f.srv.Handler())
