@@ -3,6 +3,7 @@ package ui
 import (
 	"bufio"
 	"bytes"
+	"html/template"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -178,6 +179,20 @@ func TestEmbeddedUPlotIsNPMs(t *testing.T) {
 		}
 		if !bytes.Equal(a, b) {
 			t.Errorf("assets/%s differs from npm's %s: copy it again", embedded, installed)
+		}
+	}
+}
+
+// The colourings' scales: probability red to green, advantage and gap
+// deeper with their size, their sign the hue.
+func TestColourScales(t *testing.T) {
+	for got, want := range map[template.CSS]string{
+		probColour(0): "background:hsl(0,75%,78%)", probColour(0.5): "background:hsl(60,75%,78%)", probColour(1): "background:hsl(120,75%,78%)",
+		advColour(2, 2): "background:hsl(120,70%,55%)", advColour(-1, 2): "background:hsl(0,70%,75%)", advColour(1, 0): "background:hsl(0,0%,92%)",
+		gapColour(0.5): "background:hsl(210,80%,73%)", gapColour(-3): "background:hsl(30,80%,50%)",
+	} {
+		if string(got) != want {
+			t.Errorf("%s, want %s", got, want)
 		}
 	}
 }
