@@ -3,8 +3,8 @@ package ui
 import (
 	"bufio"
 	"bytes"
-	"html/template"
 	"context"
+	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"os"
