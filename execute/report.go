@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/local"
 	"github.com/t1pipe/t1/report"
+	"github.com/t1pipe/t1/schemas"
 )
 
 // ReportFiles are where a run's report was written and stored.
@@ -55,4 +57,27 @@ func Report(ctx context.Context, in *local.Infra, ids []string, dir string) (Rep
 // WriteText says where the report's files went.
 func (f ReportFiles) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "report  %s (object %s)\nhtml    %s (object %s)\n", f.Report, f.ReportKey, f.HTML, f.HTMLKey)
+}
+
+// Inspect is schemas.Inspect of name: a local file, else the object of
+// that key in the store withStore opens (only when no such file exists).
+func Inspect(ctx context.Context, name string, withStore func(func(*local.Infra) error) error) (*schemas.FileReport, error) {
+	data, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		err = withStore(func(in *local.Infra) error {
+			rc, _, err := in.Store.Get(ctx, name)
+			if err != nil {
+				return fmt.Errorf("inspect: %s is neither a local file nor a store object: %w", name, err)
+			}
+			defer rc.Close()
+			if data, err = io.ReadAll(rc); err != nil {
+				return fmt.Errorf("inspect: %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return schemas.Inspect(name, data)
 }

@@ -8,6 +8,15 @@
 // stream. A table, column or format that does not exist is a usage error
 // (exit 2) naming those that do.
 //
+// ReadPage is the same read for a viewer (t1 ui): one page of rows
+// (Offset, Limit) in an order of its choosing (Order, the table's order
+// breaking ties) with the total that matched, reading only the columns it
+// returns, filters or orders by, optionally only one partition's objects,
+// and, with Tolerate, reading on past an object that does not read, which
+// it names in Page.Damaged. ReadAttempts pages the attempts view: each
+// trajectories row with its rewards row's reward, passed and total, which
+// a --where expression, an order and a page apply to alike.
+//
 // Objects an older minor version of the schema wrote read with the
 // columns added since as nulls, so a run that a newer build resumed reads
 // as one table.

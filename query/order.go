@@ -13,8 +13,8 @@ import (
 )
 
 // sortRows is the rows of recs as one record batch, stably sorted by the
-// columns order names (ascending, nulls first).
-func sortRows(ctx context.Context, recs []arrow.RecordBatch, order []string, mem memory.Allocator) (arrow.RecordBatch, error) {
+// keys order names (nulls first ascending, last descending).
+func sortRows(ctx context.Context, recs []arrow.RecordBatch, order []Order, mem memory.Allocator) (arrow.RecordBatch, error) {
 	sch := recs[0].Schema()
 	for _, r := range recs[1:] {
 		if !sch.Equal(r.Schema()) {
@@ -44,10 +44,14 @@ func sortRows(ctx context.Context, recs []arrow.RecordBatch, order []string, mem
 	if len(cols) > 0 {
 		n = cols[0].Len()
 	}
-	var keys []arrow.Array
-	for _, name := range order {
-		if idx := sch.FieldIndices(name); len(idx) > 0 {
-			keys = append(keys, cols[idx[0]])
+	type key struct {
+		arr  arrow.Array
+		desc bool
+	}
+	var keys []key
+	for _, k := range order {
+		if idx := sch.FieldIndices(k.Column); len(idx) > 0 {
+			keys = append(keys, key{cols[idx[0]], k.Desc})
 		}
 	}
 	rows := make([]int64, n)
@@ -56,7 +60,10 @@ func sortRows(ctx context.Context, recs []arrow.RecordBatch, order []string, mem
 	}
 	slices.SortStableFunc(rows, func(a, b int64) int {
 		for _, k := range keys {
-			if c := compareAt(k, int(a), int(b)); c != 0 {
+			if c := compareAt(k.arr, int(a), int(b)); c != 0 {
+				if k.desc {
+					return -c
+				}
 				return c
 			}
 		}
@@ -85,8 +92,8 @@ func sortRows(ctx context.Context, recs []arrow.RecordBatch, order []string, mem
 	return out, nil
 }
 
-// compareAt compares two values of an ordering column: the integer and
-// string columns ordering uses, and any other by its text.
+// compareAt compares two values of an ordering column: numbers by value,
+// strings and booleans as themselves, and any other by its text.
 func compareAt(arr arrow.Array, i, j int) int {
 	ni, nj := arr.IsNull(i), arr.IsNull(j)
 	switch {
@@ -104,6 +111,12 @@ func compareAt(arr arrow.Array, i, j int) int {
 		return cmp.Compare(a.Value(i), a.Value(j))
 	case *array.Uint64:
 		return cmp.Compare(a.Value(i), a.Value(j))
+	case *array.Float64:
+		return cmp.Compare(a.Value(i), a.Value(j))
+	case *array.Float32:
+		return cmp.Compare(a.Value(i), a.Value(j))
+	case *array.Boolean:
+		return cmp.Compare(boolInt(a.Value(i)), boolInt(a.Value(j)))
 	}
 	return cmp.Compare(arr.ValueStr(i), arr.ValueStr(j))
 }

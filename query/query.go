@@ -19,6 +19,7 @@ import (
 
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/jsonout"
+	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/known"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/schemas/columnar"
@@ -162,57 +163,104 @@ func Run(ctx context.Context, st store.ObjectStore, tbl schemas.Table, o Options
 			add(c)
 		}
 	}
-	objs, err := schemas.TableObjects(ctx, st, o.Run, tbl)
-	if err != nil {
-		return fmt.Errorf("query: %w", err)
-	}
 	mem := memory.NewGoAllocator()
-	var kept []arrow.RecordBatch
-	defer func() {
-		for _, r := range kept {
-			r.Release()
-		}
-	}()
-	for _, key := range objs {
-		obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
-		if err != nil {
-			return err
-		}
-		// Objects of older minor versions read with the columns added
-		// since as nulls, so every object prints as the same table.
-		at, err := columnar.Conformed(ctx, obj, read, mem)
-		if err != nil {
-			return err
-		}
-		err = func() error {
-			defer at.Release()
-			tr := array.NewTableReader(at, 64<<10)
-			defer tr.Release()
-			for tr.Next() {
-				rec, err := filterProject(ctx, tr.RecordBatch(), where, nil)
-				if err != nil {
-					return fmt.Errorf("%s: %w", key, err)
-				}
-				kept = append(kept, rec)
-			}
-			return tr.Err()
-		}()
-		if err != nil {
-			return err
-		}
+	kept, _, err := collect(ctx, st, tbl, o.Run, read, where, source{}, mem)
+	defer release(kept)
+	if err != nil {
+		return err
 	}
 	return write(ctx, kept, order, o, w, mem)
+}
+
+// source narrows which objects collect reads and what it does with one
+// that does not read.
+type source struct {
+	// partition, when set, reads only the objects of that partition (its
+	// directory, as keys.TableObject names it).
+	partition *int
+	// tolerate records an object that does not read in the damage list
+	// and reads on, instead of failing the whole read.
+	tolerate bool
+}
+
+// collect reads the read columns (all when empty) of every object of tbl
+// in run that src lets through, keeping the rows where holds for.
+// Objects of older minor versions read with the columns added since as
+// nulls, so every object gives the same table.
+func collect(ctx context.Context, st store.ObjectStore, tbl schemas.Table, run string, read []string, where Expr, src source, mem memory.Allocator) (kept []arrow.RecordBatch, damaged []Damage, err error) {
+	objs, err := schemas.TableObjects(ctx, st, run, tbl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("query: %w", err)
+	}
+	var dir string
+	if src.partition != nil {
+		dir = fmt.Sprintf("%s%s-%04d/", keys.TablePrefix(run, tbl.Name), tbl.Dir, *src.partition)
+	}
+	for _, key := range objs {
+		if dir != "" && !strings.HasPrefix(key, dir) {
+			continue
+		}
+		recs, err := readObject(ctx, st, tbl, key, read, where, mem)
+		if err != nil && src.tolerate && ctx.Err() == nil {
+			damaged = append(damaged, Damage{Key: key, Err: err.Error()})
+			continue
+		}
+		kept = append(kept, recs...)
+		if err != nil {
+			return kept, damaged, err
+		}
+	}
+	return kept, damaged, nil
+}
+
+// readObject is the rows of one object that where holds for.
+func readObject(ctx context.Context, st store.ObjectStore, tbl schemas.Table, key string, read []string, where Expr, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+	obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
+	if err != nil {
+		return nil, err
+	}
+	at, err := columnar.Conformed(ctx, obj, read, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer at.Release()
+	tr := array.NewTableReader(at, 64<<10)
+	defer tr.Release()
+	var kept []arrow.RecordBatch
+	for tr.Next() {
+		rec, err := filterProject(ctx, tr.RecordBatch(), where, nil)
+		if err != nil {
+			release(kept)
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		kept = append(kept, rec)
+	}
+	if err := tr.Err(); err != nil {
+		release(kept)
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return kept, nil
+}
+
+func release(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
 }
 
 // write sorts the kept rows by order, cuts them to o.Limit, projects
 // o.Select and writes them in o.Format.
 func write(ctx context.Context, kept []arrow.RecordBatch, order []string, o Options, w io.Writer, mem memory.Allocator) error {
+	keys := make([]Order, len(order))
+	for i, c := range order {
+		keys[i] = Order{Column: c}
+	}
 	out, err := newSink(o.Format, w)
 	if err != nil {
 		return err
 	}
 	if len(kept) > 0 {
-		rec, err := sortRows(ctx, kept, order, mem)
+		rec, err := sortRows(ctx, kept, keys, mem)
 		if err != nil {
 			return err
 		}

@@ -256,6 +256,39 @@ type EvalResult struct {
 // that only replayed a stage (Status replayed). A run without events is an error listing the runs
 // the log holds; so is a table object that does not read, naming it.
 func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) (*Run, error) {
+	r, err := loadHead(ctx, log, run)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadMetrics(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := r.loadTrajectories(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := r.loadRewards(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := r.loadEvalResults(ctx, st); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// LoadOverview is Load of what a run's overview shows, its events and its
+// metrics table, without the per-attempt tables, which grow with the run.
+// A metrics object that does not read is the error returned beside the
+// Run, whose events are loaded: the overview shows what it has.
+func LoadOverview(ctx context.Context, log *engine.Log, st store.ObjectStore, run string) (*Run, error) {
+	r, err := loadHead(ctx, log, run)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.loadMetrics(ctx, st)
+}
+
+// loadHead is a run's events and dead letters.
+func loadHead(ctx context.Context, log *engine.Log, run string) (*Run, error) {
 	if err := keys.ValidRun(run); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -274,18 +307,6 @@ func Load(ctx context.Context, log *engine.Log, st store.ObjectStore, run string
 		return nil, fmt.Errorf("report: run %s: %w", run, err)
 	}
 	r.DeadLetters = dead.Total()
-	if err := r.loadMetrics(ctx, st); err != nil {
-		return nil, err
-	}
-	if err := r.loadTrajectories(ctx, st); err != nil {
-		return nil, err
-	}
-	if err := r.loadRewards(ctx, st); err != nil {
-		return nil, err
-	}
-	if err := r.loadEvalResults(ctx, st); err != nil {
-		return nil, err
-	}
 	return r, nil
 }
 

@@ -35,6 +35,8 @@ t1 worker --stage control --run main`,
 t1 query trajectories --run main --where "purpose = 'eval' AND turns >= 2" --format csv
 t1 query tokens --run main --format ndjson | jq .task_id
 t1 query routing --run main --format arrow > routing.arrows`,
+	"ui": `t1 ui --run main
+t1 ui --addr 127.0.0.1:0          # any free port; the URL is printed`,
 	"report": `t1 report --run main
 t1 report --run main --compare main-rescored --out /tmp/report`,
 	"inspect": `t1 inspect runs/main/rewards/iter=0000/part-<sha256>.parquet

@@ -28,7 +28,7 @@ var Groups = []cobra.Group{
 // Commands.
 var groupOf = map[string]string{
 	"run": "run", "ablate": "run", "worker": "run", "eval": "run", "demo": "run",
-	"runs": "inspect", "status": "inspect", "events": "inspect", "report": "inspect", "digest": "inspect", "pool": "inspect", "inspect": "inspect",
+	"runs": "inspect", "status": "inspect", "events": "inspect", "report": "inspect", "ui": "inspect", "digest": "inspect", "pool": "inspect", "inspect": "inspect",
 	"query": "query", "export": "query",
 	"replay": "replay",
 	"infra":  "serve", "serve-policy": "serve", "moe": "serve",

@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(versionCmd(g), configCmd(g), infraCmd(g), statusCmd(g), eventsCmd(g), runCmd(g), ablateCmd(g),
 		demoCmd(g), replayCmd(g), runsCmd(g), workerCmd(g), evalCmd(g), queryCmd(g), reportCmd(g), inspectCmd(g),
 		tasksCmd(g), servePolicyCmd(g), moeCmd(g), sandboxCmd(g), imageCmd(g), rolloutCmd(g), exportCmd(g),
-		digestCmd(g), poolCmd(g), chatCmd(g), tokenizerCmd(g))
+		digestCmd(g), poolCmd(g), chatCmd(g), tokenizerCmd(g), uiCmd(g))
 	usage.Apply(root)
 	return root
 }

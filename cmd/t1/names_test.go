@@ -52,6 +52,8 @@ func TestWrongNamesExit2NamingWhatExists(t *testing.T) {
 		{[]string{"events", "list", "--run", "wk", "--type", "eval.complete"}, `unknown event type "eval.complete" (event types: eval.completed, `},
 		{[]string{"report", "--run", "wk", "--compare", "nosuch"}, `unknown run "nosuch" (runs: `},
 		{[]string{"digest", "--run", "nosuch"}, `unknown run "nosuch" (runs: `},
+		{[]string{"ui", "--run", "nosuch", "--addr", "127.0.0.1:0"}, `unknown run "nosuch" (runs: `},
+		{[]string{"ui", "--addr", "localhost"}, `ui: --addr "localhost": `},
 		{[]string{"pool", "show", "--run", "nosuch"}, `unknown run "nosuch" (runs: `},
 		{[]string{"export", "atif", "--run", "nosuch", "--out", out}, `unknown run "nosuch" (runs: `},
 		{[]string{"tasks", "export", "--run", "nosuch", "--out", out}, `unknown run "nosuch" (runs: `},

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/t1pipe/t1/query"
 	"github.com/t1pipe/t1/report"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/ui"
 )
 
 func statusCmd(g *globals) *cobra.Command {
@@ -126,27 +125,22 @@ func reportCmd(g *globals) *cobra.Command {
 func inspectCmd(g *globals) *cobra.Command {
 	return leaf("inspect FILE|KEY", "Show a Parquet file's schema, metadata, row groups and column chunks", schemas.InspectHelp, cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			data, err := os.ReadFile(name)
-			if os.IsNotExist(err) {
-				err = g.infra(cmd, local.Options{}, false, func(in *local.Infra) error {
-					rc, _, err := in.Store.Get(cmd.Context(), name)
-					if err != nil {
-						return fmt.Errorf("inspect: %s is neither a local file nor a store object: %w", name, err)
-					}
-					defer rc.Close()
-					if data, err = io.ReadAll(rc); err != nil {
-						return fmt.Errorf("inspect: %s: %w", name, err)
-					}
-					return nil
-				})
-			}
-			if err != nil {
-				return err
-			}
-			rep, err := schemas.Inspect(name, data)
+			rep, err := execute.Inspect(cmd.Context(), args[0], func(fn func(*local.Infra) error) error { return g.infra(cmd, local.Options{}, false, fn) })
 			return g.show(cmd, rep, err)
 		})
+}
+
+func uiCmd(g *globals) *cobra.Command {
+	var run, addr string
+	cmd := leaf("ui [--run R] [--addr HOST:PORT]", "Serve a read-only web viewer of the runs: curves, attempts, tokens, routing", ui.Help, cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
+			return g.infra(cmd, local.Options{}, true, func(in *local.Infra) error {
+				return execute.UI(cmd.Context(), in, run, addr, func(url string) { fmt.Fprintln(cmd.OutOrStdout(), "t1 ui serving on", url) })
+			})
+		})
+	cmd.Flags().StringVar(&run, "run", "", "open this run (default: the list of runs)")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7117", "listen address; loopback unless you mean to share it (port 0 picks a free one)")
+	return cmd
 }
 
 func poolCmd(g *globals) *cobra.Command {
