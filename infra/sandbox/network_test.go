@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -127,5 +128,58 @@ func TestNoneSandboxHasNoProxy(t *testing.T) {
 	}
 	if sb.Info().Proxy != nil || strings.Contains(sb.Info().Reason, "proxy") {
 		t.Fatalf("network none: info says %q", sb.Info().Reason)
+	}
+}
+
+// internet says whether this host reaches host:443, for the tests that
+// use the real registries.
+func internet(t *testing.T, hosts ...string) {
+	t.Helper()
+	for _, h := range hosts {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(h, "443"), 5*time.Second)
+		if err != nil {
+			t.Skipf("this host does not reach %s (%v): the test installs from the real registry", h, err)
+		}
+		c.Close()
+	}
+}
+
+// pip and npm install pinned packages from the real registries through
+// the proxy, with no setting of their own but the environment the
+// sandbox gives them.
+func TestRegistriesSandboxInstallsFromPyPIAndNpm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("downloads from PyPI and npm: skipped with -short")
+	}
+	internet(t, egress.DefaultHosts...)
+	sb, p := registriesSandbox(t, egress.DefaultHosts...)
+	steps := []struct{ tool, script string }{
+		{"pip", "/usr/bin/python3 -m pip --version && /usr/bin/python3 -m pip install --no-cache-dir --no-deps --target /tmp/py six==1.16.0 && PYTHONPATH=/tmp/py /usr/bin/python3 -c 'import six; print(six.__version__)'"},
+		{"npm", "cd /tmp && npm pack --silent is-number@7.0.0 && ls is-number-7.0.0.tgz"},
+	}
+	ran := map[string]bool{}
+	for _, s := range steps {
+		if _, err := exec.LookPath(s.tool); err != nil && s.tool == "npm" {
+			t.Logf("npm is not installed on this host: its step is skipped")
+			continue
+		}
+		ran[s.tool] = true
+		r := run(t, sb, sandbox.Cmd{Script: s.script, Timeout: 3 * time.Minute})
+		if r.ExitCode != 0 {
+			t.Fatalf("%s through the proxy: exit %d\n%s\n%s", s.tool, r.ExitCode, r.Stdout, r.Stderr)
+		}
+		t.Logf("%s: %s", s.tool, strings.TrimSpace(r.Stdout))
+	}
+	sb.Close()
+	reqs, _ := p.Requests()
+	seen := map[string]bool{}
+	for _, q := range reqs {
+		if !q.Allowed || q.Method != "CONNECT" || q.Bytes == 0 {
+			t.Errorf("unexpected request: %v", q)
+		}
+		seen[q.Host] = true
+	}
+	if !seen["pypi.org"] || !seen["files.pythonhosted.org"] || ran["npm"] && !seen["registry.npmjs.org"] {
+		t.Errorf("the log names %v, want pypi.org, files.pythonhosted.org (and registry.npmjs.org, npm ran: %v)", seen, ran["npm"])
 	}
 }
