@@ -374,6 +374,11 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // forward carries one plain http request; it reports whether the client
 // connection can take another.
 func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
+	// No body goes upstream, but one sent must be read past for the next
+	// request on the connection to parse; a large one ends it.
+	if n, _ := io.Copy(io.Discard, io.LimitReader(req.Body, 1<<16+1)); n > 1<<16 {
+		req.Close = true
+	}
 	r := Request{Method: req.Method}
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		r.Host, r.Reason = req.Host, fmt.Sprintf("%s %s is not a proxy request (want an absolute http:// URL, or CONNECT for https)", req.Method, req.URL)
