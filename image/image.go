@@ -9,16 +9,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
@@ -33,9 +37,13 @@ type Options struct {
 	// StepTimeout bounds each RUN step and the debootstrap of the base;
 	// zero means 30 minutes.
 	StepTimeout time.Duration
-	// Log receives the output of debootstrap and of every RUN; nil
+	// Log receives the output of debootstrap and of every RUN, and a
+	// line for each request of a RUN through the registries proxy; nil
 	// discards it.
 	Log io.Writer
+	// Registries is the allow-list of the proxy through which RUN steps
+	// reach the network (infra/egress); empty means DefaultRegistries.
+	Registries []string
 }
 
 // Step is one Dockerfile step of a build.
@@ -62,6 +70,9 @@ type Result struct {
 	// Mapping says what the Dockerfile's FROM became.
 	Mapping string `json:"mapping"`
 	Size    int64  `json:"size"`
+	// Egress is every request the RUN steps built here (not the cached
+	// ones) made through the registries proxy.
+	Egress []egress.Request `json:"egress,omitempty"`
 }
 
 // Layers are the steps that have a layer.
@@ -133,6 +144,16 @@ func defaults(opt Options) (Options, error) {
 			return opt, err
 		}
 		opt.Base = b
+	}
+	if len(opt.Registries) == 0 {
+		r, err := DefaultRegistries("")
+		if err != nil {
+			return opt, err
+		}
+		opt.Registries = r
+	}
+	if _, err := egress.New(opt.Registries); err != nil {
+		return opt, fmt.Errorf("image: %w", err)
 	}
 	return opt, nil
 }
@@ -312,7 +333,24 @@ func (b *builder) runStep(ctx context.Context, in sandbox.Instruction, text stri
 	return b.layer(ctx, in, text, inputs, func(r *sandbox.BuildRoot) error {
 		var out bytes.Buffer
 		w := io.MultiWriter(b.opt.Log, &tail{buf: &out})
+		// A proxy of the step's own: its log is the step's. The proxy's
+		// variables are not among the key's inputs: where a step may
+		// reach is the allow-list's, not the layer's.
+		proxy, err := egress.New(b.opt.Registries)
+		if err != nil {
+			return err
+		}
+		r.Proxy = proxy
 		code, err := r.Run(ctx, argv, env, wd, b.opt.StepTimeout, w)
+		proxy.Close()
+		reqs, omitted := proxy.Requests()
+		for _, q := range reqs {
+			fmt.Fprintf(b.opt.Log, "egress: %s\n", q)
+		}
+		if omitted > 0 {
+			fmt.Fprintf(b.opt.Log, "egress: %d more requests\n", omitted)
+		}
+		b.res.Egress = append(b.res.Egress, reqs...)
 		if err != nil {
 			return err
 		}
@@ -326,11 +364,25 @@ func (b *builder) runStep(ctx context.Context, in sandbox.Instruction, text stri
 		if last := lastLine(out.String()); last != "" {
 			reason += ": " + last
 		}
-		if m := networkTool.FindString(text); m != "" {
-			reason += fmt.Sprintf(" (%s needs the network at build time: the image is built with it, so this is the command's own failure or an unreachable server)", m)
+		if refused := refusedHosts(reqs); refused != "" {
+			reason += " (the registries proxy refused " + refused + ": the build reaches only " + strings.Join(b.opt.Registries, ", ") + ")"
+		} else if m := networkTool.FindString(text); m != "" {
+			reason += fmt.Sprintf(" (%s may need the network: the build reaches only %s, through t1's proxy, which refused nothing here)", m, strings.Join(b.opt.Registries, ", "))
 		}
 		return errors.New(reason)
 	})
+}
+
+// refusedHosts names the hosts:ports the proxy refused, once each.
+func refusedHosts(reqs []egress.Request) string {
+	var out []string
+	for _, q := range reqs {
+		h := net.JoinHostPort(q.Host, strconv.Itoa(q.Port))
+		if !q.Allowed && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // layer builds (or finds in the cache) the layer of one step.

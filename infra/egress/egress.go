@@ -78,9 +78,6 @@ type Proxy struct {
 	allow map[string]bool // "host" or "host:port", lower case
 	hosts []string        // as given, for messages
 	tr    *http.Transport
-	// OnRequest, when set before Serve, sees every request as it is
-	// logged (a build writes them to its log).
-	OnRequest func(Request)
 
 	mu      sync.Mutex
 	log     []Request
@@ -170,11 +167,7 @@ func (p *Proxy) record(r Request) {
 	} else {
 		p.omitted++
 	}
-	f := p.OnRequest
 	p.mu.Unlock()
-	if f != nil {
-		f(r)
-	}
 }
 
 // Serve answers the connections l accepts until l or the proxy is

@@ -28,6 +28,12 @@ func (b *box) netArgs(files []*os.File) ([]string, []*os.File, *netHook, error) 
 	if b.proxy == nil {
 		return nil, files, nil, nil
 	}
+	return proxyArgs(files)
+}
+
+// proxyArgs makes the pipes of a netHook, bwrap's ends appended to files
+// (fd 3 onwards) and named in the arguments.
+func proxyArgs(files []*os.File) ([]string, []*os.File, *netHook, error) {
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return nil, files, nil, fmt.Errorf("sandbox: %w", err)
@@ -52,6 +58,19 @@ func (b *box) attachNet(c *exec.Cmd) error {
 	if h == nil {
 		return nil
 	}
+	l, err := h.attach(b.proxy)
+	if l != nil {
+		b.mu.Lock()
+		h.l = l
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// attach makes p's listener in the network namespace of the bwrap whose
+// pipes h holds and lets that bwrap go on. The listener it returns, even
+// with an error, is p's to Unserve.
+func (h *netHook) attach(p *egress.Proxy) (net.Listener, error) {
 	defer h.block.Close()
 	_ = h.info.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var info struct {
@@ -60,20 +79,17 @@ func (b *box) attachNet(c *exec.Cmd) error {
 	err := json.NewDecoder(h.info).Decode(&info)
 	h.info.Close()
 	if err != nil || info.Pid <= 0 {
-		return fmt.Errorf("sandbox: network: bwrap did not say its sandbox's pid: %v", err)
+		return nil, fmt.Errorf("sandbox: network: bwrap did not say its sandbox's pid: %v", err)
 	}
 	l, err := egress.ListenIn(info.Pid)
 	if err != nil {
-		return fmt.Errorf("sandbox: network: %w", err)
+		return nil, fmt.Errorf("sandbox: network: %w", err)
 	}
-	b.mu.Lock()
-	h.l = l
-	b.mu.Unlock()
-	b.proxy.Serve(l)
+	p.Serve(l)
 	if _, err := h.block.Write([]byte{1}); err != nil {
-		return fmt.Errorf("sandbox: network: releasing the sandbox: %w", err)
+		return l, fmt.Errorf("sandbox: network: releasing the sandbox: %w", err)
 	}
-	return nil
+	return l, nil
 }
 
 // detachNet closes a finished command's listener.
