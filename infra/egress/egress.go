@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,16 +35,48 @@ const (
 // files, and npm's registry.
 var DefaultHosts = []string{"pypi.org", "files.pythonhosted.org", "registry.npmjs.org"}
 
+// CAPath is where a sandbox or a build step with the proxy finds the
+// host's certificate bundle (CABundle): in bwrap's own /dev, which is
+// neither the image's nor in a snapshot.
+const CAPath = "/dev/t1/ca-certificates.crt"
+
+// CABundle is the host's certificate bundle, the one t1's own TLS
+// clients trust (SSL_CERT_FILE, else Debian's
+// /etc/ssl/certs/ca-certificates.crt), or "" when there is none. A host
+// whose egress goes through a TLS-intercepting gateway trusts the
+// gateway's authority there; an image's own bundle would not, and every
+// https download through the tunnel would fail its certificate check.
+// The bundle holds public certificates only.
+var CABundle = sync.OnceValue(func() string {
+	for _, p := range []string{os.Getenv("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"} {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+})
+
 // Env is what a sandbox's commands need to find the proxy: the variables
-// pip, uv, npm, apt, curl and Go's net/http read. Loopback is left out, so
-// a service the sandbox runs itself is reached directly.
+// pip, uv, npm, apt, curl and Go's net/http read, and, where the host has
+// a certificate bundle, those that make Python, pip, uv, curl, git and
+// node trust it at CAPath. Loopback is left out, so a service the
+// sandbox runs itself is reached directly.
 func Env() []string {
 	u := "http://127.0.0.1:" + strconv.Itoa(Port)
-	return []string{
+	env := []string{
 		"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
 		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
 		"npm_config_proxy=" + u, "npm_config_https_proxy=" + u,
 	}
+	if CABundle() != "" {
+		for _, k := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS"} {
+			env = append(env, k+"="+CAPath)
+		}
+	}
+	return env
 }
 
 // Request is one request the proxy answered.

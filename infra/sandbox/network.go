@@ -45,6 +45,9 @@ func proxyArgs(files []*os.File) ([]string, []*os.File, *netHook, error) {
 		return nil, files, nil, fmt.Errorf("sandbox: %w", err)
 	}
 	args := []string{"--info-fd", strconv.Itoa(3 + len(files)), "--block-fd", strconv.Itoa(4 + len(files))}
+	if ca := egress.CABundle(); ca != "" {
+		args = append(args, "--ro-bind", ca, egress.CAPath)
+	}
 	return args, append(files, infoW, blockR), &netHook{info: infoR, block: blockW}, nil
 }
 
