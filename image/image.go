@@ -172,6 +172,29 @@ type builder struct {
 	envList []string
 	argList []string
 	workdir string
+
+	// A multi-stage build: the stages already built, by position, what
+	// the ARGs before the first FROM set, the current stage's name, and
+	// notes on what the earlier stages' FROMs became.
+	stages     []stage
+	global     stageVars
+	name       string
+	stageNotes []string
+}
+
+// stage is a finished stage of a multi-stage build: COPY --from and a
+// later FROM start from its filesystem, which its key names.
+type stage struct {
+	name    string
+	layers  []string
+	key     string
+	envList []string
+	workdir string
+}
+
+type stageVars struct {
+	vars    map[string]string
+	argList []string
 }
 
 // fail is the one-line error of a step that cannot be built.
@@ -192,34 +215,15 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		}
 		switch in.Cmd {
 		case "FROM":
+			if froms == 0 {
+				// ARGs before the first FROM are every stage's start.
+				b.global = stageVars{vars: copyVars(b.vars), argList: slices.Clone(b.argList)}
+			} else {
+				b.endStage()
+			}
 			froms++
-			if froms > 1 {
-				return nil, b.fail(in, "%s: a second FROM (multi-stage build) cannot be built here: one image per task", text)
-			}
-			if len(in.Args) == 0 {
-				return nil, b.fail(in, "FROM without an image")
-			}
-			for _, f := range in.Flags {
-				if !strings.HasPrefix(f, "--platform=") {
-					return nil, b.fail(in, "FROM %s: option not supported", f)
-				}
-			}
-			name, err := sandbox.ExpandWord(in.Args[0], b.vars)
-			if err != nil {
-				return nil, b.fail(in, "FROM: %v", err)
-			}
-			m, err := mapFrom(name, b.opt.Base)
-			if err != nil {
-				return nil, b.fail(in, "FROM %s: %v", name, err)
-			}
-			b.res.Mapping = m.note
-			if err := b.base(ctx); err != nil {
-				return nil, b.fail(in, "FROM %s: %v", name, err)
-			}
-			for _, s := range m.extra {
-				if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
-					return nil, err
-				}
+			if err := b.from(ctx, in); err != nil {
+				return nil, err
 			}
 		case "ARG":
 			for _, w := range in.Args {
@@ -262,10 +266,11 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 			}
 			b.workdir = d
 		case "COPY", "ADD":
-			for _, f := range in.Flags {
-				if strings.HasPrefix(f, "--from") {
-					return nil, b.fail(in, "%s %s: copying from another image or stage cannot be built here (one image per task, from its own build context)", in.Cmd, f)
+			if from, ok := fromFlag(in); ok {
+				if err := b.copyFrom(ctx, in, text, from); err != nil {
+					return nil, err
 				}
+				continue
 			}
 			for _, a := range in.Args {
 				if in.Cmd == "ADD" && strings.Contains(a, "://") {
@@ -309,7 +314,7 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 	if froms == 0 {
 		return nil, fmt.Errorf("image: %s: no FROM", b.file)
 	}
-	img := &sandbox.Image{Layers: b.layers, Env: b.envList, Notes: []string{b.res.Mapping}}
+	img := &sandbox.Image{Layers: b.layers, Env: b.envList, Notes: append([]string{b.res.Mapping}, b.stageNotes...)}
 	if b.workdir != "/" {
 		img.WorkDir = b.workdir
 	}
@@ -318,6 +323,152 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		b.res.Size += s.Size
 	}
 	return &b.res, nil
+}
+
+// from starts a stage: FROM image [AS name], the image one the base maps
+// (mapFrom) or an earlier stage.
+func (b *builder) from(ctx context.Context, in sandbox.Instruction) error {
+	if len(in.Args) == 0 {
+		return b.fail(in, "FROM without an image")
+	}
+	for _, f := range in.Flags {
+		if !strings.HasPrefix(f, "--platform=") {
+			return b.fail(in, "FROM %s: option not supported", f)
+		}
+	}
+	b.name = ""
+	switch {
+	case len(in.Args) == 3 && strings.EqualFold(in.Args[1], "AS"):
+		b.name = strings.ToLower(in.Args[2])
+	case len(in.Args) != 1:
+		return b.fail(in, "FROM %s: want an image and optionally AS name", in.Raw)
+	}
+	name, err := sandbox.ExpandWord(in.Args[0], b.vars)
+	if err != nil {
+		return b.fail(in, "FROM: %v", err)
+	}
+	if s, ok := b.stage(name); ok {
+		b.layers, b.key = slices.Clone(s.layers), s.key
+		b.envList, b.workdir = slices.Clone(s.envList), s.workdir
+		for _, kv := range s.envList {
+			k, v, _ := strings.Cut(kv, "=")
+			b.vars[k] = v
+		}
+		b.note(fmt.Sprintf("FROM %s → the stage %s", name, name))
+		return nil
+	}
+	m, err := mapFrom(name, b.opt.Base)
+	if err != nil {
+		return b.fail(in, "FROM %s: %v", name, err)
+	}
+	b.note(m.note)
+	if err := b.base(ctx); err != nil {
+		return b.fail(in, "FROM %s: %v", name, err)
+	}
+	for _, s := range m.extra {
+		if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// note records what a stage's FROM became: the last stage's is the
+// image's Mapping, the others' go to its notes.
+func (b *builder) note(n string) {
+	if b.res.Mapping != "" {
+		b.stageNotes = append(b.stageNotes, "earlier stage: "+b.res.Mapping)
+	}
+	b.res.Mapping = n
+}
+
+// endStage keeps the current stage for COPY --from and a later FROM, and
+// starts the next one from the ARGs before the first FROM.
+func (b *builder) endStage() {
+	b.stages = append(b.stages, stage{name: b.name, layers: b.layers, key: b.key, envList: b.envList, workdir: b.workdir})
+	b.layers, b.key, b.envList, b.workdir = nil, "", nil, "/"
+	b.vars, b.argList = copyVars(b.global.vars), slices.Clone(b.global.argList)
+}
+
+// stage finds a finished stage by name or position.
+func (b *builder) stage(ref string) (stage, bool) {
+	for i, s := range b.stages {
+		if (s.name != "" && s.name == strings.ToLower(ref)) || strconv.Itoa(i) == ref {
+			return s, true
+		}
+	}
+	return stage{}, false
+}
+
+// fromFlag is a COPY's --from=, if any.
+func fromFlag(in sandbox.Instruction) (string, bool) {
+	for _, f := range in.Flags {
+		if v, ok := strings.CutPrefix(f, "--from="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// copyFrom applies COPY --from=ref: ref is an earlier stage, or an image
+// the base maps, built as a stage of its own. Its key covers the source
+// stage's key, which names that stage's whole filesystem.
+func (b *builder) copyFrom(ctx context.Context, in sandbox.Instruction, text, ref string) error {
+	if in.Cmd == "ADD" {
+		return b.fail(in, "ADD --from: only COPY copies from a stage or an image")
+	}
+	ref, err := sandbox.ExpandWord(ref, b.vars)
+	if err != nil {
+		return b.fail(in, "COPY --from: %v", err)
+	}
+	src, ok := b.stage(ref)
+	if !ok {
+		if src, err = b.imageStage(ctx, in, ref); err != nil {
+			return err
+		}
+	}
+	wd, vars := b.workdir, copyVars(b.vars)
+	return b.layer(ctx, in, text, "from="+src.key, func(r *sandbox.BuildRoot) error {
+		scratch, release, err := b.cache.scratch()
+		if err != nil {
+			return err
+		}
+		defer release()
+		from, err := sandbox.MountBuild(src.layers, filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "mnt"))
+		if err != nil {
+			return err
+		}
+		cerr := r.CopyFrom(ctx, in, from, ref, wd, vars)
+		if err := from.Close(); cerr == nil {
+			cerr = err
+		}
+		return cerr
+	})
+}
+
+// imageStage builds the image a COPY --from names, when the base maps it,
+// as an unnamed stage; the current stage is left as it was.
+func (b *builder) imageStage(ctx context.Context, in sandbox.Instruction, ref string) (stage, error) {
+	m, err := mapFrom(ref, b.opt.Base)
+	if err != nil {
+		return stage{}, b.fail(in, "COPY --from=%s: neither an earlier stage nor an image the builder can fetch: %v", ref, err)
+	}
+	// Built as its own FROM would be, with nothing of the current stage.
+	saved := *b
+	defer func() {
+		b.layers, b.key, b.argList, b.envList, b.workdir = saved.layers, saved.key, saved.argList, saved.envList, saved.workdir
+	}()
+	b.argList, b.envList, b.workdir = slices.Clone(b.global.argList), nil, "/"
+	if err := b.base(ctx); err != nil {
+		return stage{}, b.fail(in, "COPY --from=%s: %v", ref, err)
+	}
+	for _, s := range m.extra {
+		if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
+			return stage{}, err
+		}
+	}
+	b.stageNotes = append(b.stageNotes, "COPY --from="+ref+": "+m.note)
+	return stage{layers: b.layers, key: b.key}, nil
 }
 
 // networkTool names the installer a failed RUN used, for its one-line

@@ -557,6 +557,21 @@ func (r *BuildRoot) Copy(ctx context.Context, in Instruction, contextDir, workdi
 	return b.dockerCopy(ctx, in, src, contextDir, workdir, vars)
 }
 
+// CopyFrom applies COPY --from: as Copy, but from the root filesystem
+// of src (another stage or image, mounted by MountBuild and not written),
+// named ref in errors. Sources are paths of src's root.
+func (r *BuildRoot) CopyFrom(ctx context.Context, in Instruction, src *BuildRoot, ref, workdir string, vars map[string]string) error {
+	flags := in.Flags[:0:0]
+	for _, f := range in.Flags {
+		if !strings.HasPrefix(f, "--from=") {
+			flags = append(flags, f)
+		}
+	}
+	in.Flags = flags
+	b := &box{fsRoot: r.merged, uid: -1, gid: -1, anywhere: true, workDir: workdir}
+	return b.dockerCopy(ctx, in, src.merged, "stage "+ref, workdir, vars)
+}
+
 // Mkdir creates the directory d of the image and its missing parents
 // (WORKDIR).
 func (r *BuildRoot) Mkdir(d string) error {
