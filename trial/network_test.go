@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ func networkTask(t *testing.T, url string, allowInternet *bool) (string, *harbor
 		Environment(harbor.EnvironmentConfig{AllowInternet: allowInternet}).
 		SetupScript("#!/bin/bash\nmkdir -p /app/data\n").
 		Solution(sol).
-		TestScript(localTestSh).
+		// The verifier tries the network too: it must have none.
+		TestScript(fmt.Sprintf("#!/bin/bash\nNO_PROXY= no_proxy= curl -s --max-time 5 %s/verifier\n", url)+strings.TrimPrefix(localTestSh, "#!/bin/bash\n")).
 		TestFile("test_outputs.py", []byte(testFile)).
 		Build()
 	if err != nil {
@@ -50,7 +52,11 @@ func TestNetworkPolicyPerRunAndTask(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the task's solution uses it")
 	}
+	var verifierHits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/verifier" {
+			verifierHits.Add(1)
+		}
 		fmt.Fprint(w, "t1")
 	}))
 	defer srv.Close()
@@ -83,5 +89,8 @@ func TestNetworkPolicyPerRunAndTask(t *testing.T) {
 		if !c.solved && len(out.Egress) != 0 {
 			t.Errorf("%s: egress %+v", c.name, out.Egress)
 		}
+	}
+	if n := verifierHits.Load(); n != 0 {
+		t.Errorf("the verifier reached the network %d times", n)
 	}
 }

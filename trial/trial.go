@@ -76,7 +76,16 @@ type Options struct {
 // runs, and a sandbox that reports no isolation is closed again (both
 // wrap sandbox.ErrUnisolated).
 func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, error) {
-	return o.start(ctx, sandbox.Spec{TaskDir: taskDir})
+	spec := sandbox.Spec{TaskDir: taskDir}
+	// The solution's or agent's sandbox: the verifier's starts through
+	// start alone and never has a network.
+	if o.Registries != nil {
+		var err error
+		if spec.Proxy, err = o.proxy(taskDir); err != nil {
+			return nil, err
+		}
+	}
+	return o.start(ctx, spec)
 }
 
 func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -90,12 +99,6 @@ func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 		return nil, fmt.Errorf("%w (backend %s): refusing it; install bubblewrap, or allow unisolated execution explicitly", sandbox.ErrUnisolated, o.Backend.Name())
 	}
 	spec.Limits, spec.TempDir = o.Limits, o.TempDir
-	if o.Registries != nil && !spec.Verifier {
-		var err error
-		if spec.Proxy, err = o.proxy(spec.TaskDir); err != nil {
-			return nil, err
-		}
-	}
 	sb, err := o.Backend.Start(ctx, spec)
 	if err != nil {
 		if spec.Proxy != nil {

@@ -224,7 +224,11 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 			}
 			if res.ExitCode != 0 {
 				hint := ""
-				if installs(in.Raw, jsonArgs(in)) {
+				switch {
+				case !installs(in.Raw, jsonArgs(in)):
+				case b.proxy != nil:
+					hint = " (the sandbox reaches only " + strings.Join(b.proxy.Hosts(), ", ") + ", through t1's proxy; the host's system directories are read-only)"
+				default:
 					hint = " (the sandbox has no network: package installs fail here)"
 				}
 				return fail("RUN %s: exit code %d%s%s\n%s%s", in.Raw, res.ExitCode, timedOut(res), hint, res.Stdout, res.Stderr)
