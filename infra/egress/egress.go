@@ -22,6 +22,12 @@ const Port = 3128
 // MaxRequests bounds the requests one proxy logs.
 const MaxRequests = 1000
 
+// MaxConns bounds the connections one proxy holds at once, the sandbox's
+// and the upstream ones together: past it a new client connection is
+// closed unanswered, so a sandbox cannot make the host hold sockets and
+// goroutines without bound.
+const MaxConns = 256
+
 // Policies of a sandbox's network.
 const (
 	// None: loopback only, no way out (the default).
@@ -224,7 +230,7 @@ func (p *Proxy) Serve(l net.Listener) {
 			}
 			if !p.track(c) {
 				c.Close()
-				return
+				continue
 			}
 			p.wg.Add(1)
 			go func() {
@@ -248,7 +254,7 @@ func (p *Proxy) Unserve(l net.Listener) {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || len(p.conns) >= MaxConns {
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -361,6 +367,9 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 	}
 	if !p.track(up) {
 		up.Close()
+		r.Reason = fmt.Sprintf("more than %d connections at once, or the proxy closed", MaxConns)
+		p.record(r)
+		refuse(c, http.StatusServiceUnavailable, r.Reason)
 		return
 	}
 	defer p.untrack(up)

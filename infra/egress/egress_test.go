@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/t1pipe/t1/infra/egress"
 )
@@ -133,4 +134,52 @@ func TestProxyLogIsBounded(t *testing.T) {
 	if len(reqs) != egress.MaxRequests || omitted != 5 {
 		t.Errorf("logged %d, omitted %d", len(reqs), omitted)
 	}
+}
+
+// Connections past MaxConns are closed unanswered, and the proxy takes
+// new ones again once some end.
+func TestProxyBoundsConnections(t *testing.T) {
+	_, addr := serve(t, "registry.example")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range egress.MaxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// The held connections say nothing: the proxy waits on each. They
+	// are accepted, and counted, before the next one.
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	fmt.Fprintf(extra, "GET http://other.example/ HTTP/1.1\r\nHost: other.example\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(extra), nil); err == nil {
+		t.Fatalf("connection past the bound answered: %s", resp.Status)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	for range 100 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET http://other.example/ HTTP/1.1\r\nHost: other.example\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err == nil && resp.StatusCode == 403 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the proxy took no connection after the held ones ended")
 }
