@@ -17,8 +17,9 @@ const (
 	// read-only: what the host has installed, the task's Dockerfile RUN
 	// lines offline on top (SECURITY.md: the weaker mode).
 	ImageHost = "host"
-	// ImageDockerfile runs each sandbox offline on an image built from
-	// its task's Dockerfile (package image), with the network at build.
+	// ImageDockerfile runs each sandbox on an image built from its
+	// task's Dockerfile (package image), its RUN steps reaching the
+	// registries (Registries) through t1's proxy.
 	ImageDockerfile = "dockerfile"
 )
 
