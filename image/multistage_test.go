@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/t1pipe/t1/image"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -41,7 +43,10 @@ func TestMultiStageBuild(t *testing.T) {
 	cache, base := image.MachineCache(t)
 	ctx := context.Background()
 	dir := task(t, twoStage)
-	writeHello(t, dir, "hello from the builder")
+	// The layers are kept in the machine's cache between runs: a message
+	// of this run's own makes the compile, and what follows it, new.
+	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
+	writeHello(t, dir, "hello from the builder "+nonce)
 	opt := image.Options{CacheDir: cache, Base: base}
 	res, err := image.Build(ctx, dir, opt)
 	if err != nil {
@@ -60,7 +65,7 @@ func TestMultiStageBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ExitCode != 0 || r.Stdout != "hello from the builder\n/app\nfinal\nhello.c\n"+readDebianVersion(t, res)+"no-gcc\n" {
+	if r.ExitCode != 0 || r.Stdout != "hello from the builder "+nonce+"\n/app\nfinal\nhello.c\n"+readDebianVersion(t, res)+"no-gcc\n" {
 		t.Fatalf("final stage: exit %d, stdout %q, stderr %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
 	// The final image is the base and the final stage's layers.
@@ -84,7 +89,7 @@ func TestMultiStageBuild(t *testing.T) {
 		}
 		return m
 	}
-	writeHello(t, dir, "hello again")
+	writeHello(t, dir, "hello again "+nonce)
 	changed, err := image.Build(ctx, dir, opt)
 	if err != nil {
 		t.Fatal(err)

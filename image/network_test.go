@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,9 @@ func TestBuildReachesOnlyTheRegistries(t *testing.T) {
 	ctx := context.Background()
 	var log bytes.Buffer
 	opt := image.Options{CacheDir: cache, Base: base, Log: &log}
-	res, err := image.Build(ctx, task(t, "FROM python:3.11-slim\nRUN pip install --no-cache-dir six==1.16.0 && python -c 'import six; print(six.__version__)'\n"), opt)
+	// An ENV of this run's own makes the step new in the machine's cache.
+	nonce := "ENV T1_TEST_RUN=" + strconv.FormatInt(time.Now().UnixNano(), 36) + "\n"
+	res, err := image.Build(ctx, task(t, "FROM python:3.11-slim\n"+nonce+"RUN pip install --no-cache-dir six==1.16.0 && python -c 'import six; print(six.__version__)'\n"), opt)
 	if err != nil {
 		t.Fatalf("pip install at build: %v\n%s", err, log.String())
 	}
@@ -58,12 +61,12 @@ func TestBuildReachesOnlyTheRegistries(t *testing.T) {
 	}
 
 	log.Reset()
-	_, err = image.Build(ctx, task(t, "FROM python:3.11-slim\nRUN python -c \"import urllib.request; urllib.request.urlopen('https://example.com/', timeout=20)\"\n"), opt)
+	_, err = image.Build(ctx, task(t, "FROM python:3.11-slim\n"+nonce+"RUN python -c \"import urllib.request; urllib.request.urlopen('https://example.com/', timeout=20)\"\n"), opt)
 	if err == nil || !strings.Contains(err.Error(), "the registries proxy refused example.com:443") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("fetch from a host off the list at build: %v", err)
 	}
 	// Without the proxy variables, nothing: no route and no DNS.
-	_, err = image.Build(ctx, task(t, "FROM python:3.11-slim\nRUN env -u https_proxy -u HTTPS_PROXY python -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=20)\"\n"), opt)
+	_, err = image.Build(ctx, task(t, "FROM python:3.11-slim\n"+nonce+"RUN env -u https_proxy -u HTTPS_PROXY python -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=20)\"\n"), opt)
 	if err == nil || !strings.Contains(err.Error(), "exit code 1") {
 		t.Fatalf("fetch around the proxy at build: %v", err)
 	}
