@@ -146,7 +146,7 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 		case "FROM":
 			froms++
 			if froms > 1 {
-				return fail("a second FROM (multi-stage build) needs a container backend; %s", supported)
+				return fail("a second FROM (multi-stage build) is built on an image (sandbox.image: dockerfile), not on the host's directories; %s", supported)
 			}
 			image := ""
 			if len(in.Args) > 0 {
@@ -337,7 +337,7 @@ func (b *box) dockerCopy(ctx context.Context, in Instruction, env *safeRoot, env
 			}
 			chmod = fs.FileMode(m).Perm()
 		case "--from":
-			return fmt.Errorf("%s %s: copying from another image or stage needs a container backend", in.Cmd, f)
+			return fmt.Errorf("%s %s: copying from another image or stage is built on an image (sandbox.image: dockerfile), not on the host's directories", in.Cmd, f)
 		default:
 			return fmt.Errorf("%s %s: option needs a container backend; %s", in.Cmd, f, supported)
 		}
