@@ -21,12 +21,13 @@ import (
 
 var (
 	oracleTable     = flag.Bool("oracle-table", false, "run TestOracleTable: every Terminal-Bench-shaped task's oracle, printed as a table")
-	oracleTableDirs = flag.String("oracle-table-dirs", "", "colon-separated directories of task directories for TestOracleTable (default: trial/testdata/tb*)")
+	oracleTableDirs = flag.String("oracle-table-dirs", "", "colon-separated directories of task directories for TestOracleTable (default: every trial/testdata/*)")
 )
 
 // TestOracleTable runs the reference solution of every task directory in
-// the Terminal-Bench-shaped test data (trial/testdata/tb*/*, or the
-// directories -oracle-table-dirs names) as `t1 tasks check` does, three
+// the Terminal-Bench-shaped test data (trial/testdata/*/*: a directory
+// with a task.toml, whatever group it is in; or the task directories in
+// the directories -oracle-table-dirs names) as `t1 tasks check` does, three
 // ways: on the host's system directories without network, on the image
 // built from the task's Dockerfile without network, and on that image
 // with network registries. It prints a Markdown table: each way's
@@ -107,7 +108,7 @@ func tableDirs(t *testing.T) []string {
 	if *oracleTableDirs != "" {
 		parents = strings.Split(*oracleTableDirs, ":")
 	} else {
-		m, err := filepath.Glob(filepath.Join(testdata, "tb*"))
+		m, err := filepath.Glob(filepath.Join(testdata, "*"))
 		if err != nil {
 			t.Fatal(err)
 		}
