@@ -144,10 +144,10 @@ func internet(t *testing.T, hosts ...string) {
 	}
 }
 
-// pip and npm install pinned packages from the real registries through
-// the proxy, with no setting of their own but the environment the
-// sandbox gives them.
-func TestRegistriesSandboxInstallsFromPyPIAndNpm(t *testing.T) {
+// pip, npm and uvx install pinned packages from the real registries
+// through the proxy, with no setting of their own but the environment
+// the sandbox gives them.
+func TestRegistriesSandboxInstalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads from PyPI and npm: skipped with -short")
 	}
@@ -156,10 +156,12 @@ func TestRegistriesSandboxInstallsFromPyPIAndNpm(t *testing.T) {
 	steps := []struct{ tool, script string }{
 		{"pip", "/usr/bin/python3 -m pip --version && /usr/bin/python3 -m pip install --no-cache-dir --no-deps --target /tmp/py six==1.16.0 && PYTHONPATH=/tmp/py /usr/bin/python3 -c 'import six; print(six.__version__)'"},
 		{"npm", "cd /tmp && npm pack --silent is-number@7.0.0 && ls is-number-7.0.0.tgz"},
+		// uv from PyPI, then uvx running a pinned tool it fetches itself.
+		{"uvx", "/usr/bin/python3 -m pip install --no-cache-dir --target /tmp/uv uv==0.9.7 && UV_CACHE_DIR=/tmp/uv-cache /tmp/uv/bin/uvx --python /usr/bin/python3 --from cowsay==6.1 cowsay -t moo"},
 	}
 	ran := map[string]bool{}
 	for _, s := range steps {
-		if _, err := exec.LookPath(s.tool); err != nil && s.tool == "npm" {
+		if _, err := exec.LookPath("npm"); err != nil && s.tool == "npm" {
 			t.Logf("npm is not installed on this host: its step is skipped")
 			continue
 		}
