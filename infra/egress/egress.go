@@ -442,7 +442,9 @@ func (p *Proxy) forward(c net.Conn, req *http.Request) bool {
 		return false
 	}
 	out := req.Clone(context.Background())
-	out.RequestURI = ""
+	// The Host header is the allowed host's: another name sent to an
+	// allowed server (a CDN's) would reach a host off the list.
+	out.RequestURI, out.Host = "", req.URL.Host
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}

@@ -33,7 +33,7 @@ func serve(t *testing.T, allow ...string) (*egress.Proxy, string) {
 
 func TestProxyRefusesWhatIsNotAGetOfAnAllowedHost(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.Method+" ok")
+		io.WriteString(w, r.Method+" ok "+r.Host)
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -51,9 +51,26 @@ func TestProxyRefusesWhatIsNotAGetOfAnAllowedHost(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("GET", srv.URL+"/a"); code != 200 || body != "GET ok" {
+	if code, body := get("GET", srv.URL+"/a"); code != 200 || body != "GET ok "+host {
 		t.Errorf("GET of the allowed host: %d %q", code, body)
 	}
+	// A Host header naming another server is not what reaches the
+	// allowed one.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(raw, "GET %s/a HTTP/1.1\r\nHost: other.example\r\n\r\n", srv.URL)
+	if resp, err := http.ReadResponse(bufio.NewReader(raw), nil); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "GET ok "+host {
+			t.Errorf("GET with Host other.example reached the server as %q", b)
+		}
+	}
+	raw.Close()
 	if code, body := get("POST", srv.URL+"/a"); code != 405 || !strings.Contains(body, "GET and HEAD only") {
 		t.Errorf("POST of the allowed host: %d %q", code, body)
 	}
@@ -78,7 +95,7 @@ func TestProxyRefusesWhatIsNotAGetOfAnAllowedHost(t *testing.T) {
 	for _, r := range reqs {
 		got = append(got, fmt.Sprintf("%s %v", r.Method, r.Allowed))
 	}
-	if strings.Join(got, ",") != "GET true,POST false,GET false,GET false" {
+	if strings.Join(got, ",") != "GET true,GET true,POST false,GET false,GET false" {
 		t.Errorf("log %q", got)
 	}
 }
