@@ -66,7 +66,11 @@ type Step struct {
 // Result is a built image.
 type Result struct {
 	Image *sandbox.Image `json:"image"`
-	Steps []Step         `json:"steps"`
+	// Keys are the keys of Image.Layers, in order. In a multi-stage
+	// build they are the last stage's alone, where Steps has every
+	// stage's.
+	Keys  []string `json:"keys"`
+	Steps []Step   `json:"steps"`
 	// Mapping says what the Dockerfile's FROM became.
 	Mapping string `json:"mapping"`
 	Size    int64  `json:"size"`
@@ -167,6 +171,7 @@ type builder struct {
 
 	res     Result
 	layers  []string // layer directories, lowest first
+	keys    []string // their keys
 	key     string   // the last layer's key
 	vars    map[string]string
 	envList []string
@@ -187,6 +192,7 @@ type builder struct {
 type stage struct {
 	name    string
 	layers  []string
+	keys    []string
 	key     string
 	envList []string
 	workdir string
@@ -315,6 +321,7 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		return nil, fmt.Errorf("image: %s: no FROM", b.file)
 	}
 	img := &sandbox.Image{Layers: b.layers, Env: b.envList, Notes: append([]string{b.res.Mapping}, b.stageNotes...)}
+	b.res.Keys = b.keys
 	if b.workdir != "/" {
 		img.WorkDir = b.workdir
 	}
@@ -348,7 +355,7 @@ func (b *builder) from(ctx context.Context, in sandbox.Instruction) error {
 		return b.fail(in, "FROM: %v", err)
 	}
 	if s, ok := b.stage(name); ok {
-		b.layers, b.key = slices.Clone(s.layers), s.key
+		b.layers, b.keys, b.key = slices.Clone(s.layers), slices.Clone(s.keys), s.key
 		b.envList, b.workdir = slices.Clone(s.envList), s.workdir
 		for _, kv := range s.envList {
 			k, v, _ := strings.Cut(kv, "=")
@@ -385,8 +392,8 @@ func (b *builder) note(n string) {
 // endStage keeps the current stage for COPY --from and a later FROM, and
 // starts the next one from the ARGs before the first FROM.
 func (b *builder) endStage() {
-	b.stages = append(b.stages, stage{name: b.name, layers: b.layers, key: b.key, envList: b.envList, workdir: b.workdir})
-	b.layers, b.key, b.envList, b.workdir = nil, "", nil, "/"
+	b.stages = append(b.stages, stage{name: b.name, layers: b.layers, keys: b.keys, key: b.key, envList: b.envList, workdir: b.workdir})
+	b.layers, b.keys, b.key, b.envList, b.workdir = nil, nil, "", nil, "/"
 	b.vars, b.argList = copyVars(b.global.vars), slices.Clone(b.global.argList)
 }
 
@@ -456,7 +463,8 @@ func (b *builder) imageStage(ctx context.Context, in sandbox.Instruction, ref st
 	// Built as its own FROM would be, with nothing of the current stage.
 	saved := *b
 	defer func() {
-		b.layers, b.key, b.argList, b.envList, b.workdir = saved.layers, saved.key, saved.argList, saved.envList, saved.workdir
+		b.layers, b.keys, b.key = saved.layers, saved.keys, saved.key
+		b.argList, b.envList, b.workdir = saved.argList, saved.envList, saved.workdir
 	}()
 	b.argList, b.envList, b.workdir = slices.Clone(b.global.argList), nil, "/"
 	if err := b.base(ctx); err != nil {
@@ -468,7 +476,7 @@ func (b *builder) imageStage(ctx context.Context, in sandbox.Instruction, ref st
 		}
 	}
 	b.stageNotes = append(b.stageNotes, "COPY --from="+ref+": "+m.note)
-	return stage{layers: b.layers, key: b.key}, nil
+	return stage{layers: b.layers, keys: b.keys, key: b.key}, nil
 }
 
 // networkTool names the installer a failed RUN used, for its one-line
@@ -563,7 +571,7 @@ func (b *builder) layer(ctx context.Context, in sandbox.Instruction, text, input
 	st.Cached, st.Duration = hit, time.Since(start)
 	st.Size = b.cache.size(key)
 	b.res.Steps = append(b.res.Steps, st)
-	b.layers = append(b.layers, dir)
+	b.layers, b.keys = append(b.layers, dir), append(b.keys, key)
 	b.key = key
 	return nil
 }
@@ -609,7 +617,7 @@ func (b *builder) base(ctx context.Context) error {
 		return err
 	}
 	b.res.Steps = append(b.res.Steps, Step{Instruction: text, Key: key, Cached: hit, Duration: time.Since(start), Size: b.cache.size(key)})
-	b.layers = []string{dir}
+	b.layers, b.keys = []string{dir}, []string{key}
 	b.key = key
 	return nil
 }

@@ -68,9 +68,15 @@ func TestMultiStageBuild(t *testing.T) {
 	if r.ExitCode != 0 || r.Stdout != "hello from the builder "+nonce+"\n/app\nfinal\nhello.c\n"+readDebianVersion(t, res)+"no-gcc\n" {
 		t.Fatalf("final stage: exit %d, stdout %q, stderr %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
-	// The final image is the base and the final stage's layers.
-	if n := len(res.Image.Layers); n != 5 {
-		t.Errorf("final image has %d layers, want 5 (base, three COPY, WORKDIR): %v", n, res.Steps)
+	// The final image is the base and the final stage's layers, each
+	// with its key (what Push stores it under).
+	if n := len(res.Image.Layers); n != 5 || len(res.Keys) != n {
+		t.Errorf("final image has %d layers and %d keys, want 5 (base, three COPY, WORKDIR): %v", n, len(res.Keys), res.Steps)
+	}
+	for i, k := range res.Keys {
+		if filepath.Base(res.Image.Layers[i]) != k {
+			t.Errorf("layer %d is %s, its key %s", i, res.Image.Layers[i], k)
+		}
 	}
 
 	again, err := image.Build(ctx, dir, opt)

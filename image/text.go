@@ -33,7 +33,7 @@ func (r *Result) WriteText(w io.Writer, push bool, pushed int) error {
 	}
 	fmt.Fprintf(w, "%d layers, %d cache hits, %s\n", len(layers), hits, mib(r.Size))
 	if push {
-		fmt.Fprintf(w, "pushed %d layers (%d already stored)\n", pushed, len(layers)-pushed)
+		fmt.Fprintf(w, "pushed %d layers (%d already stored)\n", pushed, len(r.Keys)-pushed)
 	}
 	return nil
 }

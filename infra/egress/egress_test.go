@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,10 @@ func TestProxyRefusesWhatIsNotAGetOfAnAllowedHost(t *testing.T) {
 	for _, r := range reqs {
 		got = append(got, fmt.Sprintf("%s %v", r.Method, r.Allowed))
 	}
-	if strings.Join(got, ",") != "GET true,GET true,POST false,GET false,GET false" {
+	// A request is logged once answered: the client may be on to the
+	// next one by then.
+	slices.Sort(got)
+	if strings.Join(got, ",") != "GET false,GET false,GET true,GET true,POST false" {
 		t.Errorf("log %q", got)
 	}
 }
