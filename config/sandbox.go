@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/image"
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/trial"
 )
@@ -16,8 +17,9 @@ const (
 	// read-only: what the host has installed, the task's Dockerfile RUN
 	// lines offline on top (SECURITY.md: the weaker mode).
 	ImageHost = "host"
-	// ImageDockerfile runs each sandbox offline on an image built from
-	// its task's Dockerfile (package image), with the network at build.
+	// ImageDockerfile runs each sandbox on an image built from its
+	// task's Dockerfile (package image), its RUN steps reaching the
+	// registries (Registries) through t1's proxy.
 	ImageDockerfile = "dockerfile"
 )
 
@@ -35,8 +37,23 @@ type Sandbox struct {
 	Image string `yaml:"image"`
 	// ImageCache is where image layers are kept; empty means the user's
 	// cache directory (image.DefaultCacheDir).
-	ImageCache string        `yaml:"image_cache"`
-	Limits     SandboxLimits `yaml:"limits"`
+	ImageCache string `yaml:"image_cache"`
+	// Network is the sandboxes' network policy: egress.None (loopback
+	// only) or egress.Registries (the hosts of Registries through t1's
+	// proxy, every request logged in the attempt's record). A task whose
+	// task.toml says [environment] allow_internet = false gets none
+	// either way.
+	Network string `yaml:"network"`
+	// Registries is the proxy's allow-list (host or host:port); empty
+	// means the host's Debian mirrors (as its apt is configured), PyPI
+	// and npm (image.DefaultRegistries). Image builds go through the same
+	// proxy, whatever Network says.
+	Registries []string `yaml:"registries"`
+	// NetworkRewards lets attempts whose rewards train the policy have
+	// the registries policy. Off, a run that trains refuses Network
+	// registries; evaluation alone (t1 eval, t1 tasks check) takes it.
+	NetworkRewards bool          `yaml:"network_rewards"`
+	Limits         SandboxLimits `yaml:"limits"`
 }
 
 // SandboxLimits are the default limits of every sandbox. Sizes are byte
@@ -56,8 +73,10 @@ type SandboxLimits struct {
 func defaultSandbox() Sandbox {
 	d := sandbox.DefaultLimits()
 	return Sandbox{
-		Backend: "auto",
-		Image:   ImageHost,
+		Backend:    "auto",
+		Image:      ImageHost,
+		Network:    egress.None,
+		Registries: []string{},
 		Limits: SandboxLimits{
 			CPUSeconds: d.CPUSeconds,
 			Memory:     sandbox.FormatSize(d.Memory),
@@ -110,12 +129,47 @@ func (s Sandbox) NewBackend(name string) (sandbox.Backend, error) {
 		if !be.Isolates() {
 			return nil, fmt.Errorf("sandbox.image: %s needs the bwrap backend, not %s", ImageDockerfile, be.Name())
 		}
-		return &image.Backend{Inner: be, Options: image.Options{CacheDir: s.ImageCache}}, nil
+		hosts, err := s.AllowList()
+		if err != nil {
+			return nil, err
+		}
+		return &image.Backend{Inner: be, Options: image.Options{CacheDir: s.ImageCache, Registries: hosts}}, nil
 	}
 	return nil, fmt.Errorf("sandbox.image: unknown %q (want %s or %s)", s.Image, ImageHost, ImageDockerfile)
 }
 
+// AllowList is the proxy's allow-list: Registries, or
+// image.DefaultRegistries.
+func (s Sandbox) AllowList() ([]string, error) {
+	if len(s.Registries) > 0 {
+		return s.Registries, nil
+	}
+	return image.DefaultRegistries("")
+}
+
+// CheckTraining refuses a network policy other than none for a run whose
+// rewards train the policy, unless NetworkRewards allows it: a reward
+// that depends on what a registry serves that day is not reproducible,
+// and a policy rewarded through the network learns to use it.
+func (s Sandbox) CheckTraining() error {
+	if s.Network == egress.None || s.Network == "" || s.NetworkRewards {
+		return nil
+	}
+	return fmt.Errorf("sandbox.network: %s would give the attempts whose rewards train the policy the package registries; set sandbox.network_rewards: true to allow that, or keep network %s for training and use %s for evaluation (t1 eval, t1 tasks check)", s.Network, egress.None, s.Network)
+}
+
 func (s Sandbox) check(bad func(path, format string, args ...any)) {
+	switch s.Network {
+	case egress.None, egress.Registries:
+	default:
+		bad("sandbox.network", "want %s (loopback only) or %s (the package registries through t1's proxy), got %q", egress.None, egress.Registries, s.Network)
+	}
+	if s.Network == egress.Registries && s.Backend == "process" {
+		bad("sandbox.network", "%s confines a sandbox to t1's proxy under bubblewrap; the process backend shares the host's network: use backend bwrap", egress.Registries)
+	}
+	if _, err := egress.New(s.Registries); err != nil {
+		bad("sandbox.registries", "%v", err)
+	}
 	switch s.Image {
 	case ImageHost:
 	case ImageDockerfile:
@@ -177,7 +231,17 @@ func (s Sandbox) Start(ctx context.Context, backend, task string, timeout time.D
 	if timeout > 0 {
 		limits.WallClock = timeout
 	}
-	sb, err := be.Start(ctx, sandbox.Spec{TaskDir: task, Limits: limits})
+	spec := sandbox.Spec{TaskDir: task, Limits: limits}
+	if s.Network == egress.Registries {
+		hosts, err := s.AllowList()
+		if err != nil {
+			return nil, 0, err
+		}
+		if spec.Proxy, err = egress.New(hosts); err != nil {
+			return nil, 0, err
+		}
+	}
+	sb, err := be.Start(ctx, spec)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -191,5 +255,11 @@ func (s Sandbox) TrialOptions(backend string) (trial.Options, error) {
 	if err != nil {
 		return trial.Options{}, err
 	}
-	return trial.Options{Backend: be, Limits: s.SandboxLimits(), AllowUnisolated: s.AllowUnisolated}, nil
+	opt := trial.Options{Backend: be, Limits: s.SandboxLimits(), AllowUnisolated: s.AllowUnisolated}
+	if s.Network == egress.Registries {
+		if opt.Registries, err = s.AllowList(); err != nil {
+			return trial.Options{}, err
+		}
+	}
+	return opt, nil
 }

@@ -41,6 +41,9 @@ func TestSandboxErrors(t *testing.T) {
 		{"sandbox:\n  limits:\n    wall_clock: 0s\n", `p.yaml:3:17: sandbox.limits.wall_clock: must be positive, got 0s`},
 		{"sandbox:\n  image: docker\n", `p.yaml:2:10: sandbox.image: want host (the host's system directories, read-only) or dockerfile (an image built from each task's Dockerfile), got "docker"`},
 		{"sandbox:\n  backend: process\n  allow_unisolated: true\n  image: dockerfile\n", `sandbox.image: dockerfile runs on an image under bubblewrap; the process backend runs on the host: use backend bwrap`},
+		{"sandbox:\n  network: internet\n", `p.yaml:2:12: sandbox.network: want none (loopback only) or registries (the package registries through t1's proxy), got "internet"`},
+		{"sandbox:\n  backend: process\n  allow_unisolated: true\n  network: registries\n", `p.yaml:4:12: sandbox.network: registries confines a sandbox to t1's proxy under bubblewrap`},
+		{"sandbox:\n  registries: [pypi.org, 'https://files.pythonhosted.org']\n", `sandbox.registries: egress: allow-list entry "https://files.pythonhosted.org": want a host name or address`},
 		{"sandbox:\n  limits:\n    memroy: 1GiB\n", `p.yaml:3:5: unknown key "memroy" in sandbox.limits (did you mean "memory"?)`},
 	} {
 		_, err := Parse("p.yaml", []byte(tc.src))
@@ -69,5 +72,39 @@ func TestSandboxTrialOptionsAndStart(t *testing.T) {
 	defer sb.Close()
 	if wall != 3*time.Second || sb.Info().Limits.WallClock != wall {
 		t.Fatalf("wall clock %s, sandbox's %s", wall, sb.Info().Limits.WallClock)
+	}
+}
+
+func TestSandboxNetworkDefaultsToNone(t *testing.T) {
+	s := Default().Sandbox
+	if s.Network != "none" || s.NetworkRewards {
+		t.Fatalf("network %q, network_rewards %v: runs must have no network unless configured", s.Network, s.NetworkRewards)
+	}
+	o, err := s.TrialOptions("")
+	if err == nil && o.Registries != nil {
+		t.Fatalf("network none gives attempts the registries %v", o.Registries)
+	}
+}
+
+// A run that trains refuses network registries unless network_rewards
+// says so; evaluation alone takes it.
+func TestSandboxNetworkForTrainingRewards(t *testing.T) {
+	cfg, err := Parse("p.yaml", []byte("sandbox:\n  network: registries\n  registries: [pypi.org, 'mirror.example:8080']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Sandbox.CheckTraining()
+	if err == nil || !strings.Contains(err.Error(), "sandbox.network: registries") || !strings.Contains(err.Error(), "sandbox.network_rewards: true") {
+		t.Fatalf("training with network registries: %v", err)
+	}
+	if hosts, err := cfg.Sandbox.AllowList(); err != nil || strings.Join(hosts, ",") != "pypi.org,mirror.example:8080" {
+		t.Fatalf("allow-list %v %v", hosts, err)
+	}
+	cfg.Sandbox.NetworkRewards = true
+	if err := cfg.Sandbox.CheckTraining(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Default().Sandbox.CheckTraining(); err != nil {
+		t.Fatal(err)
 	}
 }

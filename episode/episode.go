@@ -109,7 +109,8 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) (err
 	if err != nil {
 		return err
 	}
-	sb, err := opt.Backend.Start(ctx, sandbox.Spec{TaskDir: dir, Limits: opt.Limits})
+	// As a rollout's: the configured network policy and the task's own.
+	sb, err := opt.Start(ctx, dir)
 	if err != nil {
 		return err
 	}

@@ -183,7 +183,7 @@ func run(ctx context.Context, log io.Writer, load func() (config.Config, error),
 	}
 
 	var opts []pipeline.Option
-	opts = append(opts, pipeline.WithWorkDir(in.WorkDir))
+	opts = append(opts, pipeline.WithWorkDir(in.WorkDir), pipeline.EvaluationOnly())
 	if extra != nil {
 		opts = append(opts, pipeline.WithSuite(name, *extra))
 	}

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/t1pipe/t1/infra/egress"
 )
 
 // Base is the Debian root filesystem every supported FROM maps to.
@@ -27,21 +30,7 @@ func HostBase(etc string) (Base, error) {
 	if etc == "" {
 		etc = "/etc/apt"
 	}
-	var found []Base
-	files, _ := filepath.Glob(filepath.Join(etc, "sources.list.d", "*.sources"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return Base{}, fmt.Errorf("image: %w", err)
-		}
-		found = append(found, deb822(data)...)
-	}
-	lists, _ := filepath.Glob(filepath.Join(etc, "sources.list.d", "*.list"))
-	for _, f := range append([]string{filepath.Join(etc, "sources.list")}, lists...) {
-		if data, err := os.ReadFile(f); err == nil {
-			found = append(found, oneLine(data)...)
-		}
-	}
+	found := hostSources(etc)
 	for _, b := range found {
 		if !strings.Contains(b.Suite, "-") && !strings.Contains(b.Mirror, "security") {
 			b.Variant = "minbase"
@@ -49,6 +38,60 @@ func HostBase(etc string) (Base, error) {
 		}
 	}
 	return Base{}, fmt.Errorf("image: no Debian mirror in %s/sources.list or %s/sources.list.d: the base image is made with debootstrap from the mirror the host's apt uses; configure one (deb http://deb.debian.org/debian %s main)", etc, etc, DefaultSuite)
+}
+
+// HostMirrors are the hosts (host, or host:port where the URI names a
+// port) of every Debian archive the host's apt is configured for,
+// security and updates included, in the order found.
+func HostMirrors(etc string) ([]string, error) {
+	if etc == "" {
+		etc = "/etc/apt"
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range hostSources(etc) {
+		u, err := url.Parse(b.Mirror)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			continue
+		}
+		if h := strings.ToLower(u.Host); !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("image: no http or https Debian mirror in %s/sources.list or %s/sources.list.d: the registries proxy allows the mirrors the host's apt uses; configure one, or list the hosts in sandbox.registries", etc, etc)
+	}
+	return out, nil
+}
+
+// DefaultRegistries is the registries proxy's allow-list when none is
+// configured: the host's Debian mirrors (HostMirrors) and
+// egress.DefaultHosts (PyPI, npm).
+func DefaultRegistries(etc string) ([]string, error) {
+	m, err := HostMirrors(etc)
+	if err != nil {
+		return nil, err
+	}
+	return append(m, egress.DefaultHosts...), nil
+}
+
+// hostSources lists every deb entry of the apt configuration in etc.
+func hostSources(etc string) []Base {
+	var found []Base
+	files, _ := filepath.Glob(filepath.Join(etc, "sources.list.d", "*.sources"))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil {
+			found = append(found, deb822(data)...)
+		}
+	}
+	lists, _ := filepath.Glob(filepath.Join(etc, "sources.list.d", "*.list"))
+	for _, f := range append([]string{filepath.Join(etc, "sources.list")}, lists...) {
+		if data, err := os.ReadFile(f); err == nil {
+			found = append(found, oneLine(data)...)
+		}
+	}
+	return found
 }
 
 func deb822(data []byte) []Base {

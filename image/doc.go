@@ -7,15 +7,37 @@
 // configured for (HostBase); python images get python3, pip and venv
 // from Debian, python → python3, and no EXTERNALLY-MANAGED marker. The
 // mapping is reported (Result.Mapping); any other base fails. RUN steps
-// run at build time with the host's network, as docker build runs them
-// (sandbox.BuildRoot.Run: root owning the image's files, new pid, ipc,
-// uts and mount namespaces, the image as /, the sandbox's seccomp
-// filter), so apt-get install really installs from the mirror. COPY and
-// ADD of the build context, ENV, ARG, WORKDIR and USER root are applied
-// as the sandbox applies them (the Dockerfile parser is the sandbox's).
-// COPY --from, a second FROM, ADD of a URL and unknown base images fail
-// at build with one line naming the instruction and the reason; so does
-// a RUN that fails (its exit code and last output line).
+// run at build time as docker build runs them (sandbox.BuildRoot.Run:
+// root owning the image's files, new pid, ipc, uts, mount and network
+// namespaces, the image as /, the sandbox's seccomp filter), and reach
+// the network only through a registries proxy of their own
+// (infra/egress) limited to Options.Registries: by default the host's
+// Debian mirrors (HostMirrors), PyPI and npm (DefaultRegistries). So
+// apt-get install really installs from the mirror, and pip install, uv
+// and npm install from their registries, while a RUN that fetches from
+// any other host (curl of an installer script, git clone) fails, its
+// error naming the hosts the proxy refused. The proxy's variables and
+// the host's certificate bundle (egress.CABundle, for hosts behind a
+// TLS-intercepting gateway) are given to the step but are not among its
+// layer's inputs; every request is in Result.Egress and in the build
+// log. COPY and ADD of the build context, ENV, ARG, WORKDIR and USER
+// root are applied as the sandbox applies them (the Dockerfile parser
+// is the sandbox's).
+//
+// Multi-stage Dockerfiles build: each FROM starts a stage, from an image
+// the base maps or from an earlier stage (FROM name), with the ARGs set
+// before the first FROM; COPY --from=name (or the stage's position, or
+// an image the base maps, built as a stage of its own) copies from that
+// stage's root filesystem, mounted read-only, with the no-link rules of
+// every COPY (a source through a link, such as /bin on a merged-/usr
+// root, is refused: name it under /usr). Its layer's key covers the
+// source stage's last key, which names that stage's whole filesystem.
+// The image is the last stage's layers; the earlier stages' layers stay
+// in the cache and their FROMs in the image's notes. COPY --from of an
+// image the base does not map (ghcr.io/astral-sh/uv), ADD of a URL and
+// unknown base images fail at build with one line naming the
+// instruction and the reason; so does a RUN that fails (its exit code
+// and last output line).
 //
 // Every step that changes files is a layer: a directory in overlayfs
 // upper form (whiteouts as 0:0 character devices, opaque directories

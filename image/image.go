@@ -9,16 +9,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
@@ -33,9 +37,13 @@ type Options struct {
 	// StepTimeout bounds each RUN step and the debootstrap of the base;
 	// zero means 30 minutes.
 	StepTimeout time.Duration
-	// Log receives the output of debootstrap and of every RUN; nil
+	// Log receives the output of debootstrap and of every RUN, and a
+	// line for each request of a RUN through the registries proxy; nil
 	// discards it.
 	Log io.Writer
+	// Registries is the allow-list of the proxy through which RUN steps
+	// reach the network (infra/egress); empty means DefaultRegistries.
+	Registries []string
 }
 
 // Step is one Dockerfile step of a build.
@@ -58,10 +66,17 @@ type Step struct {
 // Result is a built image.
 type Result struct {
 	Image *sandbox.Image `json:"image"`
-	Steps []Step         `json:"steps"`
+	// Keys are the keys of Image.Layers, in order. In a multi-stage
+	// build they are the last stage's alone, where Steps has every
+	// stage's.
+	Keys  []string `json:"keys"`
+	Steps []Step   `json:"steps"`
 	// Mapping says what the Dockerfile's FROM became.
 	Mapping string `json:"mapping"`
 	Size    int64  `json:"size"`
+	// Egress is every request the RUN steps built here (not the cached
+	// ones) made through the registries proxy.
+	Egress []egress.Request `json:"egress,omitempty"`
 }
 
 // Layers are the steps that have a layer.
@@ -134,6 +149,16 @@ func defaults(opt Options) (Options, error) {
 		}
 		opt.Base = b
 	}
+	if len(opt.Registries) == 0 {
+		r, err := DefaultRegistries("")
+		if err != nil {
+			return opt, err
+		}
+		opt.Registries = r
+	}
+	if _, err := egress.New(opt.Registries); err != nil {
+		return opt, fmt.Errorf("image: %w", err)
+	}
 	return opt, nil
 }
 
@@ -146,11 +171,36 @@ type builder struct {
 
 	res     Result
 	layers  []string // layer directories, lowest first
+	keys    []string // their keys
 	key     string   // the last layer's key
 	vars    map[string]string
 	envList []string
 	argList []string
 	workdir string
+
+	// A multi-stage build: the stages already built, by position, what
+	// the ARGs before the first FROM set, the current stage's name, and
+	// notes on what the earlier stages' FROMs became.
+	stages     []stage
+	global     stageVars
+	name       string
+	stageNotes []string
+}
+
+// stage is a finished stage of a multi-stage build: COPY --from and a
+// later FROM start from its filesystem, which its key names.
+type stage struct {
+	name    string
+	layers  []string
+	keys    []string
+	key     string
+	envList []string
+	workdir string
+}
+
+type stageVars struct {
+	vars    map[string]string
+	argList []string
 }
 
 // fail is the one-line error of a step that cannot be built.
@@ -171,34 +221,15 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		}
 		switch in.Cmd {
 		case "FROM":
+			if froms == 0 {
+				// ARGs before the first FROM are every stage's start.
+				b.global = stageVars{vars: copyVars(b.vars), argList: slices.Clone(b.argList)}
+			} else {
+				b.endStage()
+			}
 			froms++
-			if froms > 1 {
-				return nil, b.fail(in, "%s: a second FROM (multi-stage build) cannot be built here: one image per task", text)
-			}
-			if len(in.Args) == 0 {
-				return nil, b.fail(in, "FROM without an image")
-			}
-			for _, f := range in.Flags {
-				if !strings.HasPrefix(f, "--platform=") {
-					return nil, b.fail(in, "FROM %s: option not supported", f)
-				}
-			}
-			name, err := sandbox.ExpandWord(in.Args[0], b.vars)
-			if err != nil {
-				return nil, b.fail(in, "FROM: %v", err)
-			}
-			m, err := mapFrom(name, b.opt.Base)
-			if err != nil {
-				return nil, b.fail(in, "FROM %s: %v", name, err)
-			}
-			b.res.Mapping = m.note
-			if err := b.base(ctx); err != nil {
-				return nil, b.fail(in, "FROM %s: %v", name, err)
-			}
-			for _, s := range m.extra {
-				if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
-					return nil, err
-				}
+			if err := b.from(ctx, in); err != nil {
+				return nil, err
 			}
 		case "ARG":
 			for _, w := range in.Args {
@@ -241,10 +272,11 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 			}
 			b.workdir = d
 		case "COPY", "ADD":
-			for _, f := range in.Flags {
-				if strings.HasPrefix(f, "--from") {
-					return nil, b.fail(in, "%s %s: copying from another image or stage cannot be built here (one image per task, from its own build context)", in.Cmd, f)
+			if from, ok := fromFlag(in); ok {
+				if err := b.copyFrom(ctx, in, text, from); err != nil {
+					return nil, err
 				}
+				continue
 			}
 			for _, a := range in.Args {
 				if in.Cmd == "ADD" && strings.Contains(a, "://") {
@@ -288,7 +320,8 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 	if froms == 0 {
 		return nil, fmt.Errorf("image: %s: no FROM", b.file)
 	}
-	img := &sandbox.Image{Layers: b.layers, Env: b.envList, Notes: []string{b.res.Mapping}}
+	img := &sandbox.Image{Layers: b.layers, Env: b.envList, Notes: append([]string{b.res.Mapping}, b.stageNotes...)}
+	b.res.Keys = b.keys
 	if b.workdir != "/" {
 		img.WorkDir = b.workdir
 	}
@@ -297,6 +330,153 @@ func (b *builder) run(ctx context.Context, ins []sandbox.Instruction) (*Result, 
 		b.res.Size += s.Size
 	}
 	return &b.res, nil
+}
+
+// from starts a stage: FROM image [AS name], the image one the base maps
+// (mapFrom) or an earlier stage.
+func (b *builder) from(ctx context.Context, in sandbox.Instruction) error {
+	if len(in.Args) == 0 {
+		return b.fail(in, "FROM without an image")
+	}
+	for _, f := range in.Flags {
+		if !strings.HasPrefix(f, "--platform=") {
+			return b.fail(in, "FROM %s: option not supported", f)
+		}
+	}
+	b.name = ""
+	switch {
+	case len(in.Args) == 3 && strings.EqualFold(in.Args[1], "AS"):
+		b.name = strings.ToLower(in.Args[2])
+	case len(in.Args) != 1:
+		return b.fail(in, "FROM %s: want an image and optionally AS name", in.Raw)
+	}
+	name, err := sandbox.ExpandWord(in.Args[0], b.vars)
+	if err != nil {
+		return b.fail(in, "FROM: %v", err)
+	}
+	if s, ok := b.stage(name); ok {
+		b.layers, b.keys, b.key = slices.Clone(s.layers), slices.Clone(s.keys), s.key
+		b.envList, b.workdir = slices.Clone(s.envList), s.workdir
+		for _, kv := range s.envList {
+			k, v, _ := strings.Cut(kv, "=")
+			b.vars[k] = v
+		}
+		b.note(fmt.Sprintf("FROM %s → the stage %s", name, name))
+		return nil
+	}
+	m, err := mapFrom(name, b.opt.Base)
+	if err != nil {
+		return b.fail(in, "FROM %s: %v", name, err)
+	}
+	b.note(m.note)
+	if err := b.base(ctx); err != nil {
+		return b.fail(in, "FROM %s: %v", name, err)
+	}
+	for _, s := range m.extra {
+		if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// note records what a stage's FROM became: the last stage's is the
+// image's Mapping, the others' go to its notes.
+func (b *builder) note(n string) {
+	if b.res.Mapping != "" {
+		b.stageNotes = append(b.stageNotes, "earlier stage: "+b.res.Mapping)
+	}
+	b.res.Mapping = n
+}
+
+// endStage keeps the current stage for COPY --from and a later FROM, and
+// starts the next one from the ARGs before the first FROM.
+func (b *builder) endStage() {
+	b.stages = append(b.stages, stage{name: b.name, layers: b.layers, keys: b.keys, key: b.key, envList: b.envList, workdir: b.workdir})
+	b.layers, b.keys, b.key, b.envList, b.workdir = nil, nil, "", nil, "/"
+	b.vars, b.argList = copyVars(b.global.vars), slices.Clone(b.global.argList)
+}
+
+// stage finds a finished stage by name or position.
+func (b *builder) stage(ref string) (stage, bool) {
+	for i, s := range b.stages {
+		if (s.name != "" && s.name == strings.ToLower(ref)) || strconv.Itoa(i) == ref {
+			return s, true
+		}
+	}
+	return stage{}, false
+}
+
+// fromFlag is a COPY's --from=, if any.
+func fromFlag(in sandbox.Instruction) (string, bool) {
+	for _, f := range in.Flags {
+		if v, ok := strings.CutPrefix(f, "--from="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// copyFrom applies COPY --from=ref: ref is an earlier stage, or an image
+// the base maps, built as a stage of its own. Its key covers the source
+// stage's key, which names that stage's whole filesystem.
+func (b *builder) copyFrom(ctx context.Context, in sandbox.Instruction, text, ref string) error {
+	if in.Cmd == "ADD" {
+		return b.fail(in, "ADD --from: only COPY copies from a stage or an image")
+	}
+	ref, err := sandbox.ExpandWord(ref, b.vars)
+	if err != nil {
+		return b.fail(in, "COPY --from: %v", err)
+	}
+	src, ok := b.stage(ref)
+	if !ok {
+		if src, err = b.imageStage(ctx, in, ref); err != nil {
+			return err
+		}
+	}
+	wd, vars := b.workdir, copyVars(b.vars)
+	return b.layer(ctx, in, text, "from="+src.key, func(r *sandbox.BuildRoot) error {
+		scratch, release, err := b.cache.scratch()
+		if err != nil {
+			return err
+		}
+		defer release()
+		from, err := sandbox.MountBuild(src.layers, filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "mnt"))
+		if err != nil {
+			return err
+		}
+		cerr := r.CopyFrom(ctx, in, from, ref, wd, vars)
+		if err := from.Close(); cerr == nil {
+			cerr = err
+		}
+		return cerr
+	})
+}
+
+// imageStage builds the image a COPY --from names, when the base maps it,
+// as an unnamed stage; the current stage is left as it was.
+func (b *builder) imageStage(ctx context.Context, in sandbox.Instruction, ref string) (stage, error) {
+	m, err := mapFrom(ref, b.opt.Base)
+	if err != nil {
+		return stage{}, b.fail(in, "COPY --from=%s: neither an earlier stage nor an image the builder can fetch: %v", ref, err)
+	}
+	// Built as its own FROM would be, with nothing of the current stage.
+	saved := *b
+	defer func() {
+		b.layers, b.keys, b.key = saved.layers, saved.keys, saved.key
+		b.argList, b.envList, b.workdir = saved.argList, saved.envList, saved.workdir
+	}()
+	b.argList, b.envList, b.workdir = slices.Clone(b.global.argList), nil, "/"
+	if err := b.base(ctx); err != nil {
+		return stage{}, b.fail(in, "COPY --from=%s: %v", ref, err)
+	}
+	for _, s := range m.extra {
+		if err := b.runStep(ctx, in, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
+			return stage{}, err
+		}
+	}
+	b.stageNotes = append(b.stageNotes, "COPY --from="+ref+": "+m.note)
+	return stage{layers: b.layers, keys: b.keys, key: b.key}, nil
 }
 
 // networkTool names the installer a failed RUN used, for its one-line
@@ -312,7 +492,24 @@ func (b *builder) runStep(ctx context.Context, in sandbox.Instruction, text stri
 	return b.layer(ctx, in, text, inputs, func(r *sandbox.BuildRoot) error {
 		var out bytes.Buffer
 		w := io.MultiWriter(b.opt.Log, &tail{buf: &out})
+		// A proxy of the step's own: its log is the step's. The proxy's
+		// variables are not among the key's inputs: where a step may
+		// reach is the allow-list's, not the layer's.
+		proxy, err := egress.New(b.opt.Registries)
+		if err != nil {
+			return err
+		}
+		r.Proxy = proxy
 		code, err := r.Run(ctx, argv, env, wd, b.opt.StepTimeout, w)
+		proxy.Close()
+		reqs, omitted := proxy.Requests()
+		for _, q := range reqs {
+			fmt.Fprintf(b.opt.Log, "egress: %s\n", q)
+		}
+		if omitted > 0 {
+			fmt.Fprintf(b.opt.Log, "egress: %d more requests\n", omitted)
+		}
+		b.res.Egress = append(b.res.Egress, reqs...)
 		if err != nil {
 			return err
 		}
@@ -326,11 +523,25 @@ func (b *builder) runStep(ctx context.Context, in sandbox.Instruction, text stri
 		if last := lastLine(out.String()); last != "" {
 			reason += ": " + last
 		}
-		if m := networkTool.FindString(text); m != "" {
-			reason += fmt.Sprintf(" (%s needs the network at build time: the image is built with it, so this is the command's own failure or an unreachable server)", m)
+		if refused := refusedHosts(reqs); refused != "" {
+			reason += " (the registries proxy refused " + refused + ": the build reaches only " + strings.Join(b.opt.Registries, ", ") + ")"
+		} else if m := networkTool.FindString(text); m != "" {
+			reason += fmt.Sprintf(" (%s may need the network: the build reaches only %s, through t1's proxy, which refused nothing here)", m, strings.Join(b.opt.Registries, ", "))
 		}
 		return errors.New(reason)
 	})
+}
+
+// refusedHosts names the hosts:ports the proxy refused, once each.
+func refusedHosts(reqs []egress.Request) string {
+	var out []string
+	for _, q := range reqs {
+		h := net.JoinHostPort(q.Host, strconv.Itoa(q.Port))
+		if !q.Allowed && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // layer builds (or finds in the cache) the layer of one step.
@@ -360,7 +571,7 @@ func (b *builder) layer(ctx context.Context, in sandbox.Instruction, text, input
 	st.Cached, st.Duration = hit, time.Since(start)
 	st.Size = b.cache.size(key)
 	b.res.Steps = append(b.res.Steps, st)
-	b.layers = append(b.layers, dir)
+	b.layers, b.keys = append(b.layers, dir), append(b.keys, key)
 	b.key = key
 	return nil
 }
@@ -406,7 +617,7 @@ func (b *builder) base(ctx context.Context) error {
 		return err
 	}
 	b.res.Steps = append(b.res.Steps, Step{Instruction: text, Key: key, Cached: hit, Duration: time.Since(start), Size: b.cache.size(key)})
-	b.layers = []string{dir}
+	b.layers, b.keys = []string{dir}, []string{key}
 	b.key = key
 	return nil
 }

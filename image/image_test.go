@@ -327,11 +327,10 @@ test ! -e /etc/issue; ls /usr/share/doc`)
 	// A task sharing the prefix shares its layers; what cannot be built
 	// fails in one line.
 	for _, tc := range []struct{ dockerfile, want string }{
-		{"FROM debian:bookworm\nCOPY --from=builder /out /app\n", "Dockerfile:2: COPY --from=builder: copying from another image or stage cannot be built here"},
+		{"FROM debian:bookworm\nCOPY --from=builder /out /app\n", "Dockerfile:2: COPY --from=builder: neither an earlier stage nor an image the builder can fetch"},
 		{"FROM debian:bookworm\nRUN exit 3\n", "Dockerfile:2: RUN exit 3: exit code 3"},
-		{"FROM debian:bookworm\nRUN apt-get install -y no-such-package-t1\n", "Dockerfile:2: RUN apt-get install -y no-such-package-t1: exit code 100: E: Unable to locate package no-such-package-t1 (apt-get needs the network"},
+		{"FROM debian:bookworm\nRUN apt-get install -y no-such-package-t1\n", "Dockerfile:2: RUN apt-get install -y no-such-package-t1: exit code 100: E: Unable to locate package no-such-package-t1 (apt-get may need the network: the build reaches only "},
 		{"FROM debian:bookworm\nADD https://example.com/x.tgz /app/\n", "fetching a URL"},
-		{"FROM debian:bookworm\nFROM debian:bookworm\n", "second FROM"},
 	} {
 		_, err := Build(ctx, writeTask(t, tc.dockerfile, map[string]string{}), opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

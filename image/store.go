@@ -21,14 +21,14 @@ import (
 // opaqueXattr marks an overlayfs directory that hides the layers below.
 const opaqueXattr = "trusted.overlay.opaque"
 
-// Push stores every layer of res not yet in st, as a tar in the OCI
-// layer form (whiteouts as .wh.<name>, opaque directories as
+// Push stores every layer of res's image not yet in st, as a tar in the
+// OCI layer form (whiteouts as .wh.<name>, opaque directories as
 // .wh..wh..opq), put-if-absent under keys.ImageLayer. It returns how
 // many it stored.
 func Push(ctx context.Context, st store.ObjectStore, res *Result) (int, error) {
 	n := 0
-	for i, l := range res.Layers() {
-		key := keys.ImageLayer(l.Key)
+	for i, k := range res.Keys {
+		key := keys.ImageLayer(k)
 		if _, err := st.Stat(ctx, key); err == nil {
 			continue
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -39,7 +39,7 @@ func Push(ctx context.Context, st store.ObjectStore, res *Result) (int, error) {
 		_, err := st.PutIfAbsent(ctx, key, pr, -1, store.PutOptions{ContentType: "application/x-tar"})
 		pr.CloseWithError(err)
 		if err != nil && !errors.Is(err, store.ErrExists) {
-			return n, fmt.Errorf("image: pushing layer %s: %w", l.Key, err)
+			return n, fmt.Errorf("image: pushing layer %s: %w", k, err)
 		}
 		if err == nil {
 			n++

@@ -8,7 +8,9 @@ import (
 
 // BuildHelp is what `t1 image build` says of itself.
 const BuildHelp = "Maps FROM ubuntu|debian|python onto a Debian base made with debootstrap from the host's apt\n" +
-	"mirror, runs RUN steps with the network as docker build does, and keeps one content-addressed\n" +
+	"mirror, runs RUN steps as docker build does, their network t1's proxy to the package registries\n" +
+	"alone (sandbox.registries: the host's apt mirror, PyPI, npm), builds every stage of a multi-stage\n" +
+	"Dockerfile (the last is the image), and keeps one content-addressed\n" +
 	"layer per step under the cache (sandbox.image_cache, else ~/.cache/t1/images): a second build,\n" +
 	"or a task sharing the Dockerfile's prefix, reuses them. Needs root, bubblewrap and debootstrap.\n" +
 	"--push stores the layers in the object store (images/layers/<key>.tar)."
@@ -31,7 +33,7 @@ func (r *Result) WriteText(w io.Writer, push bool, pushed int) error {
 	}
 	fmt.Fprintf(w, "%d layers, %d cache hits, %s\n", len(layers), hits, mib(r.Size))
 	if push {
-		fmt.Fprintf(w, "pushed %d layers (%d already stored)\n", pushed, len(layers)-pushed)
+		fmt.Fprintf(w, "pushed %d layers (%d already stored)\n", pushed, len(r.Keys)-pushed)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestResultWriteText(t *testing.T) {
-	r := &Result{Mapping: "FROM ubuntu:24.04 → debian bookworm", Size: 3 << 20, Steps: []Step{
+	r := &Result{Mapping: "FROM ubuntu:24.04 → debian bookworm", Size: 3 << 20, Keys: []string{"0123456789abcdef", "fedcba9876543210"}, Steps: []Step{
 		{Instruction: "debootstrap bookworm", Key: "0123456789abcdef", Size: 2 << 20, Duration: time.Second, Cached: true},
 		{Instruction: "ENV A=1"},
 		{Instruction: "RUN true", Key: "fedcba9876543210", Size: 1 << 20},

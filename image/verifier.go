@@ -51,12 +51,11 @@ func Verifier(ctx context.Context, taskDir string, res *Result, opt Options) (*R
 		return nil, err
 	}
 	defer c.close()
-	top := res.Layers()
-	if len(top) == 0 {
+	if len(res.Keys) == 0 {
 		return nil, fmt.Errorf("image: %s: no layers to verify on", taskDir)
 	}
 	b := &builder{opt: opt, cache: c, file: file, vars: map[string]string{}, workdir: "/",
-		layers: slices.Clone(res.Image.Layers), key: top[len(top)-1].Key, envList: res.Image.Env}
+		layers: slices.Clone(res.Image.Layers), keys: slices.Clone(res.Keys), key: res.Keys[len(res.Keys)-1], envList: res.Image.Env}
 	b.res = Result{Steps: slices.Clone(res.Steps), Mapping: res.Mapping}
 	s := "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + strings.Join(pkgs, " ") + " && apt-get clean"
 	if err := b.runStep(ctx, sandbox.Instruction{Cmd: "RUN", Raw: s}, "RUN "+s, []string{"/bin/sh", "-c", s}); err != nil {
@@ -66,7 +65,7 @@ func Verifier(ctx context.Context, taskDir string, res *Result, opt Options) (*R
 	img.Layers = b.layers
 	img.Notes = append(slices.Clone(res.Image.Notes), "verifier: "+strings.Join(pkgs, " ")+" installed from the mirror on top of the image, as test.sh's installers would fetch them at verify time")
 	out := b.res
-	out.Image = &img
+	out.Image, out.Keys = &img, b.keys
 	for _, s := range out.Steps {
 		out.Size += s.Size
 	}

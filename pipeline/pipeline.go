@@ -21,6 +21,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/chat"
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/s3"
 	"github.com/t1pipe/t1/moe"
@@ -56,6 +57,7 @@ type Option func(*options)
 
 type options struct {
 	policies func(rollout.Policies) rollout.Policies
+	evalOnly bool
 	workDir  string
 	suites   map[string]eval.Suite
 }
@@ -70,6 +72,13 @@ func WithSuite(name string, su eval.Suite) Option {
 		}
 		o.suites[name] = su
 	}
+}
+
+// EvaluationOnly says the pipeline only evaluates (t1 eval): no reward
+// it computes trains a policy, so sandbox.network registries needs no
+// sandbox.network_rewards (config.Sandbox.CheckTraining).
+func EvaluationOnly() Option {
+	return func(o *options) { o.evalOnly = true }
 }
 
 // WithWorkDir resolves the configuration's relative paths (evaluation
@@ -109,11 +118,21 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		return filepath.Join(o.workDir, p)
 	}
 	sc := cfg.Stages
+	if !o.evalOnly {
+		if err := cfg.Sandbox.CheckTraining(); err != nil {
+			return nil, err
+		}
+	}
 	be, err := cfg.Sandbox.NewBackend("")
 	if err != nil {
 		return nil, err
 	}
 	opt := trial.Options{Backend: be, Limits: cfg.Sandbox.SandboxLimits(), AllowUnisolated: cfg.Sandbox.AllowUnisolated}
+	if cfg.Sandbox.Network == egress.Registries {
+		if opt.Registries, err = cfg.Sandbox.AllowList(); err != nil {
+			return nil, err
+		}
+	}
 	// The initial checkpoint is a local directory or an object-store prefix.
 	initialCheckpoint := cfg.Inference.Checkpoint
 	if _, err := os.Stat(filepath.Join(abs(initialCheckpoint), moe.ConfigFile)); initialCheckpoint != "" && err == nil {

@@ -320,3 +320,24 @@ func TestWeightsDirIsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A run that trains refuses network registries for its rewards unless
+// the configuration allows it; an evaluation takes it.
+func TestTrainingRunRefusesNetworkRewards(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sandbox.Backend, cfg.Sandbox.AllowUnisolated = "bwrap", false
+	cfg.Sandbox.Network, cfg.Sandbox.Registries = "registries", []string{"pypi.org"}
+	_, err := Build(cfg, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "sandbox.network: registries") {
+		t.Fatalf("training run with network registries: %v", err)
+	}
+	// Past the network check, what remains is whether bwrap works here.
+	for _, opts := range [][]Option{{EvaluationOnly()}, nil} {
+		if opts == nil {
+			cfg.Sandbox.NetworkRewards = true
+		}
+		if _, err := Build(cfg, nil, nil, opts...); err != nil && strings.Contains(err.Error(), "sandbox.network") {
+			t.Fatalf("allowed network registries refused: %v", err)
+		}
+	}
+}

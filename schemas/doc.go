@@ -191,7 +191,10 @@
 //	                   drift{strict_prefix, clipped_norm, text_retokened, new_chunk},
 //	                   malformed_replies (omitted when 0),
 //	                   trajectory, turns_ref, tokens_ref, routing_ref (FileRefs),
-//	                   snapshot, bundle (ObjectRefs), sandbox, isolated
+//	                   snapshot, bundle (ObjectRefs), sandbox, isolated,
+//	                   network (registries; omitted for none), egress[]{host,
+//	                   port, method, allowed, reason, bytes} (every request
+//	                   through the sandbox's proxy), egress_omitted
 //	reward.scored      producer: reward  consumers: control (train), eval (eval)
 //	                   task_id, attempt, purpose, suite, iteration,
 //	                   policy_version, reward, passed, total, source,

@@ -270,6 +270,25 @@ type RolloutCompletedPayload struct {
 	// the plain backend, which isolates nothing.
 	Sandbox  string `json:"sandbox"`
 	Isolated bool   `json:"isolated"`
+	// Network is the attempt's network policy when it had one
+	// (registries; omitted for none). Egress is every request its
+	// sandbox's proxy answered, in order; EgressOmitted counts those past
+	// the proxy's log bound.
+	Network       string          `json:"network,omitempty"`
+	Egress        []EgressRequest `json:"egress,omitempty"`
+	EgressOmitted int             `json:"egress_omitted,omitempty"`
+}
+
+// EgressRequest is one request an attempt's sandbox made through the
+// registries proxy: where to, how, whether it went through (and if not,
+// why), and the bytes carried.
+type EgressRequest struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Method  string `json:"method"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+	Bytes   int64  `json:"bytes"`
 }
 
 // RewardScoredPayload is the verifier's score of one attempt.

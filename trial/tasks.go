@@ -10,6 +10,7 @@ import (
 	"github.com/t1pipe/t1/exit"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/store"
 )
@@ -73,6 +74,10 @@ type CheckResult struct {
 	SolutionTail string `json:"solution_tail,omitempty"`
 	// NoOp is what the verifier says of the untouched environment.
 	NoOp *NoOpResult `json:"no_op,omitempty"`
+	// Network is the solution's network policy when it had one
+	// (registries), Egress every request its proxy answered.
+	Network string           `json:"network,omitempty"`
+	Egress  []egress.Request `json:"egress,omitempty"`
 }
 
 // NoOpResult is the verifier's report on an attempt that did nothing.
@@ -115,6 +120,9 @@ func Check(ctx context.Context, dir string, opt Options, rf verifier.RewardFunc,
 			r.SolutionExit, r.Offline, r.Isolated, r.Notes = out.SolutionExit, out.Offline, out.Isolated, out.Notes
 			r.Source, r.Assertions, r.Passed, r.Total, r.Solved = string(rep.Source), rep.Assertions, rep.Passed, rep.Total, rep.Solved
 			r.Reward, r.Problems = rf.Score(rep).Value, rep.Problems
+			if out.Network != egress.None {
+				r.Network, r.Egress = out.Network, out.Egress
+			}
 			if out.SolutionExit != 0 || out.SolutionTimedOut {
 				r.SolutionTail = outputTail(out.SolutionOutput)
 			}
@@ -156,6 +164,11 @@ func WriteChecks(w io.Writer, rs []CheckResult) {
 		fmt.Fprintf(w, "%s (%s): solution exit %d, verifier report from %s%s\n", r.Dir, r.Task, r.SolutionExit, r.Source, notes)
 		for _, n := range r.Notes {
 			fmt.Fprintf(w, "  environment: %s\n", n)
+		}
+		for _, q := range r.Egress {
+			if !q.Allowed {
+				fmt.Fprintf(w, "  network: %s\n", q)
+			}
 		}
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		for _, a := range r.Assertions {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/harbor/verifier"
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
@@ -61,6 +62,12 @@ type Options struct {
 	// backend) run solutions, agents and verifiers. Without it Start
 	// refuses one, whatever backend was handed in.
 	AllowUnisolated bool
+	// Registries, when set, gives the solution's or agent's sandbox the
+	// network policy registries: these hosts through a proxy of its own
+	// (infra/egress), whose log is the attempt's (Outcome.Egress). A task
+	// whose task.toml says [environment] allow_internet = false gets no
+	// network all the same. The verifier's sandbox never has any.
+	Registries []string
 }
 
 // Start starts a fresh sandbox of the task in taskDir with the options'
@@ -69,7 +76,16 @@ type Options struct {
 // runs, and a sandbox that reports no isolation is closed again (both
 // wrap sandbox.ErrUnisolated).
 func (o Options) Start(ctx context.Context, taskDir string) (sandbox.Sandbox, error) {
-	return o.start(ctx, sandbox.Spec{TaskDir: taskDir})
+	spec := sandbox.Spec{TaskDir: taskDir}
+	// The solution's or agent's sandbox: the verifier's starts through
+	// start alone and never has a network.
+	if o.Registries != nil {
+		var err error
+		if spec.Proxy, err = o.proxy(taskDir); err != nil {
+			return nil, err
+		}
+	}
+	return o.start(ctx, spec)
 }
 
 func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -85,6 +101,9 @@ func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	spec.Limits, spec.TempDir = o.Limits, o.TempDir
 	sb, err := o.Backend.Start(ctx, spec)
 	if err != nil {
+		if spec.Proxy != nil {
+			spec.Proxy.Close()
+		}
 		return nil, err
 	}
 	if info := sb.Info(); !info.Isolated && !o.AllowUnisolated {
@@ -92,6 +111,34 @@ func (o Options) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 		return nil, fmt.Errorf("%w (%s): refusing it; install bubblewrap, or allow unisolated execution explicitly", sandbox.ErrUnisolated, info.Reason)
 	}
 	return sb, nil
+}
+
+// proxy is the registries proxy of a sandbox of the task in taskDir, or
+// nil where the task refuses the network.
+func (o Options) proxy(taskDir string) (*egress.Proxy, error) {
+	if taskDir != "" {
+		t, err := harbor.Load(taskDir)
+		if err != nil {
+			return nil, err
+		}
+		if ai := t.Config.Environment.AllowInternet; ai != nil && !*ai {
+			return nil, nil
+		}
+	}
+	return egress.New(o.Registries)
+}
+
+// Network is the network policy of a sandbox (egress.None or
+// egress.Registries) and its proxy's log, closing the proxy first so
+// that every request is in it; sb must be done with the network.
+func Network(sb sandbox.Sandbox) (policy string, reqs []egress.Request, omitted int) {
+	p := sb.Info().Proxy
+	if p == nil {
+		return egress.None, nil, 0
+	}
+	p.Close()
+	reqs, omitted = p.Requests()
+	return egress.Registries, reqs, omitted
 }
 
 // NoSolution is Outcome.SolutionExit when no solution ran.
@@ -115,8 +162,14 @@ type Outcome struct {
 	Isolated bool
 	// Notes say how the environment was built (Info().Notes): what of
 	// the Dockerfile was left out, and what stands in for its image.
-	Notes    []string
-	Duration time.Duration
+	Notes []string
+	// Network is the solution's sandbox's network policy (egress.None
+	// or egress.Registries); Egress is every request its proxy answered,
+	// EgressOmitted those past egress.MaxRequests.
+	Network       string
+	Egress        []egress.Request
+	EgressOmitted int
+	Duration      time.Duration
 }
 
 // Solution is the script a trial runs before the verifier.
@@ -154,6 +207,7 @@ func Run(ctx context.Context, taskDir string, t *harbor.Task, sol *Solution, opt
 	// it, before the verifier starts.
 	layer, release, err := snapshot(ctx, sb, opt.TempDir)
 	sb.Close()
+	out.Network, out.Egress, out.EgressOmitted = Network(sb)
 	if err != nil {
 		return out, fmt.Errorf("trial %s: %w", t.Name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/sandbox"
 )
 
@@ -243,4 +244,49 @@ func median(ds []time.Duration) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return float64(s[len(s)/2]) / float64(time.Millisecond)
+}
+
+// BenchmarkExecNetwork: one Exec of true in a warm sandbox, without
+// network and with the registries proxy (its listener made in the
+// command's network namespace before the command runs, and closed after).
+func BenchmarkExecNetwork(b *testing.B) {
+	bw := &sandbox.Bubblewrap{}
+	if err := bw.Available(); err != nil {
+		b.Skip(err)
+	}
+	if os.Geteuid() != 0 {
+		b.Skip("the registries proxy needs root")
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		proxy bool
+	}{{"none", false}, {"registries", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			spec := sandbox.Spec{}
+			if c.proxy {
+				p, err := egress.New(egress.DefaultHosts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec.Proxy = p
+			}
+			sb, err := bw.Start(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close()
+			var ms []float64
+			for b.Loop() {
+				start := time.Now()
+				r, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}})
+				if err != nil || r.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, r)
+				}
+				ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+			}
+			slices.Sort(ms)
+			b.ReportMetric(ms[len(ms)/2], "ms-median")
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 )
 
@@ -75,6 +76,10 @@ type box struct {
 	// anywhere lets paths name any directory below fsRoot: an image
 	// being built, not a sandbox.
 	anywhere bool
+	// proxy is the sandbox's way out (Spec.Proxy); nets are the
+	// per-command hooks that give it to each bwrap command.
+	proxy *egress.Proxy
+	nets  map[*exec.Cmd]*netHook
 
 	mu     sync.Mutex
 	closed bool
@@ -97,6 +102,8 @@ func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 		workDir: "/app",
 		procs:   map[*exec.Cmd]struct{}{},
 		shells:  map[*shell]struct{}{},
+		proxy:   spec.Proxy,
+		nets:    map[*exec.Cmd]*netHook{},
 	}
 	tmp := spec.TempDir
 	if tmp == "" {
@@ -181,7 +188,10 @@ func (b *box) Info() Info {
 	for _, d := range writableDirs {
 		paths[d] = filepath.Join(b.fsDir, d)
 	}
-	info := Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Aliases: b.aliases, Disk: b.disk.mode}
+	if b.proxy != nil {
+		why = strings.Replace(why, "loopback-only network", "loopback-only network but for the package registries ("+strings.Join(b.proxy.Hosts(), ", ")+") through t1's proxy", 1)
+	}
+	info := Info{Backend: b.l.name(), Isolated: iso, Reason: why, ID: b.id, Root: b.root, Paths: paths, Limits: b.limits, Notes: b.notes, Aliases: b.aliases, Disk: b.disk.mode, Proxy: b.proxy}
 	if b.image != nil {
 		info.ImageLayers = b.image.layers
 	}
@@ -238,6 +248,9 @@ func (b *box) baseEnv() []string {
 	if v := b.l.visible(b, "/tmp"); v != "/tmp" {
 		env = append(env, "TMPDIR="+v)
 	}
+	if b.proxy != nil {
+		env = append(env, egress.Env()...)
+	}
 	return env
 }
 
@@ -290,11 +303,12 @@ func (b *box) wrap(argv []string) []string {
 // does not start.
 func (b *box) startTracked(c *exec.Cmd) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		// What the command was handed (the filter, descriptors of the
 		// directories) goes with it.
 		closeFiles(c.ExtraFiles)
+		b.detachNet(c)
 		return ErrClosed
 	}
 	start := c.Start
@@ -302,9 +316,20 @@ func (b *box) startTracked(c *exec.Cmd) error {
 		start = func() error { return s.start(c) }
 	}
 	if err := start(); err != nil {
+		b.mu.Unlock()
+		b.detachNet(c)
 		return fmt.Errorf("sandbox: start %s: %w", c.Path, err)
 	}
 	b.procs[c] = struct{}{}
+	b.mu.Unlock()
+	// A command that cannot have its proxy does not run at all: it is
+	// still blocked before its own program.
+	if err := b.attachNet(c); err != nil {
+		killTree(c)
+		_ = c.Wait()
+		b.untrack(c)
+		return err
+	}
 	return nil
 }
 
@@ -312,6 +337,7 @@ func (b *box) untrack(c *exec.Cmd) {
 	b.mu.Lock()
 	delete(b.procs, c)
 	b.mu.Unlock()
+	b.detachNet(c)
 }
 
 // killTree kills a started command and everything it started: bwrap's
@@ -559,6 +585,10 @@ func (b *box) Close() error {
 	// Whatever escaped a process group (setsid, double fork) still carries
 	// the sandbox's marker in its environment, or runs as its host uid.
 	b.killStragglers()
+	if b.proxy != nil {
+		// Tunnels still open end here, and are logged.
+		b.proxy.Close()
+	}
 	b.removeAll()
 	// Only now, with none of its processes left, may the uid go to
 	// another sandbox.

@@ -108,6 +108,9 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := bw.Available(); err != nil {
 		return nil, err
 	}
+	if spec.Proxy != nil && os.Geteuid() != 0 {
+		return nil, errors.New("sandbox: a sandbox with the registries proxy needs t1 to run as root (the proxy listens in each command's network namespace, which takes setns); run as root, or use network none")
+	}
 	uid, release := -1, func() {}
 	if os.Geteuid() == 0 {
 		tmp := spec.TempDir
@@ -231,13 +234,20 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	if b.image == nil {
 		args = append(args, l.bw.sysArgs...)
 	}
-	// The filter is fd 3 (confineArgs); the directories follow it.
+	// The filter is fd 3 (confineArgs); the directories follow it, then
+	// the proxy's pipes.
 	binds, files, err := b.bindArgs([]*os.File{filter})
 	if err != nil {
 		filter.Close()
 		return nil, err
 	}
 	args = append(args, binds...)
+	netArgs, files, hook, err := b.netArgs(files)
+	if err != nil {
+		closeFiles(files)
+		return nil, err
+	}
+	args = append(args, netArgs...)
 	// The root and /dev are bwrap's tmpfs mounts, in memory: read-only, so
 	// that everything a command writes lands in a directory the snapshot
 	// and the disk budget cover; /dev/shm is a small tmpfs of its own.
@@ -256,6 +266,11 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if l.uid >= 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}
+	}
+	if hook != nil {
+		b.mu.Lock()
+		b.nets[cmd] = hook
+		b.mu.Unlock()
 	}
 	return cmd, nil
 }

@@ -25,6 +25,23 @@
 // through the directories, and a Shell is one long-lived bwrap running
 // bash.
 //
+// # Network
+//
+// Without Spec.Proxy (network policy none) that is all: no route, no
+// DNS. With it (policy registries) every bwrap command is started with
+// --info-fd and --block-fd: bwrap says its first process's pid and waits
+// before running anything of the command's; the host makes the proxy's
+// listening socket in that process's network namespace (egress.ListenIn,
+// setns from a locked thread, so it needs the caller to be root), then
+// lets it go on. Inside, 127.0.0.1:3128 is the proxy, the proxy variables
+// are set (egress.Env, after the base environment, before the task's),
+// and the host's certificate bundle is bound read-only at
+// egress.CAPath in bwrap's /dev. The namespace still has loopback alone:
+// a direct connection anywhere, or a DNS lookup, fails; the proxy
+// carries only what its allow-list permits and logs every request. The
+// listener is closed when its command ends, the proxy (the sandbox's
+// own) by Close. Plain refuses a proxy: it shares the host's network.
+//
 // Every bwrap command also runs with --disable-userns (no nested user
 // namespaces) under a seccomp filter (--seccomp; seccomp.go lists what it
 // refuses: namespaces, mounts, keyrings, ptrace, bpf, perf_event_open,
@@ -189,7 +206,8 @@
 //     and ADD of
 //     files from environment/ (globs; --chmod; --chown ignored), and RUN
 //     (shell form through /bin/sh -c, or exec form), executed in the
-//     sandbox in order, without network: RUN apt-get or pip install fails
+//     sandbox in order, with the sandbox's network (none, or the
+//     registries proxy: see Network): without one RUN apt-get or pip install fails
 //     with its own output in the error, and with a note that the sandbox
 //     has no network when the command, parsed as shell, calls a package
 //     manager or fetcher (runhint.go). EXPOSE, LABEL, MAINTAINER,
@@ -246,9 +264,10 @@
 // plain backend refuses an image.
 //
 // BuildRoot is the build side: an overlay of the layers below
-// with a new upper directory, RUN through bwrap as host root with the
-// network (see SECURITY.md), COPY and WORKDIR through the same no-link
-// resolution as everything else here.
+// with a new upper directory, RUN through bwrap as host root in a network
+// namespace of its own with BuildRoot.Proxy as its only way out (see
+// SECURITY.md), COPY, COPY --from another stage's root (CopyFrom) and
+// WORKDIR through the same no-link resolution as everything else here.
 //
 // # Snapshot layer format
 //

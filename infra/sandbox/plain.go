@@ -34,6 +34,9 @@ func (p *Plain) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 	if spec.Image != nil {
 		return nil, errNoImage
 	}
+	if spec.Proxy != nil {
+		return nil, errNoNetwork
+	}
 	l := &plainLauncher{why: p.Why}
 	_, reason := l.isolated()
 	slog.Warn("sandbox: plain process backend: commands run unisolated on the host", "reason", reason)

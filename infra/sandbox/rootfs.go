@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 )
 
@@ -371,6 +372,11 @@ func mountOverlay(layers []string, nsfd int, upper, work *os.File, at *safeRoot,
 // Dockerfile step (package image). It is mounted on the host and needs
 // root.
 type BuildRoot struct {
+	// Proxy, when set, is how RUN reaches the network: a RUN step has
+	// a network namespace of its own, with loopback only, and the proxy
+	// at 127.0.0.1:3128 (egress.Env set). Nil: no network at all.
+	Proxy *egress.Proxy
+
 	dir    string // the merged view
 	f      *os.File
 	merged *safeRoot
@@ -465,22 +471,29 @@ var buildCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSE
 	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE"}
 
 // Run runs argv in the image being built, as docker build runs RUN: as
-// root owning the image's files, with the host's network (the host's
-// /etc/resolv.conf bound over the image's), in new pid, ipc, uts and
-// mount namespaces with the image as /, under the sandbox's seccomp
-// filter, for at most timeout. Output goes to out. It returns the exit
-// code (-1 on timeout).
+// root owning the image's files, in new pid, ipc, uts, mount and network
+// namespaces with the image as /, under the sandbox's seccomp filter,
+// for at most timeout. Its network is r.Proxy's (none without one): the
+// allow-list, not the host's network. Output goes to out. It returns the
+// exit code (-1 on timeout).
 func (r *BuildRoot) Run(ctx context.Context, argv, env []string, dir string, timeout time.Duration, out io.Writer) (int, error) {
 	filter, err := seccompFile()
 	if err != nil {
 		return 0, err
 	}
 	defer filter.Close()
-	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--hostname", "build", "--seccomp", "3",
 		"--bind-fd", "4", "/", "--proc", "/proc", "--dev", "/dev"}
-	if fi, err := r.merged.Lstat("etc/resolv.conf"); err == nil && fi.Mode().IsRegular() {
-		args = append(args, "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf")
+	files := []*os.File{filter, r.f}
+	var hook *netHook
+	if r.Proxy != nil {
+		var more []string
+		if more, files, hook, err = proxyArgs(files); err != nil {
+			return 0, err
+		}
+		args = append(args, more...)
+		env = append(append([]string(nil), env...), egress.Env()...)
 	}
 	args = append(args, "--cap-drop", "ALL")
 	for _, c := range buildCaps {
@@ -491,11 +504,34 @@ func (r *BuildRoot) Run(ctx context.Context, argv, env []string, dir string, tim
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bwrap, append(args, argv...)...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{filter, r.f}
+	cmd.ExtraFiles = files
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err = cmd.Run()
+	err = cmd.Start()
+	if hook != nil {
+		// bwrap's ends of the pipes: its own copies now.
+		closeFiles(files[2:])
+	}
+	if err != nil {
+		if hook != nil {
+			hook.info.Close()
+			hook.block.Close()
+		}
+		return 0, err
+	}
+	if hook != nil {
+		l, aerr := hook.attach(r.Proxy)
+		if l != nil {
+			defer r.Proxy.Unserve(l)
+		}
+		if aerr != nil {
+			_ = cmd.Cancel()
+			_ = cmd.Wait()
+			return 0, aerr
+		}
+	}
+	err = cmd.Wait()
 	if ctx.Err() != nil {
 		return -1, nil
 	}
@@ -519,6 +555,21 @@ func (r *BuildRoot) Copy(ctx context.Context, in Instruction, contextDir, workdi
 	defer src.Close()
 	b := &box{fsRoot: r.merged, uid: -1, gid: -1, anywhere: true, workDir: workdir}
 	return b.dockerCopy(ctx, in, src, contextDir, workdir, vars)
+}
+
+// CopyFrom applies COPY --from: as Copy, but from the root filesystem
+// of src (another stage or image, mounted by MountBuild and not written),
+// named ref in errors. Sources are paths of src's root.
+func (r *BuildRoot) CopyFrom(ctx context.Context, in Instruction, src *BuildRoot, ref, workdir string, vars map[string]string) error {
+	flags := in.Flags[:0:0]
+	for _, f := range in.Flags {
+		if !strings.HasPrefix(f, "--from=") {
+			flags = append(flags, f)
+		}
+	}
+	in.Flags = flags
+	b := &box{fsRoot: r.merged, uid: -1, gid: -1, anywhere: true, workDir: workdir}
+	return b.dockerCopy(ctx, in, src.merged, "stage "+ref, workdir, vars)
 }
 
 // Mkdir creates the directory d of the image and its missing parents

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/t1pipe/t1/infra/egress"
 )
 
 // Backend starts sandboxes. Implementations: Bubblewrap (isolated) and
@@ -54,6 +56,13 @@ type Spec struct {
 	// apt-get install names) as a layer of the verifier's image alone.
 	// Other backends ignore it.
 	Verifier bool
+	// Proxy, when set, is the sandbox's one way out (network policy
+	// registries): every command reaches it at 127.0.0.1:3128 with the
+	// proxy variables set (egress.Env), and nothing else. Nil is no
+	// network at all. The sandbox owns it: Close closes it, after which
+	// its Requests are the attempt's whole log. Only bwrap run as root
+	// supports it.
+	Proxy *egress.Proxy
 }
 
 // Sandbox is one attempt's isolated shell environment. Paths given to its
@@ -123,6 +132,8 @@ type Info struct {
 	// Aliases are commands the sandbox provides for its FROM image
 	// (python → /usr/bin/python3 for python:* images), first on PATH.
 	Aliases map[string]string
+	// Proxy is Spec.Proxy: nil when the sandbox has no network.
+	Proxy *egress.Proxy `json:"-"`
 }
 
 // CommandPath maps a sandbox path to the path commands see: itself under

@@ -146,7 +146,7 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 		case "FROM":
 			froms++
 			if froms > 1 {
-				return fail("a second FROM (multi-stage build) needs a container backend; %s", supported)
+				return fail("a second FROM (multi-stage build) is built on an image (sandbox.image: dockerfile), not on the host's directories; %s", supported)
 			}
 			image := ""
 			if len(in.Args) > 0 {
@@ -224,7 +224,11 @@ func (b *box) buildDockerfile(ctx context.Context, env *safeRoot, envDir string,
 			}
 			if res.ExitCode != 0 {
 				hint := ""
-				if installs(in.Raw, jsonArgs(in)) {
+				switch {
+				case !installs(in.Raw, jsonArgs(in)):
+				case b.proxy != nil:
+					hint = " (the sandbox reaches only " + strings.Join(b.proxy.Hosts(), ", ") + ", through t1's proxy; the host's system directories are read-only)"
+				default:
 					hint = " (the sandbox has no network: package installs fail here)"
 				}
 				return fail("RUN %s: exit code %d%s%s\n%s%s", in.Raw, res.ExitCode, timedOut(res), hint, res.Stdout, res.Stderr)
@@ -333,7 +337,7 @@ func (b *box) dockerCopy(ctx context.Context, in Instruction, env *safeRoot, env
 			}
 			chmod = fs.FileMode(m).Perm()
 		case "--from":
-			return fmt.Errorf("%s %s: copying from another image or stage needs a container backend", in.Cmd, f)
+			return fmt.Errorf("%s %s: copying from another image or stage is built on an image (sandbox.image: dockerfile), not on the host's directories", in.Cmd, f)
 		default:
 			return fmt.Errorf("%s %s: option needs a container backend; %s", in.Cmd, f, supported)
 		}

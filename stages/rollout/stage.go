@@ -14,6 +14,7 @@ import (
 	"github.com/t1pipe/t1/agent"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
+	"github.com/t1pipe/t1/infra/egress"
 	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/infra/sandbox"
@@ -218,6 +219,12 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	// The shell's background jobs end before the snapshot: nothing changes
 	// the files while they are read.
 	sh.Close()
+	if network, reqs, omitted := trial.Network(sb); network != egress.None {
+		c.Network, c.EgressOmitted = network, omitted
+		for _, q := range reqs {
+			c.Egress = append(c.Egress, schemas.EgressRequest{Host: q.Host, Port: q.Port, Method: q.Method, Allowed: q.Allowed, Reason: q.Reason, Bytes: q.Bytes})
+		}
+	}
 	if c.Snapshot, err = s.snapshot(ctx, run, p, sb); err != nil {
 		return nil, err
 	}

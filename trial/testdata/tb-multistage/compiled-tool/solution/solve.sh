@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+vowels < /app/input.txt > /app/count.txt

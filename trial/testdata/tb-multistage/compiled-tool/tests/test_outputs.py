@@ -1,0 +1,7 @@
+"""Checks the vowel count of /app/input.txt."""
+
+from pathlib import Path
+
+
+def test_count():
+    assert Path("/app/count.txt").read_text().strip() == "11"

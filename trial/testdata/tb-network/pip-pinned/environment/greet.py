@@ -1,0 +1,3 @@
+import six
+
+print("six " + six.__version__ + " says " + six.ensure_str(b"hello"))
