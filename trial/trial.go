@@ -234,9 +234,10 @@ func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, fu
 // VerifyLayer starts a fresh sandbox of the task, restores layer (an
 // attempt's snapshot) into it and runs the verifier there (see the
 // verifier package's "Guarantees"): the task's tests from taskDir, not
-// from the layer; an empty HOME and the pristine tests directory as the
-// working directory; a fixed PATH and a scrubbed environment; for an
-// offline verifier, the stand-ins for network installers first on PATH. A layer that does not restore is
+// from the layer; an empty HOME; the image's WORKDIR as the working
+// directory, as Harbor has it; a fixed PATH and a scrubbed environment
+// with the verifier's own commands first on PATH (for an offline
+// verifier, the stand-ins for network installers). A layer that does not restore is
 // ErrLayer; a refused unisolated sandbox wraps sandbox.ErrUnisolated.
 func VerifyLayer(ctx context.Context, layer io.Reader, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
 	// An image backend gives an offline verifier what its installers
@@ -274,15 +275,18 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", "-c", reset}, Env: env}); err != nil || res.ExitCode != 0 {
 		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
 	}
-	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Dir: "/tests", Env: env}
-	if opt.offline(t) {
-		// test.sh runs whole, every step of it; its network installers
-		// find the verifier's stand-ins first on PATH, written after the
-		// reset above, so nothing of the attempt's is among them.
-		if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != ""); err != nil {
-			return nil, false, false, err
-		}
-		cmd.Env, offline = verifier.OfflineEnv(t, home, p(verifier.ShimDir)), true
+	// test.sh runs in the image's WORKDIR (the sandbox's default
+	// directory), as Harbor runs it: tests compile and open files by
+	// relative paths there.
+	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Env: verifier.TestEnv(t, home, p(verifier.ShimDir))}
+	// The verifier's own commands are first on PATH, written after the
+	// reset above, so nothing of the attempt's is among them: for an
+	// offline verifier the stand-ins for its network installers (test.sh
+	// runs whole, every step of it), else the python3 guard that keeps
+	// the working directory from shadowing pytest.
+	offline = opt.offline(t)
+	if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != "", offline); err != nil {
+		return nil, false, false, err
 	}
 	cmd.Timeout = opt.VerifyTimeout
 	if cmd.Timeout == 0 {
@@ -302,6 +306,9 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 		return nil, false, offline, fmt.Errorf("read verifier logs: %w", err)
 	}
 	rep = verifier.Parse(filepath.Join(logs, "v"), res.ExitCode)
+	// A test.sh that stopped before its tests wrote anything leaves its
+	// output as the only account of why.
+	rep.Explain(res.Stdout + res.Stderr)
 	// What of the attempt's root changes the verifier's sandbox refused
 	// to apply (sandbox Restore) may explain a failing test.
 	for _, n := range sb.Info().Notes {
@@ -315,15 +322,20 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	return rep, res.TimedOut, offline, nil
 }
 
-// uploadShims puts the verifier's stand-ins for network installers at
-// verifier.ShimDir.
-func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python bool) error {
+// uploadShims puts the verifier's own commands at verifier.ShimDir: the
+// stand-ins for network installers when it runs offline, else the
+// python3 guard.
+func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python, offline bool) error {
 	dir, releaseDir, err := hostres.MkdirTemp(tmp, "t1-shims-", "shims scratch")
 	if err != nil {
 		return err
 	}
 	defer releaseDir()
-	if err := verifier.WriteShims(dir, python); err != nil {
+	write := verifier.WriteGuards
+	if offline {
+		write = verifier.WriteShims
+	}
+	if err := write(dir, python); err != nil {
 		return err
 	}
 	if err := sb.Upload(ctx, dir, verifier.ShimDir); err != nil {
