@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -288,6 +289,15 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != "", offline); err != nil {
 		return nil, false, false, err
 	}
+	if svcs := t.Config.Services(); len(svcs) > 0 {
+		// The services run in the same command as test.sh, so they live
+		// as long as it does and end with the sandbox's pid namespace.
+		args := []string{"/bin/bash", "--norc", "--noprofile", "-c", servicesScript, "t1-verifier", p("/tests/test.sh"), p(verifier.Home)}
+		for _, sv := range svcs {
+			args = append(args, sv.Command, strconv.Itoa(sv.Port))
+		}
+		cmd.Args = args
+	}
 	cmd.Timeout = opt.VerifyTimeout
 	if cmd.Timeout == 0 {
 		cmd.Timeout = t.Config.VerifierTimeout()
@@ -316,11 +326,55 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 			rep.Problems = append(rep.Problems, n)
 		}
 	}
+	for l := range strings.SplitSeq(res.Stderr, "\n") {
+		if strings.HasPrefix(l, servicePrefix) && len(rep.Problems) < 64 {
+			rep.Problems = append(rep.Problems, strings.TrimPrefix(l, "t1 verifier: "))
+		}
+	}
 	if res.TimedOut {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("verifier timed out after %s", cmd.Timeout))
 	}
 	return rep, res.TimedOut, offline, nil
 }
+
+// servicePrefix begins servicesScript's lines about a service that did
+// not start, which the report's Problems repeat.
+const servicePrefix = "t1 verifier: service "
+
+// servicesScript starts the task's declared services (harbor.Service)
+// before test.sh: bash -c servicesScript NAME TEST_SH HOME [COMMAND PORT]...
+// Each command runs in the background in the working directory, its
+// output in a log beside HOME; with a port, the script waits up to 30 s
+// for 127.0.0.1:PORT to accept a connection, less when the command fails
+// (a non-zero exit status). A service that does not come up is said on stderr (servicePrefix) and test.sh runs anyway: its
+// tests fail on what is missing. The script's exit status is test.sh's.
+const servicesScript = `test_sh=$1 log=${2%/*}/services.log
+shift 2
+i=0
+while [ $# -ge 2 ]; do
+	i=$((i + 1)) cmd=$1 port=$2
+	shift 2
+	/bin/bash --norc --noprofile -c "$cmd" </dev/null >>"$log" 2>&1 &
+	pid=$! st= up=
+	[ "$port" = 0 ] && continue
+	for _ in $(seq 300); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
+		# A command that daemonized exits 0 and its service comes up
+		# later; one that failed will not.
+		if [ -z "$st" ] && ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			st=$?
+			[ "$st" = 0 ] || break
+		fi
+		sleep 0.1
+	done
+	why="after 30 s"
+	[ -n "$st" ] && why="exit status $st"
+	[ -n "$up" ] || printf 't1 verifier: service %d (%s) is not listening on port %s (%s); its output ends: %s\n' \
+		"$i" "$cmd" "$port" "$why" "$(tail -c 300 "$log" | tr '\n' ' ')" >&2
+done
+/bin/bash --norc --noprofile "$test_sh"
+`
 
 // uploadShims puts the verifier's own commands at verifier.ShimDir: the
 // stand-ins for network installers when it runs offline, else the
