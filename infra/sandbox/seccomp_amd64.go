@@ -11,7 +11,7 @@ func seccompSyscalls() (filterSyscalls, error) {
 		denied, ptrace = nil, unix.SYS_PTRACE
 	}
 	return filterSyscalls{
-		ptrace: ptrace,
+		ptrace:  ptrace,
 		arch:    unix.AUDIT_ARCH_X86_64,
 		x32Bit:  0x40000000, // __X32_SYSCALL_BIT
 		clone:   unix.SYS_CLONE,
