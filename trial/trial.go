@@ -4,7 +4,12 @@
 // verifier never runs where the solution or agent ran: it runs in a second
 // fresh sandbox holding the attempt's snapshot layer, with the pristine
 // tests and a fixed environment (the verifier package's "Guarantees"). That
-// costs a second environment build per trial.
+// costs a second environment build per trial. As in Harbor, test.sh runs
+// in the image's WORKDIR; the services a task declares
+// ([[verifier.services]], harbor.Service) are started in the verifier's
+// sandbox before it, from the attempt's files, and live as long as it
+// does. A test.sh that fails without writing a result leaves the end of
+// its output and the reason in the report (verifier.Report.Explain).
 //
 // It is the single place where the task format, the sandbox and the
 // verifier reports meet, so synthesis (keep a child only if its oracle
