@@ -94,8 +94,9 @@
 // image's WORKDIR, as Harbor runs it. PYTHONSAFEPATH is cleared rather
 // than set, since every Python process of the tests would inherit it
 // (`python run.py` could not import its sibling modules); pytest alone is
-// kept from the working directory, by running it isolated (python3 -I)
-// in both the stand-ins and the guards. A task's declared services
+// kept from the working directory: the stand-ins run it isolated
+// (python3 -I), the guards with -P (-I before Python 3.11), flags its
+// subprocesses do not inherit. A task's declared services
 // (harbor.Service) start before test.sh in the same sandbox. When test.sh
 // exits non-zero without writing a result, Report.Explain keeps the end of
 // its output and its last line in Problems.

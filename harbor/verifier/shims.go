@@ -58,9 +58,10 @@ func WriteShims(dir string, python bool) error {
 
 // WriteGuards writes, into the host directory dir to be uploaded as
 // ShimDir, what a verifier that runs without the offline stand-ins puts
-// first on PATH: python3 and python, which run `-m pytest` isolated so
-// that the working directory (the image's WORKDIR, the agent's) cannot
-// shadow pytest, and are the image's interpreter otherwise. python says
+// first on PATH: python3 and python, which run `-m pytest` with the
+// working directory (the image's WORKDIR, the agent's) off sys.path (-P,
+// or -I before Python 3.11) so that it cannot shadow pytest, and are the
+// image's interpreter otherwise. python says
 // the sandbox provides python as python3 (a python:* image's alias).
 func WriteGuards(dir string, python bool) error {
 	script, err := shimFiles.ReadFile("shims/t1-python")
