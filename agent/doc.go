@@ -23,7 +23,9 @@
 //	Scripted    fixed replies (FromSolution: a reference solution parsed
 //	            as bash, one top-level statement per turn, its source text
 //	            byte for byte; a script that is not bash is an error), for
-//	            demonstrations and tests
+//	            demonstrations and tests; Config.ForSolution gives its
+//	            commands the task's time limit, Result.CutShort says when a
+//	            replay did not run whole (Result.Interrupted commands)
 //	AttemptRows a finished episode as its rows of the tokens, routing,
 //	            turns and trajectories tables
 //

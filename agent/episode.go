@@ -159,11 +159,41 @@ type Result struct {
 	// Malformed counts the replies that earned a corrective observation.
 	Malformed int
 	Sampled   int
+	// Interrupted counts the commands stopped by their time limit.
+	Interrupted int
 	// RoutingUnavailable says why the backend returned no routing.
 	RoutingUnavailable string
 	// Sampling is what the replies were sampled with; the log-probs are
 	// relative to its temperature and top-p.
 	Sampling inference.SamplingParams
+}
+
+// ForSolution is c for replaying a reference solution (Scripted): each
+// command may run as long as the task gives the whole solution (its
+// [agent] timeout_sec, agentTimeout; zero leaves the episode's wall
+// clock), as `t1 tasks check` runs solve.sh, rather than the harness's
+// per-command default, which a long loop of a solution outlasts.
+func (c Config) ForSolution(agentTimeout time.Duration) Config {
+	c = c.withDefaults()
+	if agentTimeout > 0 && agentTimeout < c.WallClock {
+		c.WallClock = agentTimeout
+	}
+	c.CommandTimeout = c.WallClock
+	return c
+}
+
+// CutShort says why a replayed reference solution did not run whole: a
+// command stopped by its time limit, or an episode that ended before the
+// solution's last turn declared the task complete. Such a replay is not a
+// demonstration of the solution, and its verdict is not the solution's.
+func (r *Result) CutShort() error {
+	switch {
+	case r.Interrupted > 0:
+		return fmt.Errorf("the reference solution was cut short: %d of its commands were interrupted by their time limit", r.Interrupted)
+	case r.Termination != EndComplete:
+		return fmt.Errorf("the reference solution was cut short: the episode ended (%s) before the solution's last command", r.Termination)
+	}
+	return nil
 }
 
 // Run plays one episode: the policy replies, the shell runs its commands,
@@ -282,6 +312,9 @@ func Run(ctx context.Context, pol inference.Engine, chat Chat, sh Shell, instruc
 				return nil, fmt.Errorf("turn %d: shell: %w", turn, err)
 			}
 			tr.ExitCodes = append(tr.ExitCodes, r.ExitCode)
+			if r.TimedOut {
+				res.Interrupted++
+			}
 			observe(&obs, c.Script, r, timeout)
 		}
 		tr.Complete = reply.Complete && perr == nil

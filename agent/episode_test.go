@@ -295,3 +295,24 @@ func TestFirstTurnFitsContext(t *testing.T) {
 		t.Fatalf("context %d: %v, %+v", cfg.Context, err, res)
 	}
 }
+
+// A replayed solution's commands get the task's time limit (or, without
+// one, the episode's wall clock), not the per-command default; a replay
+// with an interrupted command or an early end is cut short.
+func TestForSolutionAndCutShort(t *testing.T) {
+	c := Config{CommandTimeout: 30 * time.Second}.ForSolution(5 * time.Minute)
+	if c.CommandTimeout != 5*time.Minute || c.WallClock != 5*time.Minute {
+		t.Errorf("with the task's 5m: command %s, wall clock %s", c.CommandTimeout, c.WallClock)
+	}
+	if c := (Config{CommandTimeout: 30 * time.Second, WallClock: 2 * time.Minute}).ForSolution(0); c.CommandTimeout != 2*time.Minute {
+		t.Errorf("without a task limit: command %s, want the wall clock's 2m", c.CommandTimeout)
+	}
+	if err := (&Result{Termination: EndComplete}).CutShort(); err != nil {
+		t.Errorf("a whole replay: %v", err)
+	}
+	for _, r := range []*Result{{Termination: EndComplete, Interrupted: 1}, {Termination: EndMaxTurns}, {Termination: EndWallClock}} {
+		if err := r.CutShort(); err == nil || !strings.Contains(err.Error(), "cut short") {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+}

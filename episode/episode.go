@@ -69,7 +69,9 @@ type Summary struct {
 	Repairs     map[string]int `json:"repairs"`
 	LossDrift   int            `json:"loss_drift"`
 	Malformed   int            `json:"malformed_replies"`
-	Verifier    *Verdict       `json:"verifier,omitempty"`
+	// Interrupted counts the commands stopped by their time limit.
+	Interrupted int      `json:"interrupted_commands,omitempty"`
+	Verifier    *Verdict `json:"verifier,omitempty"`
 }
 
 // Turn is one turn of a Summary.
@@ -109,6 +111,12 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) (err
 	if err != nil {
 		return err
 	}
+	oracle := o.Policy == "oracle"
+	if oracle {
+		// The solution's commands get the task's own time limit, as
+		// `t1 tasks check` gives solve.sh.
+		ep.Config = ep.Config.ForSolution(t.Config.AgentTimeout())
+	}
 	// As a rollout's: the configured network policy and the task's own.
 	sb, err := opt.Start(ctx, dir)
 	if err != nil {
@@ -142,6 +150,19 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) (err
 	for k, v := range res.Repairs {
 		sum.Repairs[string(k)] = v
 	}
+	sum.Interrupted = res.Interrupted
+	if oracle {
+		// A replay that did not run whole is not the solution's: it says
+		// so and the command fails, after the verdict.
+		if cut := res.CutShort(); cut != nil {
+			fmt.Fprintf(text, "=== %v\n", cut)
+			defer func() {
+				if err == nil {
+					err = cut
+				}
+			}()
+		}
+	}
 	defer func() {
 		if err == nil && o.JSON {
 			err = jsonout.Write(out, sum)
@@ -165,6 +186,12 @@ func Play(ctx context.Context, out io.Writer, cfg config.Config, o Options) (err
 	rf, _ := verifier.NewRewardFunc(verifier.ModeCount, 1)
 	sum.Verifier = &Verdict{Source: string(rep.Source), Passed: rep.Passed, Total: rep.Total, Solved: rep.Solved, Reward: rf.Score(rep).Value}
 	fmt.Fprintf(text, "=== verifier (%s): passed %d/%d, solved %t, reward %g\n", rep.Source, rep.Passed, rep.Total, rep.Solved, rf.Score(rep).Value)
+	for _, p := range rep.Problems {
+		fmt.Fprintf(text, "=== verifier note: %s\n", p)
+	}
+	if rep.Output != "" {
+		fmt.Fprintf(text, "=== verifier output (end):\n%s\n", strings.TrimRight(rep.Output, "\n"))
+	}
 	return nil
 }
 

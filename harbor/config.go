@@ -47,6 +47,7 @@ type Config struct {
 	Agent         AgentConfig
 	Environment   EnvironmentConfig
 
+	services   []Service      // [[verifier.services]], read-only (Services)
 	versionKey string         // "version" or "schema_version"
 	memoryKey  string         // "memory" (deprecated "2G" form) or "memory_mb"
 	storageKey string         // "storage" or "storage_mb"
@@ -89,6 +90,70 @@ type EnvironmentConfig struct {
 	StorageMB       int64
 	GPUs            int64
 	AllowInternet   *bool
+}
+
+// Service is one [[verifier.services]] entry, t1's extension of the
+// format: a service the task's tests talk to, which the solution or agent
+// set up and started and which the verifier's fresh sandbox starts again
+// from the attempt's files before test.sh (package trial). Command is run
+// by bash in the image's WORKDIR with the verifier's environment; it may
+// stay in the foreground or daemonize. Port, when set, is a TCP port on
+// 127.0.0.1 the verifier waits for (30 s) before test.sh starts.
+type Service struct {
+	Command string
+	Port    int
+}
+
+// MaxServices bounds [[verifier.services]].
+const MaxServices = 16
+
+// Services is [[verifier.services]], in order; nil when the task declares
+// none. Services are read, not edited: Marshal keeps them as written.
+func (c *Config) Services() []Service { return slices.Clone(c.services) }
+
+// services decodes [[verifier.services]]: an array of tables of a
+// non-empty command and an optional port in 1…65535, and nothing else.
+func (d *decoder) services(v any) []Service {
+	const field = "[[verifier.services]]"
+	arr, ok := v.([]map[string]any)
+	if !ok {
+		if anys, isAny := v.([]any); isAny {
+			for _, e := range anys {
+				t, isT := e.(map[string]any)
+				if !isT {
+					d.fail(field, "want tables of command and port, got %s", typeName(e))
+					return nil
+				}
+				arr = append(arr, t)
+			}
+		} else {
+			d.fail(field, "want an array of tables of command and port, got %s", typeName(v))
+			return nil
+		}
+	}
+	if len(arr) > MaxServices {
+		d.fail(field, "%d services, at most %d", len(arr), MaxServices)
+		return nil
+	}
+	out := make([]Service, 0, len(arr))
+	for i, t := range arr {
+		for k := range t {
+			if k != "command" && k != "port" {
+				d.fail(field, "entry %d: unknown key %q: want command and port", i+1, k)
+			}
+		}
+		sv := Service{Command: strings.TrimSpace(d.str(t, "verifier.services", "command"))}
+		if sv.Command == "" {
+			d.fail(field, "entry %d: command is missing or empty", i+1)
+		}
+		if p := d.integer(t, "verifier.services", "port"); p > 65535 || (p == 0 && t["port"] != nil) {
+			d.fail(field, "entry %d: port %d: want 1…65535", i+1, p)
+		} else {
+			sv.Port = int(p)
+		}
+		out = append(out, sv)
+	}
+	return out
 }
 
 // VerifierTimeout is [verifier] timeout_sec, or Harbor's default.
@@ -351,6 +416,9 @@ func (c *Config) decode() error {
 				}
 				c.Verifier.Env[k] = s
 			}
+		}
+		if sv, ok := v["services"]; ok {
+			c.services = d.services(sv)
 		}
 	}
 	if a := d.table(doc, "agent"); a != nil {

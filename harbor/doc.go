@@ -20,6 +20,9 @@
 //	[metadata]  author_name, author_email, difficulty (easy|medium|hard),
 //	            category, tags, expert_time_estimate_min, junior_time_estimate_min
 //	[verifier]  timeout_sec (default 600), env = { … }
+//	[[verifier.services]]  command, port (optional): t1's extension, a
+//	            service the tests talk to, started again for the verifier
+//	            (Config.Services; at most MaxServices)
 //	[agent]     timeout_sec (unset: no limit)
 //	[environment] build_timeout_sec (600), docker_image, cpus (1),
 //	            memory_mb (2048) | memory = "2G", storage_mb (10240) | storage = "10G",

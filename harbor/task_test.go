@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -372,5 +373,30 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// [[verifier.services]] is read as declared and refused when malformed,
+// naming the entry.
+func TestConfigServices(t *testing.T) {
+	c, err := ParseConfig([]byte("version = \"1.0\"\n[verifier]\ntimeout_sec = 60.0\n[[verifier.services]]\ncommand = \"python3 /app/server.py\"\nport = 8000\n[[verifier.services]]\ncommand = \"service postfix start\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Service{{Command: "python3 /app/server.py", Port: 8000}, {Command: "service postfix start"}}
+	if got := c.Services(); !reflect.DeepEqual(got, want) {
+		t.Errorf("services %+v, want %+v", got, want)
+	}
+	for src, msg := range map[string]string{
+		"[[verifier.services]]\nport = 80\n":                          "entry 1: command is missing",
+		"[[verifier.services]]\ncommand = \"x\"\nport = 70000\n":      "entry 1: port 70000",
+		"[[verifier.services]]\ncommand = \"x\"\nport = 0\n":          "entry 1: port 0",
+		"[[verifier.services]]\ncommand = \"x\"\nuser = \"nobody\"\n": `unknown key "user"`,
+		"[verifier]\nservices = \"x\"\n":                              "want an array of tables",
+		"[verifier]\nservices = [\"x\"]\n":                            "want tables of command and port",
+	} {
+		if _, err := ParseConfig([]byte(src)); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: error %v, want one saying %q", src, err, msg)
+		}
 	}
 }

@@ -175,3 +175,41 @@ ls /usr/local/lib/python3.11/dist-packages/t1evil.pth /opt/venv/lib/python3.11/s
 		t.Logf("%s: %v", name, err)
 	}
 }
+
+// TestRestoreAppliesWorkdirChanges: the image's WORKDIR (/workspace here)
+// is the task's working directory, as /app is: every change there reaches
+// the restored sandbox, an edit of the image's own script included, and
+// a new top-level data directory is applied as one under /srv would be.
+// A WORKDIR among the system's directories opens nothing: an edit of
+// /usr/bin/tac from a WORKDIR of /usr/bin is still refused.
+func TestRestoreAppliesWorkdirChanges(t *testing.T) {
+	cache, base := testBase(t)
+	ctx := context.Background()
+	res, err := Build(ctx, writeTask(t, "FROM debian:bookworm\nWORKDIR /workspace\nRUN printf '#!/bin/sh\\necho old\\n' > build.sh && chmod 755 build.sh && echo stale > stale.txt\n",
+		map[string]string{}), Options{CacheDir: cache, Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := carry(t, res.Image, `set -e
+printf '#!/bin/sh\necho new\n' > /workspace/build.sh
+rm /workspace/stale.txt
+mkdir -p /workspace/out /data
+touch /workspace/out/done
+echo d > /data/input.csv`)
+	r := exec1(t, dst, "./build.sh; test -e stale.txt && echo STALE; ls out; cat /data/input.csv")
+	if want := "new\ndone\nd\n"; r.Stdout != want {
+		t.Errorf("restored sandbox printed %q (stderr %q), want %q", r.Stdout, r.Stderr, want)
+	}
+	if n := restoreNotes(dst); n != "" {
+		t.Errorf("restore refused some of the solution's changes: %s", n)
+	}
+
+	sys, err := Build(ctx, writeTask(t, "FROM debian:bookworm\nWORKDIR /usr/bin\n", map[string]string{}), Options{CacheDir: cache, Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst = carry(t, sys.Image, `printf '#!/bin/sh\necho forged\n' > /usr/bin/tac`)
+	if r := exec1(t, dst, "echo x | tac"); r.Stdout != "x\n" || !strings.Contains(restoreNotes(dst), "usr/bin/tac") {
+		t.Errorf("an edit of /usr/bin/tac from a WORKDIR of /usr/bin: %q %q, notes %s", r.Stdout, r.Stderr, restoreNotes(dst))
+	}
+}

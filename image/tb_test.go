@@ -19,6 +19,10 @@ import (
 // Absolute, taken before TestMain changes directory.
 var tbDirs = []string{abs("../trial/testdata/tb"), abs("../trial/testdata/tb-image")}
 
+// harborDir holds the tasks in Terminal-Bench's shape that need Harbor's
+// verifier semantics.
+var harborDir = abs("../trial/testdata/tb-harbor")
+
 func abs(p string) string {
 	a, err := filepath.Abs(p)
 	if err != nil {
@@ -124,5 +128,57 @@ func TestVerifierImageHasNothingOfTheHost(t *testing.T) {
 	defer ag.Close()
 	if r, _ := ag.Exec(ctx, sandbox.Cmd{Script: "command -v python3 pytest curl"}); r.ExitCode == 0 || r.Stdout != "" {
 		t.Errorf("the agent's image has the verifier's tools: %+v", r)
+	}
+}
+
+// TestHarborSemanticsOnImages runs trial/testdata/tb-harbor, tasks that
+// each failed where t1's verifier differed from Harbor's, on their images:
+// the oracle passes every test and no solution none. Their no-op reports
+// say why there is no result where test.sh stopped early (verifier-crash)
+// or the declared service did not start (service). long-solve's solve.sh
+// runs whole here; the oracle replayed turn by turn is cmd/t1's.
+func TestHarborSemanticsOnImages(t *testing.T) {
+	cache, base := image.MachineCache(t)
+	be, err := sandbox.ByName("bwrap", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := trial.Options{Backend: &image.Backend{Inner: be, Options: image.Options{CacheDir: cache, Base: base}}}
+	ctx := context.Background()
+	dir := harborDir
+	noopNotes := map[string]string{"verifier-crash": "/app/build.sh: No such file or directory", "service": "service 1 (python3 /app/server.py) is not listening on port 8000 (exit status 2)"}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 7 {
+		t.Fatalf("%d tasks in %s, want 7", len(ents), dir)
+	}
+	for _, e := range ents {
+		t.Run(e.Name(), func(t *testing.T) {
+			d := filepath.Join(dir, e.Name())
+			task, err := harbor.Load(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oracle, err := trial.Run(ctx, d, task, trial.Oracle(d), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := oracle.Report; oracle.SolutionExit != 0 || !r.Solved || r.Passed != r.Total || r.Total == 0 || len(r.Problems) > 0 {
+				t.Errorf("oracle exit %d, passed %d/%d %v\n%s", oracle.SolutionExit, r.Passed, r.Total, r.Problems, oracle.SolutionOutput)
+			}
+			noop, err := trial.Run(ctx, d, task, nil, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := noop.Report
+			if r.Solved || r.Passed != 0 {
+				t.Errorf("no solution: passed %d/%d", r.Passed, r.Total)
+			}
+			if want, ok := noopNotes[e.Name()]; ok && !strings.Contains(strings.Join(r.Problems, "\n"), want) {
+				t.Errorf("no solution: problems %q, want one saying %q", r.Problems, want)
+			}
+		})
 	}
 }

@@ -72,6 +72,9 @@ type CheckResult struct {
 	// SolutionTail is the end of the solution's output (stdout, then
 	// stderr) when it failed.
 	SolutionTail string `json:"solution_tail,omitempty"`
+	// VerifierTail is the end of test.sh's output when it failed
+	// without writing results (verifier.Report.Output).
+	VerifierTail string `json:"verifier_tail,omitempty"`
 	// NoOp is what the verifier says of the untouched environment.
 	NoOp *NoOpResult `json:"no_op,omitempty"`
 	// Network is the solution's network policy when it had one
@@ -87,7 +90,10 @@ type NoOpResult struct {
 	Passed int      `json:"passed"`
 	Total  int      `json:"total"`
 	Tests  []string `json:"passed_tests,omitempty"`
-	Error  string   `json:"error,omitempty"`
+	// Problems are the verifier report's: why it has no result, when
+	// test.sh stopped before writing one.
+	Problems []string `json:"problems,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // tailLines is how much of a failed solution's output check prints.
@@ -126,13 +132,16 @@ func Check(ctx context.Context, dir string, opt Options, rf verifier.RewardFunc,
 			if out.SolutionExit != 0 || out.SolutionTimedOut {
 				r.SolutionTail = outputTail(out.SolutionOutput)
 			}
+			if rep.Output != "" {
+				r.VerifierTail = outputTail(rep.Output)
+			}
 		}
 		if err == nil && noOp {
 			r.NoOp = &NoOpResult{}
 			if out, nerr := Run(ctx, dir, t, nil, opt); nerr != nil {
 				r.NoOp.Error = exit.Line(nerr)
 			} else {
-				r.NoOp.Passed, r.NoOp.Total = out.Report.Passed, out.Report.Total
+				r.NoOp.Passed, r.NoOp.Total, r.NoOp.Problems = out.Report.Passed, out.Report.Total, out.Report.Problems
 				for _, a := range out.Report.Assertions {
 					if a.Status == verifier.Passed {
 						r.NoOp.Tests = append(r.NoOp.Tests, a.Name)
@@ -185,6 +194,12 @@ func WriteChecks(w io.Writer, rs []CheckResult) {
 				fmt.Fprintf(w, "    | %s\n", l)
 			}
 		}
+		if r.VerifierTail != "" {
+			fmt.Fprintf(w, "  verifier output (last lines):\n")
+			for _, l := range strings.Split(r.VerifierTail, "\n") {
+				fmt.Fprintf(w, "    | %s\n", l)
+			}
+		}
 		fmt.Fprintf(w, "  passed %d/%d  solved %t  reward %g\n", r.Passed, r.Total, r.Solved, r.Reward)
 		switch n := r.NoOp; {
 		case n == nil:
@@ -195,6 +210,11 @@ func WriteChecks(w io.Writer, rs []CheckResult) {
 				n.Passed, n.Total, strings.Join(n.Tests, ", "))
 		default:
 			fmt.Fprintf(w, "  no-op: passed 0/%d\n", n.Total)
+		}
+		if n := r.NoOp; n != nil {
+			for _, p := range n.Problems {
+				fmt.Fprintf(w, "  no-op note: %s\n", p)
+			}
 		}
 		fmt.Fprintln(w)
 	}

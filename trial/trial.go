@@ -4,7 +4,12 @@
 // verifier never runs where the solution or agent ran: it runs in a second
 // fresh sandbox holding the attempt's snapshot layer, with the pristine
 // tests and a fixed environment (the verifier package's "Guarantees"). That
-// costs a second environment build per trial.
+// costs a second environment build per trial. As in Harbor, test.sh runs
+// in the image's WORKDIR; the services a task declares
+// ([[verifier.services]], harbor.Service) are started in the verifier's
+// sandbox before it, from the attempt's files, and live as long as it
+// does. A test.sh that fails without writing a result leaves the end of
+// its output and the reason in the report (verifier.Report.Explain).
 //
 // It is the single place where the task format, the sandbox and the
 // verifier reports meet, so synthesis (keep a child only if its oracle
@@ -20,6 +25,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -288,9 +294,10 @@ func snapshot(ctx context.Context, sb sandbox.Sandbox, dir string) (*os.File, fu
 // VerifyLayer starts a fresh sandbox of the task, restores layer (an
 // attempt's snapshot) into it and runs the verifier there (see the
 // verifier package's "Guarantees"): the task's tests from taskDir, not
-// from the layer; an empty HOME and the pristine tests directory as the
-// working directory; a fixed PATH and a scrubbed environment; for an
-// offline verifier, the stand-ins for network installers first on PATH. A layer that does not restore is
+// from the layer; an empty HOME; the image's WORKDIR as the working
+// directory, as Harbor has it; a fixed PATH and a scrubbed environment
+// with the verifier's own commands first on PATH (for an offline
+// verifier, the stand-ins for network installers). A layer that does not restore is
 // ErrLayer; a refused unisolated sandbox wraps sandbox.ErrUnisolated.
 func VerifyLayer(ctx context.Context, layer io.Reader, taskDir string, t *harbor.Task, opt Options) (rep *verifier.Report, timedOut, offline bool, err error) {
 	// An image backend gives an offline verifier what its installers
@@ -328,15 +335,27 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", "-c", reset}, Env: env}); err != nil || res.ExitCode != 0 {
 		return nil, false, false, fmt.Errorf("reset verifier logs: %v %s", err, res.Stderr)
 	}
-	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Dir: "/tests", Env: env}
-	if opt.offline(t) {
-		// test.sh runs whole, every step of it; its network installers
-		// find the verifier's stand-ins first on PATH, written after the
-		// reset above, so nothing of the attempt's is among them.
-		if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != ""); err != nil {
-			return nil, false, false, err
+	// test.sh runs in the image's WORKDIR (the sandbox's default
+	// directory), as Harbor runs it: tests compile and open files by
+	// relative paths there.
+	cmd := sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", p("/tests/test.sh")}, Env: verifier.TestEnv(t, home, p(verifier.ShimDir))}
+	// The verifier's own commands are first on PATH, written after the
+	// reset above, so nothing of the attempt's is among them: for an
+	// offline verifier the stand-ins for its network installers (test.sh
+	// runs whole, every step of it), else the python3 guard that keeps
+	// the working directory from shadowing pytest.
+	offline = opt.offline(t)
+	if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != "", offline); err != nil {
+		return nil, false, false, err
+	}
+	if svcs := t.Config.Services(); len(svcs) > 0 {
+		// The services run in the same command as test.sh, so they live
+		// as long as it does and end with the sandbox's pid namespace.
+		args := []string{"/bin/bash", "--norc", "--noprofile", "-c", servicesScript, "t1-verifier", p("/tests/test.sh"), p(verifier.Home)}
+		for _, sv := range svcs {
+			args = append(args, sv.Command, strconv.Itoa(sv.Port))
 		}
-		cmd.Env, offline = verifier.OfflineEnv(t, home, p(verifier.ShimDir)), true
+		cmd.Args = args
 	}
 	cmd.Timeout = opt.VerifyTimeout
 	if cmd.Timeout == 0 {
@@ -356,11 +375,19 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 		return nil, false, offline, fmt.Errorf("read verifier logs: %w", err)
 	}
 	rep = verifier.Parse(filepath.Join(logs, "v"), res.ExitCode)
+	// A test.sh that stopped before its tests wrote anything leaves its
+	// output as the only account of why.
+	rep.Explain(res.Stdout + res.Stderr)
 	// What of the attempt's root changes the verifier's sandbox refused
 	// to apply (sandbox Restore) may explain a failing test.
 	for _, n := range sb.Info().Notes {
 		if strings.HasPrefix(n, sandbox.RestoreNote) {
 			rep.Problems = append(rep.Problems, n)
+		}
+	}
+	for l := range strings.SplitSeq(res.Stderr, "\n") {
+		if strings.HasPrefix(l, servicePrefix) && len(rep.Problems) < 64 {
+			rep.Problems = append(rep.Problems, strings.TrimPrefix(l, "t1 verifier: "))
 		}
 	}
 	if res.TimedOut {
@@ -369,15 +396,59 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	return rep, res.TimedOut, offline, nil
 }
 
-// uploadShims puts the verifier's stand-ins for network installers at
-// verifier.ShimDir.
-func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python bool) error {
+// servicePrefix begins servicesScript's lines about a service that did
+// not start, which the report's Problems repeat.
+const servicePrefix = "t1 verifier: service "
+
+// servicesScript starts the task's declared services (harbor.Service)
+// before test.sh: bash -c servicesScript NAME TEST_SH HOME [COMMAND PORT]...
+// Each command runs in the background in the working directory, its
+// output in a log beside HOME; with a port, the script waits up to 30 s
+// for 127.0.0.1:PORT to accept a connection, less when the command fails
+// (a non-zero exit status). A service that does not come up is said on stderr (servicePrefix) and test.sh runs anyway: its
+// tests fail on what is missing. The script's exit status is test.sh's.
+const servicesScript = `test_sh=$1 log=${2%/*}/services.log
+shift 2
+i=0
+while [ $# -ge 2 ]; do
+	i=$((i + 1)) cmd=$1 port=$2
+	shift 2
+	/bin/bash --norc --noprofile -c "$cmd" </dev/null >>"$log" 2>&1 &
+	pid=$! st= up=
+	[ "$port" = 0 ] && continue
+	for _ in $(seq 300); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
+		# A command that daemonized exits 0 and its service comes up
+		# later; one that failed will not.
+		if [ -z "$st" ] && ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			st=$?
+			[ "$st" = 0 ] || break
+		fi
+		sleep 0.1
+	done
+	why="after 30 s"
+	[ -n "$st" ] && why="exit status $st"
+	[ -n "$up" ] || printf 't1 verifier: service %d (%s) is not listening on port %s (%s); its output ends: %s\n' \
+		"$i" "$cmd" "$port" "$why" "$(tail -c 300 "$log" | tr '\n' ' ')" >&2
+done
+/bin/bash --norc --noprofile "$test_sh"
+`
+
+// uploadShims puts the verifier's own commands at verifier.ShimDir: the
+// stand-ins for network installers when it runs offline, else the
+// python3 guard.
+func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python, offline bool) error {
 	dir, releaseDir, err := hostres.MkdirTemp(tmp, "t1-shims-", "shims scratch")
 	if err != nil {
 		return err
 	}
 	defer releaseDir()
-	if err := verifier.WriteShims(dir, python); err != nil {
+	write := verifier.WriteGuards
+	if offline {
+		write = verifier.WriteShims
+	}
+	if err := write(dir, python); err != nil {
 		return err
 	}
 	if err := sb.Upload(ctx, dir, verifier.ShimDir); err != nil {

@@ -156,3 +156,34 @@ func TestRolloutLongInstruction(t *testing.T) {
 		t.Fatalf("--context 4096: %v\n%s", err, out)
 	}
 }
+
+// A reference solution whose loop runs 40 seconds, past the harness's
+// 30-second command limit, runs whole when the oracle replays it: its
+// commands get the task's own time limit, as tasks check's solve.sh run
+// does. With a limit of 10 seconds in its task.toml it is cut short, and
+// the rollout says so and fails rather than report the verdict as the
+// solution's.
+func TestRolloutOracleTakesTheTasksTimeLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 40-second solution: skipped with -short (make test runs it)")
+	}
+	needBwrap(t)
+	long := "../../trial/testdata/tb-harbor/long-solve"
+	out, err := t1(t, "rollout", "--policy", "oracle", "--task", long)
+	if err != nil || !strings.Contains(out, "passed 1/1, solved true") || strings.Contains(out, "timed out") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	dir := copyTask(t, long)
+	p := filepath.Join(dir, "task.toml")
+	toml, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(toml), "[agent]\ntimeout_sec = 300.0", "[agent]\ntimeout_sec = 10.0", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = t1(t, "rollout", "--policy", "oracle", "--task", dir)
+	if err == nil || !strings.Contains(err.Error(), "the reference solution was cut short: 1 of its commands were interrupted") || !strings.Contains(out, "timed out after 10s") {
+		t.Fatalf("a solution past its task's limit: %v\n%s", err, out)
+	}
+}

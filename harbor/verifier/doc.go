@@ -41,7 +41,7 @@
 // Terminal-Bench test.sh files fetch uv, pytest and plugins at verify time.
 // NeedsOffline finds such fetches (curl, wget, uv/uvx, pip, apt, npm, git
 // clone, …). Such a test.sh still runs whole, every step of it, with
-// stand-ins (WriteShims, uploaded at ShimDir, first on PATH: OfflineEnv)
+// stand-ins (WriteShims, uploaded at ShimDir, first on PATH: TestEnv)
 // for the installers it calls:
 //
 //	curl|wget … astral.sh/uv …   prints an installer that writes ~/.local/bin/env (and
@@ -80,4 +80,24 @@
 // the image lacks. A test file that fails to import is one failed result
 // whose message names the error ("collection failure: ModuleNotFoundError:
 // No module named 'numpy'"), in CTRF and in JUnit.
+//
+// # Guarantees
+//
+// What package trial gives every verifier run (SECURITY.md, "Verifier",
+// says what each stops): a fresh sandbox holding the attempt's snapshot,
+// never the attempt's own; /tests replaced from the task; HOME (Home)
+// and ShimDir emptied, then ShimDir filled with the verifier's own
+// commands and put first on PATH (TestEnv): the offline stand-ins
+// (WriteShims), or else python3 and python guards (WriteGuards); the rest
+// of PATH the system's directories (Path); the variables in hardened
+// cleared or fixed; bash without start-up files. test.sh runs in the
+// image's WORKDIR, as Harbor runs it. PYTHONSAFEPATH is cleared rather
+// than set, since every Python process of the tests would inherit it
+// (`python run.py` could not import its sibling modules); pytest alone is
+// kept from the working directory: the stand-ins run it isolated
+// (python3 -I), the guards with -P (-I before Python 3.11), flags its
+// subprocesses do not inherit. A task's declared services
+// (harbor.Service) start before test.sh in the same sandbox. When test.sh
+// exits non-zero without writing a result, Report.Explain keeps the end of
+// its output and its last line in Problems.
 package verifier

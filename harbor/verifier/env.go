@@ -21,12 +21,16 @@ const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // env: each variable names code to run before the tests, or a place to
 // find it, and every place a task could name is one the agent can write.
 // Empty values count as unset for bash, Python and the dynamic loader.
+// PYTHONSAFEPATH is cleared, not set: every Python process of the tests
+// would inherit it, and a test's `python run.py` could not import the
+// modules beside run.py; t1's pytest runs isolated instead (WriteShims,
+// WriteGuards).
 func hardened(home string) []string {
 	return []string{
 		"PATH=" + Path,
 		"HOME=" + home,
 		"BASH_ENV=", "ENV=", // sourced by bash -c and sh before any script
-		"PYTHONNOUSERSITE=1", "PYTHONSAFEPATH=1", "PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONNOUSERSITE=1", "PYTHONSAFEPATH=", "PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONPATH=", "PYTHONHOME=", "PYTHONSTARTUP=", "PYTHONUSERBASE=",
 		"LD_PRELOAD=", "LD_LIBRARY_PATH=", "LD_AUDIT=",
 	}

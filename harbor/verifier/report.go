@@ -92,6 +92,45 @@ type Report struct {
 	// for reward files, reward ≥ 1; for the exit code, exit status 0.
 	Solved   bool     `json:"solved"`
 	Problems []string `json:"problems,omitempty"`
+	// Output is the end of test.sh's stdout and stderr (MaxOutputBytes),
+	// kept when it failed without writing any result (Explain).
+	Output string `json:"output,omitempty"`
+}
+
+// MaxOutputBytes bounds Report.Output, which keeps the end of test.sh's
+// output, where the error that stopped it is.
+const MaxOutputBytes = 8192
+
+// Explain keeps why a run has no result of its own: when test.sh failed
+// (exit status not 0) and left nothing to read (the exit code is the
+// result), the end of its output goes to Output and its last line, with
+// the exit status, to Problems, so that "0 of 0 passed" never stands
+// without a reason.
+func (r *Report) Explain(output string) {
+	if r.Source != SourceExitCode || r.ExitCode == 0 || r.Reward != nil {
+		return
+	}
+	r.Output = tail(output, MaxOutputBytes)
+	last := "no output"
+	if lines := strings.Split(strings.TrimRight(r.Output, "\n"), "\n"); lines[len(lines)-1] != "" {
+		last = "its output ends: " + bound(lines[len(lines)-1], MaxMessageBytes)
+	}
+	r.Problems = append(r.Problems, fmt.Sprintf("test.sh exited %d without writing results (CTRF, JUnit or a reward file); %s", r.ExitCode, last))
+}
+
+// tail is bound's counterpart for output, whose end matters: the last max
+// bytes of s at a rune boundary, after an ellipsis.
+func tail(s string, max int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= max {
+		return s
+	}
+	const ell = "…"
+	cut := len(s) - max + len(ell)
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return ell + s[cut:]
 }
 
 // Files holds the contents of a verifier log directory by file name; a

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -309,6 +310,39 @@ func TestRewardFunc(t *testing.T) {
 	}{{"sum", 1}, {ModeCount, 0}, {ModeCount, -1}, {ModeCount, math.Inf(1)}, {ModeCount, math.NaN()}} {
 		if _, err := NewRewardFunc(bad.m, bad.s); err == nil {
 			t.Errorf("NewRewardFunc(%q, %v) accepted", bad.m, bad.s)
+		}
+	}
+}
+
+// A test.sh that fails before writing a result keeps the end of its output
+// and says why there is none; one that wrote a result, or exited 0, keeps
+// nothing.
+func TestExplain(t *testing.T) {
+	r := Build(Files{}, 127)
+	r.Explain("Reading package lists...\n/tests/test.sh: line 9: /app/build.sh: No such file or directory\n")
+	if len(r.Problems) != 1 || r.Problems[0] != "test.sh exited 127 without writing results (CTRF, JUnit or a reward file); its output ends: /tests/test.sh: line 9: /app/build.sh: No such file or directory" ||
+		!strings.HasSuffix(r.Output, "No such file or directory\n") {
+		t.Errorf("problems %q, output %q", r.Problems, r.Output)
+	}
+	long := strings.Repeat("é", MaxOutputBytes) + "\nlast\n"
+	r = Build(Files{}, 1)
+	r.Explain(long)
+	if len(r.Output) > MaxOutputBytes || !strings.HasPrefix(r.Output, "…") || !strings.HasSuffix(r.Output, "last\n") || !utf8.ValidString(r.Output) {
+		t.Errorf("long output kept as %d bytes: %q…", len(r.Output), r.Output[:16])
+	}
+	r = Build(Files{}, 1)
+	r.Explain("")
+	if len(r.Problems) != 1 || !strings.HasSuffix(r.Problems[0], "; no output") {
+		t.Errorf("no output: %q", r.Problems)
+	}
+	for name, r := range map[string]*Report{
+		"exit 0":     Build(Files{}, 0),
+		"reward.txt": Build(Files{RewardTxtFile: []byte("0\n")}, 1),
+		"junit":      Build(Files{JUnitFile: []byte(`<testsuite><testcase classname="t" name="a"><failure message="x"/></testcase></testsuite>`)}, 1),
+	} {
+		r.Explain("output\n")
+		if r.Output != "" || slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, "test.sh exited") }) {
+			t.Errorf("%s: output %q, problems %q", name, r.Output, r.Problems)
 		}
 	}
 }

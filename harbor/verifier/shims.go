@@ -11,11 +11,12 @@ import (
 	"github.com/t1pipe/t1/harbor"
 )
 
-//go:embed shims/t1-shim shims/t1_ctrf.py
+//go:embed shims/t1-shim shims/t1_ctrf.py shims/t1-python
 var shimFiles embed.FS
 
-// ShimDir is where an offline verifier's sandbox holds the stand-ins for
-// network installers. It lies beside Home, under the directory the
+// ShimDir is where the verifier's sandbox holds its own commands, first on
+// test.sh's PATH: the stand-ins for network installers (WriteShims) when it
+// runs offline, else the python3 guard (WriteGuards). It lies beside Home, under the directory the
 // verifier empties before it runs, so whatever the agent left there is
 // gone and the stand-ins are the verifier's own.
 const ShimDir = "/tmp/t1-verifier/shims"
@@ -55,8 +56,34 @@ func WriteShims(dir string, python bool) error {
 	return nil
 }
 
-// OfflineEnv is Env with the stand-ins at shimDir (ShimDir as commands
-// see it) first on PATH.
-func OfflineEnv(t *harbor.Task, home, shimDir string) []string {
+// WriteGuards writes, into the host directory dir to be uploaded as
+// ShimDir, what a verifier that runs without the offline stand-ins puts
+// first on PATH: python3 and python, which run `-m pytest` with the
+// working directory (the image's WORKDIR, the agent's) off sys.path (-P,
+// or -I before Python 3.11) so that it cannot shadow pytest, and are the
+// image's interpreter otherwise. python says
+// the sandbox provides python as python3 (a python:* image's alias).
+func WriteGuards(dir string, python bool) error {
+	script, err := shimFiles.ReadFile("shims/t1-python")
+	if err != nil {
+		return err
+	}
+	alias := "0"
+	if python {
+		alias = "1"
+	}
+	script = bytes.ReplaceAll(script, []byte("@PATH@"), []byte(Path))
+	script = bytes.ReplaceAll(script, []byte("@ALIAS@"), []byte(alias))
+	for _, n := range []string{"python3", "python"} {
+		if err := os.WriteFile(filepath.Join(dir, n), script, 0o755); err != nil {
+			return fmt.Errorf("verifier guards: %w", err)
+		}
+	}
+	return nil
+}
+
+// TestEnv is Env with the verifier's own commands at shimDir (ShimDir as
+// commands see it) first on PATH: test.sh's environment.
+func TestEnv(t *harbor.Task, home, shimDir string) []string {
 	return append(Env(t, home), "PATH="+shimDir+":"+Path)
 }

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,7 +70,6 @@ probes = {
     "keyctl": (250, 0, -3, 0),         # KEYCTL_GET_KEYRING_ID of the session keyring
     "add_key": (248, 0, 0, 0, 0, 0),
     "request_key": (249, 0, 0, 0, 0),
-    "ptrace": (101, 0, 0, 0, 0),       # PTRACE_TRACEME
     "process_vm_readv": (310, os.getpid(), 0, 0, 0, 0, 0),
     "bpf": (321, 0, 0, 0),             # BPF_MAP_CREATE without attributes
     "perf_event_open": (298, 0, 0, -1, -1, 0),
@@ -103,7 +103,7 @@ func TestBwrapSyscallsRefused(t *testing.T) {
 			got[f[0]] = f[1] + " errno " + f[2]
 		}
 	}
-	for _, name := range []string{"keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "bpf",
+	for _, name := range []string{"keyctl", "add_key", "request_key", "process_vm_readv", "bpf",
 		"perf_event_open", "userfaultfd", "io_uring_setup", "setns", "unshare", "mount", "open_tree",
 		"fsopen", "pivot_root", "init_module", "kexec_load", "clone"} {
 		if got[name] != "-1 errno 1" {
@@ -118,6 +118,79 @@ func TestBwrapSyscallsRefused(t *testing.T) {
 	r = run(t, sb, sandbox.Cmd{Args: []string{"python3", "-u", "-c", "import threading, subprocess; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join(); subprocess.run(['echo', 'child'])"}})
 	if r.Stdout != "thread\nchild\n" {
 		t.Errorf("threads or children broken: %+v", r)
+	}
+}
+
+// ptraceProbe runs each ptrace request it is told to in the sandbox and
+// prints "NAME RESULT ERRNO": TRACEME in a child, ATTACH on a child of its
+// own (then detached), ATTACH and SEIZE on pid 1 (bwrap's init), ATTACH
+// on the pid given as argv[1] (a host process's).
+const ptraceProbe = `
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+def pt(req, pid):
+    ctypes.set_errno(0)
+    return libc.ptrace(req, pid, None, None), ctypes.get_errno()
+TRACEME, ATTACH, DETACH, SEIZE = 0, 16, 17, 0x4206
+r, w = os.pipe()
+kid = os.fork()
+if kid == 0:
+    os.write(w, b"%d %d" % pt(TRACEME, 0))
+    os._exit(0)
+os.waitpid(kid, 0)
+print("traceme", os.read(r, 64).decode())
+kid = os.fork()
+if kid == 0:
+    time.sleep(30)
+    os._exit(0)
+res = pt(ATTACH, kid)
+if res[0] == 0:
+    os.waitpid(kid, 0)
+    pt(DETACH, kid)
+print("child %d %d" % res)
+os.kill(kid, 9)
+print("init %d %d" % pt(ATTACH, 1))
+print("init-seize %d %d" % pt(SEIZE, 1))
+print("host %d %d" % pt(ATTACH, int(sys.argv[1])))
+`
+
+// ptrace works as in a Docker container, a binary's own PTRACE_TRACEME
+// check and a debugger on the sandbox's own processes included, and
+// reaches nothing else: bwrap's init (pid 1, outside the filter) is
+// refused, and a host process cannot be named from the sandbox's pid
+// namespace (whatever the number names there, the host process has no
+// tracer afterwards).
+func TestBwrapPtraceConfined(t *testing.T) {
+	host := exec.Command("sleep", "60")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	sb := confined(t, sandbox.Limits{})
+	for _, user := range []string{"", "1000"} {
+		r := run(t, sb, sandbox.Cmd{Args: []string{"python3", "-u", "-c", ptraceProbe, strconv.Itoa(host.Process.Pid)}, User: user})
+		got := map[string]string{}
+		for line := range strings.SplitSeq(strings.TrimSpace(r.Stdout), "\n") {
+			if f := strings.Fields(line); len(f) == 3 {
+				got[f[0]] = f[1] + " errno " + f[2]
+			}
+		}
+		for name, want := range map[string]string{"traceme": "0 errno 0", "child": "0 errno 0", "init": "-1 errno 1", "init-seize": "-1 errno 1"} {
+			if got[name] != want {
+				t.Errorf("user %q: ptrace %s: got %q, want %q\n%s%s", user, name, got[name], want, r.Stdout, r.Stderr)
+			}
+		}
+		if !strings.HasPrefix(got["host"], "-1 ") {
+			t.Errorf("user %q: ptrace of pid %d (a host process's number): got %q, want a failure", user, host.Process.Pid, got["host"])
+		}
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(host.Process.Pid) + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(status), "TracerPid:\t0\n") {
+			t.Errorf("user %q: the host process is traced:\n%s", user, status)
+		}
 	}
 }
 

@@ -44,8 +44,10 @@
 //
 // Every bwrap command also runs with --disable-userns (no nested user
 // namespaces) under a seccomp filter (--seccomp; seccomp.go lists what it
-// refuses: namespaces, mounts, keyrings, ptrace, bpf, perf_event_open,
-// userfaultfd, io_uring, modules, kexec, with EPERM; clone3 with ENOSYS;
+// refuses: namespaces, mounts, keyrings, process_vm_*, bpf, perf_event_open,
+// userfaultfd, io_uring, modules, kexec, and ptrace of pid 1 (bwrap's
+// init; ptrace of the sandbox's own processes is allowed, as Docker
+// allows it from Linux 4.8), with EPERM; clone3 with ENOSYS;
 // any other syscall ABI than x86_64's kills the process), and inside a
 // cgroup of the sandbox's own (see Limits). Info().Reason says which.
 //
@@ -314,14 +316,18 @@
 // restoring sandbox is the verifier's, whose own tools must stay the
 // image's.
 //
+//   - Every change below the image's WORKDIR, as in /app, unless the
+//     WORKDIR is / or lies under /usr, /etc or another system directory
+//     (systemTops).
 //   - Additions (names the image lacks) under /usr, /opt, /srv, /home,
-//     /var, /mnt and /etc, none that shadows a command the image has in
+//     /var, /mnt, /etc and every top-level directory that is not the
+//     system's (/workspace, /data: as /srv), none that shadows a command the image has in
 //     a directory of the verifier's PATH or a Python module it has on
 //     sys.path, no .pth, sitecustomize or usercustomize in any
 //     site-packages or dist-packages directory, no entry_points.txt
 //     declaring a pytest plugin, no link where PATH or sys.path look.
 //   - Edits, replacements and deletions of the image's files under /etc,
-//     /opt, /srv, /home, /var and /mnt (not /usr, whose files are the
+//     /opt, /srv, /home, /var, /mnt and the other data directories (not /usr, whose files are the
 //     verifier's software), of files and links that are not programs:
 //     no execute bit, no shared library, nothing below a bin, sbin,
 //     libexec, site-packages, dist-packages or node_modules directory,

@@ -183,6 +183,20 @@ var rootTops = []string{"usr", "opt", "srv", "home", "var", "mnt", "etc"}
 // existing files are the verifier's software.
 var editTops = []string{"etc", "opt", "srv", "home", "var", "mnt"}
 
+// systemTops are the top-level directories of the system's own programs,
+// libraries and kernel interfaces. Any other top-level directory (a
+// /workspace, /data or /output of the task's) holds data and is treated
+// as /srv is: in rootTops and editTops.
+var systemTops = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32", "boot", "dev", "proc", "sys", "run", "usr", "etc", "snap"}
+
+// rootTop and editTop say whether top, a top-level directory, is among
+// rootTops or editTops, data directories included.
+func rootTop(top string) bool {
+	return slices.Contains(rootTops, top) || !slices.Contains(systemTops, top)
+}
+
+func editTop(top string) bool { return top != "usr" && rootTop(top) }
+
 // protectedPaths are read by the dynamic loader, Python, OpenSSL, NSS,
 // git or a shell at the start of the verifier's processes (an
 // /etc/ld.so.preload, an openssl.cnf that loads a provider, an
@@ -207,7 +221,10 @@ const maxRemoval = 10000
 // restoring sandbox sees it: the commands on PATH and the Python modules
 // on sys.path the image (verifier's layer included) provides.
 type rootGuard struct {
-	root     *safeRoot
+	root *safeRoot
+	// work is the image's WORKDIR relative to / when Restore applies
+	// every change below it as it does in /app (openWork), else "".
+	work     string
 	commands map[string]bool
 	modules  map[string]bool
 	skipped  []string // the first maxSkipped refused names
@@ -218,8 +235,8 @@ type rootGuard struct {
 var pyDirGlobs = []string{"usr/lib/python3.*", "usr/lib/python3.*/lib-dynload", "usr/lib/python3.*/site-packages",
 	"usr/lib/python3/dist-packages", "usr/local/lib/python3.*/dist-packages", "usr/local/lib/python3.*/site-packages"}
 
-func newRootGuard(root *safeRoot) (*rootGuard, error) {
-	g := &rootGuard{root: root, commands: map[string]bool{}, modules: map[string]bool{}}
+func newRootGuard(root *safeRoot, workDir string) (*rootGuard, error) {
+	g := &rootGuard{root: root, work: openWork(workDir), commands: map[string]bool{}, modules: map[string]bool{}}
 	for _, d := range pathDirs {
 		names, err := g.list(d)
 		if err != nil {
@@ -245,6 +262,27 @@ func newRootGuard(root *safeRoot) (*rootGuard, error) {
 		}
 	}
 	return g, nil
+}
+
+// openWork is the image's WORKDIR (a sandbox path) relative to /, when
+// Restore treats it as a writable directory: the task's working
+// directory, where Harbor keeps everything the agent did and tests run
+// and compile. Not when it is / or lies under a system directory or
+// /etc (a WORKDIR of /usr/local/bin stays under the rules for /usr), nor
+// under a protected path; its tree then holds nothing the verifier's own
+// tools run, since PATH and sys.path are the verifier's.
+func openWork(workDir string) string {
+	rel := strings.TrimPrefix(path.Clean("/"+workDir), "/")
+	top, _, _ := strings.Cut(rel, "/")
+	if rel == "" || !editTop(top) || top == "etc" || !placeable(rel, tar.TypeDir) {
+		return ""
+	}
+	return rel
+}
+
+// inWork says whether name is the guard's open WORKDIR or below it.
+func (g *rootGuard) inWork(name string) bool {
+	return g.work != "" && (name == g.work || strings.HasPrefix(name, g.work+"/"))
 }
 
 // matchAny says whether name matches one of the patterns.
@@ -327,9 +365,11 @@ const (
 //     file or link that is not a program (no execute bit, no shared
 //     library, not below a codeDirs directory, not hard-linked) replaced
 //     by a file without an execute bit, a link or a directory;
+//   - every change below the image's WORKDIR (openWork), as in /app;
 //   - nothing in protectedPaths, and nothing directly in /.
 //
-// Deletions go through admitRemoval.
+// rootTops and editTops include every top-level directory that is not
+// the system's (systemTops). Deletions go through admitRemoval.
 func (g *rootGuard) admit(name string, typ byte, mode fs.FileMode) rootVerdict {
 	v := g.check(name, typ, mode)
 	if v == rootRefused {
@@ -365,7 +405,7 @@ const maxSkipped = 1000
 // rootTops, nothing directly in / but directories, nothing protected.
 func placeable(name string, typ byte) bool {
 	top, _, nested := strings.Cut(name, "/")
-	if !nested && typ != tar.TypeDir || !slices.Contains(rootTops, top) {
+	if !nested && typ != tar.TypeDir || !rootTop(top) {
 		return false
 	}
 	for _, p := range protectedPaths {
@@ -384,7 +424,7 @@ func placeable(name string, typ byte) bool {
 // names a change would reach).
 func editable(name string, fi fs.FileInfo) bool {
 	top, _, _ := strings.Cut(name, "/")
-	if !slices.Contains(editTops, top) || !placeable(name, tar.TypeDir) || sensitive(name) {
+	if !editTop(top) || !placeable(name, tar.TypeDir) || sensitive(name) {
 		return false
 	}
 	for _, c := range strings.Split(path.Dir(name), "/") {
@@ -413,6 +453,14 @@ func isSharedLib(base string) bool {
 func (g *rootGuard) check(name string, typ byte, mode fs.FileMode) rootVerdict {
 	if !placeable(name, typ) {
 		return rootRefused
+	}
+	if g.inWork(name) {
+		if fi, err := g.root.Lstat(name); err == nil && fi.IsDir() && typ == tar.TypeDir {
+			return rootPresent
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return rootRefused
+		}
+		return rootApply
 	}
 	dir, base := path.Dir(name), path.Base(name)
 	if slices.Contains(pathDirs, dir) && g.commands[base] {
@@ -462,6 +510,14 @@ func (g *rootGuard) check(name string, typ byte, mode fs.FileMode) rootVerdict {
 func (g *rootGuard) checkRemoval(target string, opaque bool) rootVerdict {
 	if !placeable(target, tar.TypeDir) {
 		return rootRefused
+	}
+	if g.inWork(target) {
+		if _, err := g.root.Lstat(target); errors.Is(err, fs.ErrNotExist) {
+			return rootPresent
+		} else if err != nil {
+			return rootRefused
+		}
+		return rootApply
 	}
 	for _, d := range writableDirs {
 		// The image's mount point of a writable directory (var/tmp)
@@ -521,7 +577,7 @@ func (b *box) rootTarget() (*box, *rootGuard, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: restore: the image root: %w", err)
 	}
-	g, err := newRootGuard(r)
+	g, err := newRootGuard(r, b.workDir)
 	if err != nil {
 		r.Close()
 		return nil, nil, fmt.Errorf("sandbox: restore: the image root: %w", err)
@@ -548,7 +604,7 @@ func (b *box) noteSkipped(names []string, n int) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.notes = append(b.notes, fmt.Sprintf(RestoreNote+"%d changes outside the writable directories not applied (applied are additions under /%s that shadow no command on PATH or Python module the image has, no .pth or sitecustomize, and edits and deletions under /%s of files that are not programs, libraries or modules; never the loader's, Python's, OpenSSL's, NSS's or a shell's start-up configuration): /%s%s",
+	b.notes = append(b.notes, fmt.Sprintf(RestoreNote+"%d changes outside the writable directories not applied (applied are every change below the image's WORKDIR, additions under /%s and other data directories that shadow no command on PATH or Python module the image has, no .pth or sitecustomize, and edits and deletions under /%s and other data directories of files that are not programs, libraries or modules; never the loader's, Python's, OpenSSL's, NSS's or a shell's start-up configuration): /%s%s",
 		n, strings.Join(rootTops, ", /"), strings.Join(editTops, ", /"), strings.Join(shown, ", /"), more))
 }
 

@@ -17,7 +17,14 @@ import (
 // user namespace escaped every limit), reads or drives other processes
 // (ptrace, process_vm_*), or widens the kernel's attack surface for one
 // unprivileged user (bpf, perf_event_open, userfaultfd, io_uring, keyrings,
-// modules, kexec). Denied calls fail with EPERM, which programs handle;
+// modules, kexec). ptrace is allowed, as Docker's default profile allows
+// it from Linux 4.8 on (before 4.8 a tracer could change a syscall after
+// the filter had passed it): a program's own PTRACE_TRACEME anti-debugging
+// check, gdb and strace work. What it can reach is the sandbox's own
+// processes: it runs in a pid namespace of its own, where no process
+// outside can be named, without CAP_SYS_PTRACE, and every request on pid
+// 1 (bwrap's init, which runs outside the filter) fails with EPERM.
+// Before 4.8 ptrace stays denied. Denied calls fail with EPERM, which programs handle;
 // clone3 fails with ENOSYS, since its flags sit behind a pointer the
 // filter cannot read, and libc then falls back to clone, whose flags it
 // can. Any other syscall ABI than the native one is refused: a deny list
@@ -29,8 +36,12 @@ import (
 const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
-// seccompArg0 is seccomp_data's args[0] (its low half: little endian).
+// seccompArg0 is seccomp_data's args[0] (its low half: little endian);
+// each argument takes 8 bytes.
 const seccompArg0 = 16
+
+// ptraceTraceme is PTRACE_TRACEME, the one request whose pid is ignored.
+const ptraceTraceme = 0
 
 var (
 	seccompOnce sync.Once
@@ -60,6 +71,19 @@ func assembleFilter() ([]byte, error) {
 		a.jump(bpf.JumpNotEqual, c.nr, lAhead+3, lNext) // past the three below
 		a.op(bpf.LoadAbsolute{Off: seccompArg0, Size: 4})
 		a.jump(bpf.JumpBitsSet, c.mask, lEPERM, lNext)
+		a.op(bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW})
+	}
+	if sys.ptrace != 0 {
+		// TRACEME (both halves 0) is allowed; any other request names
+		// its pid in args[1], of which the kernel reads the low half
+		// (pid_t): pid 1 is refused.
+		a.jump(bpf.JumpNotEqual, sys.ptrace, lAhead+7, lNext) // past the seven below
+		a.op(bpf.LoadAbsolute{Off: seccompArg0 + 4, Size: 4})
+		a.jump(bpf.JumpNotEqual, 0, lAhead+2, lNext) // to the pid check
+		a.op(bpf.LoadAbsolute{Off: seccompArg0, Size: 4})
+		a.jump(bpf.JumpEqual, ptraceTraceme, lAhead+2, lNext) // to allow
+		a.op(bpf.LoadAbsolute{Off: seccompArg0 + 8, Size: 4})
+		a.jump(bpf.JumpEqual, 1, lEPERM, lNext)
 		a.op(bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW})
 	}
 	for _, nr := range sys.denied {
@@ -172,5 +196,23 @@ func seccompFile() (*os.File, error) {
 // architecture.
 type filterSyscalls struct {
 	arch, x32Bit, clone, clone3, unshare uint32
-	denied                               []uint32
+	// ptrace is allowed but on pid 1 when set (Linux 4.8 or later), and
+	// among denied otherwise.
+	ptrace uint32
+	denied []uint32
+}
+
+// kernelAtLeast says whether the running kernel's release is major.minor
+// or later.
+func kernelAtLeast(major, minor int) (bool, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false, fmt.Errorf("sandbox: seccomp filter: uname: %w", err)
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var maj, mnr int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &maj, &mnr); err != nil {
+		return false, fmt.Errorf("sandbox: seccomp filter: kernel release %q: %w", rel, err)
+	}
+	return maj > major || (maj == major && mnr >= minor), nil
 }

@@ -198,10 +198,19 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 		if policy, err = agent.FromSolution(chat, format, string(t.Files[harbor.SolutionPath].Data)); err != nil {
 			return nil, engine.Permanent(fmt.Errorf("task %s: %w", p.TaskID, err))
 		}
+		// Its commands get the task's own time limit, as the solution
+		// has when `t1 tasks check` runs it.
+		ec = ec.ForSolution(t.Config.AgentTimeout())
 	}
 	res, err := agent.Run(ctx, policy, chat, sh, t.Instruction, ec, nil)
 	if err != nil {
 		return nil, err
+	}
+	if p.Purpose == "sft" {
+		if err := res.CutShort(); err != nil {
+			// Trained on, it would teach a solution that stops halfway.
+			return nil, engine.Permanent(fmt.Errorf("demonstration of %s refused: %w", p.TaskID, err))
+		}
 	}
 	c := &schemas.RolloutCompletedPayload{
 		TaskID: p.TaskID, Attempt: p.Attempt, Purpose: p.Purpose, Suite: p.Suite, Iteration: p.Iteration,

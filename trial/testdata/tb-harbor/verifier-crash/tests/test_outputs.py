@@ -1,0 +1,6 @@
+"""Checks what the build wrote."""
+
+
+def test_built():
+    with open("/app/build/out") as f:
+        assert f.read() == "built\n"
