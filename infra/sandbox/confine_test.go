@@ -213,6 +213,9 @@ func TestBwrapForeignSyscallABIRefused(t *testing.T) {
 // Three processes of 200 MiB each under a 384 MiB limit: each stays
 // under its address-space limit, together they are over the sandbox's.
 func TestBwrapTotalMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds memory for seconds to reach a limit: skipped with -short")
+	}
 	sb := confined(t, sandbox.Limits{Memory: 320 << 20, Disk: 64 << 20})
 	r := run(t, sb, sandbox.Cmd{Script: `
 for i in 1 2 3; do
