@@ -15,8 +15,7 @@ import (
 	"github.com/t1pipe/t1/checkpoint"
 	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
-	"github.com/t1pipe/t1/infra/s3"
-	"github.com/t1pipe/t1/infra/s3/gateway"
+	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/keys"
 	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
@@ -238,15 +237,7 @@ func TestExternalPolicies(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	gw, err := gateway.Start(ctx, gateway.Options{Dir: filepath.Join(t.TempDir(), "s3")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	st, err := s3.Open(ctx, gw.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := testinfra.FreshStore(t)
 	ic := config.Default().Inference
 	ic.Backend, ic.URL = "sglang", "http://127.0.0.1:1"
 	ic.Model = config.InferenceModel{Vocab: 151936, Layers: 48, DModel: 2048, Heads: 32, KVHeads: 4, HeadDim: 128, Experts: 128, TopK: 8, DFF: 768,

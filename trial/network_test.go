@@ -47,6 +47,7 @@ func networkTask(t *testing.T, url string, allowInternet *bool) (string, *harbor
 // registries, its requests in the outcome; with none, or when the task
 // declares allow_internet = false, it fails for want of the network.
 func TestNetworkPolicyPerRunAndTask(t *testing.T) {
+	t.Parallel()
 	be := backend(t)
 	hostfeature.Require(t, hostfeature.Root())
 	if _, err := exec.LookPath("curl"); err != nil {
