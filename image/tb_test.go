@@ -136,7 +136,7 @@ func TestVerifierImageHasNothingOfTheHost(t *testing.T) {
 // the oracle passes every test and no solution none. Their no-op reports
 // say why there is no result where test.sh stopped early (verifier-crash)
 // or the declared service did not start (service). long-solve's solve.sh
-// runs whole here; the oracle replayed turn by turn is cmd/t1's.
+// would run whole here; the oracle replayed turn by turn is cmd/t1's.
 func TestHarborSemanticsOnImages(t *testing.T) {
 	cache, base := image.MachineCache(t)
 	be, err := sandbox.ByName("bwrap", false)
@@ -156,6 +156,11 @@ func TestHarborSemanticsOnImages(t *testing.T) {
 	}
 	for _, e := range ents {
 		t.Run(e.Name(), func(t *testing.T) {
+			if e.Name() == "long-solve" {
+				// Its solve.sh runs whole (40 s) wherever it is not replayed
+				// command by command; the replay is cmd/t1's test.
+				t.Skip("a 40-second solution that only the oracle's replay could cut short")
+			}
 			d := filepath.Join(dir, e.Name())
 			task, err := harbor.Load(d)
 			if err != nil {

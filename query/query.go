@@ -213,6 +213,20 @@ func collect(ctx context.Context, st store.ObjectStore, tbl schemas.Table, run s
 	return kept, damaged, nil
 }
 
+// ObjectAsWritten reads one object of tbl with the columns its file
+// holds, not conformed to this build's table, checked as every read of
+// the package is (schemas.Fetch): for readers that must tell a column an
+// older writer lacked from a null, as the report's metrics do. The caller
+// releases the table.
+func ObjectAsWritten(ctx context.Context, st store.ObjectStore, tbl schemas.Table, key string, mem memory.Allocator) (schemas.Version, arrow.Table, error) {
+	obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)
+	if err != nil {
+		return schemas.Version{}, nil, err
+	}
+	at, err := columnar.Table(ctx, obj, nil, mem)
+	return obj.Version, at, err
+}
+
 // readObject is the rows of one object that where holds for.
 func readObject(ctx context.Context, st store.ObjectStore, tbl schemas.Table, key string, read []string, where Expr, mem memory.Allocator) ([]arrow.RecordBatch, error) {
 	obj, err := schemas.Fetch(ctx, st, key, nil, tbl.Name)

@@ -8,20 +8,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/t1pipe/t1/query"
 	"github.com/t1pipe/t1/schemas"
-	"github.com/t1pipe/t1/schemas/columnar"
 	"github.com/t1pipe/t1/store"
 )
 
-// readObject reads one table object with arrow-go and calls fn for each
-// row. Rows are read by column name, so a file of another minor version
+// readObject reads one table object through package query, as `t1
+// query` reads it, and calls fn for each row. Rows are read by column name, so a file of another minor version
 // (columns added or missing) reads as well; every error names the key.
 func readObject(ctx context.Context, st store.ObjectStore, key string, t schemas.Table, fn func(key string, v schemas.Version, c *cols, i int)) error {
-	o, err := schemas.Fetch(ctx, st, key, nil, t.Name)
-	if err != nil {
-		return err
-	}
-	tbl, err := columnar.Table(ctx, o, nil, memory.NewGoAllocator())
+	v, tbl, err := query.ObjectAsWritten(ctx, st, t, key, memory.NewGoAllocator())
 	if err != nil {
 		return err
 	}
@@ -32,7 +28,7 @@ func readObject(ctx context.Context, st store.ObjectStore, key string, t schemas
 		rec := tr.RecordBatch()
 		c := newCols(rec)
 		for i := range int(rec.NumRows()) {
-			fn(key, o.Version, c, i)
+			fn(key, v, c, i)
 		}
 	}
 	if err := tr.Err(); err != nil {

@@ -157,33 +157,43 @@ func TestRolloutLongInstruction(t *testing.T) {
 	}
 }
 
-// A reference solution whose loop runs 40 seconds, past the harness's
-// 30-second command limit, runs whole when the oracle replays it: its
-// commands get the task's own time limit, as tasks check's solve.sh run
-// does. With a limit of 10 seconds in its task.toml it is cut short, and
-// the rollout says so and fails rather than report the verdict as the
-// solution's.
+// A reference solution whose loop runs past the harness's command limit
+// runs whole when the oracle replays it: its commands get the task's own
+// time limit, as tasks check's solve.sh run does. With a shorter limit in
+// its task.toml it is cut short, and the rollout says so and fails rather
+// than report the verdict as the solution's.
 func TestRolloutOracleTakesTheTasksTimeLimit(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 40-second solution: skipped with -short (make test runs it)")
+		t.Skip("a 6-second solution: skipped with -short (make test runs it)")
 	}
 	needBwrap(t)
-	long := "../../trial/testdata/tb-harbor/long-solve"
-	out, err := t1(t, "rollout", "--policy", "oracle", "--task", long)
+	// long-solve's 40 one-second ticks outlast the harness's 30-second
+	// default per command; this copy ticks 6 times against a harness
+	// limit of 2 seconds, the same relation in a sixth of the time.
+	dir := copyTask(t, "../../trial/testdata/tb-harbor/long-solve")
+	for name, body := range map[string]string{
+		"solution/solve.sh":     "#!/bin/bash\ns=0\nfor n in $(seq 1 6); do s=$((s + n)); echo \"$n $s\" >> /app/sums.txt; sleep 1; done\n",
+		"tests/test_outputs.py": "def test_table():\n    with open(\"/app/sums.txt\") as f:\n        rows = [tuple(map(int, l.split())) for l in f]\n    assert rows == [(n, n * (n + 1) // 2) for n in range(1, 7)]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := writeConfig(t, "stages:\n  rollout:\n    command_timeout: 2s\n")
+	out, err := t1(t, "rollout", "--policy", "oracle", "--task", dir, "--config", cfg)
 	if err != nil || !strings.Contains(out, "passed 1/1, solved true") || strings.Contains(out, "timed out") {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	dir := copyTask(t, long)
 	p := filepath.Join(dir, "task.toml")
 	toml, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte(strings.Replace(string(toml), "[agent]\ntimeout_sec = 300.0", "[agent]\ntimeout_sec = 10.0", 1)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(strings.Replace(string(toml), "[agent]\ntimeout_sec = 300.0", "[agent]\ntimeout_sec = 3.0", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err = t1(t, "rollout", "--policy", "oracle", "--task", dir)
-	if err == nil || !strings.Contains(err.Error(), "the reference solution was cut short: 1 of its commands were interrupted") || !strings.Contains(out, "timed out after 10s") {
+	out, err = t1(t, "rollout", "--policy", "oracle", "--task", dir, "--config", cfg)
+	if err == nil || !strings.Contains(err.Error(), "the reference solution was cut short: 1 of its commands were interrupted") || !strings.Contains(out, "timed out after 3s") {
 		t.Fatalf("a solution past its task's limit: %v\n%s", err, out)
 	}
 }
