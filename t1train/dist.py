@@ -33,6 +33,61 @@ def is_rank0() -> bool:
     return rank() == 0
 
 
+def local_rank() -> int:
+    """This process's index on its node (torchrun's LOCAL_RANK)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def node_dir(prefix: str) -> str:
+    """A fresh directory that every rank of a node shares: its first rank makes it, and every rank
+    learns its path from the first rank with the same host name. The node's first rank removes it
+    (remove_node_dir)."""
+    import socket
+    import tempfile
+
+    mine = tempfile.mkdtemp(prefix=prefix) if local_rank() == 0 else ""
+    if world() == 1:
+        return mine
+    out: list = [None] * world()
+    dist.all_gather_object(out, (socket.gethostname(), local_rank(), mine))
+    host = socket.gethostname()
+    return next(d for h, lr, d in out if h == host and lr == 0)
+
+
+def remove_node_dir(d: str, ok: bool) -> None:
+    """Removes node_dir's directory once every rank is done with it, and returns once it is gone
+    (ok: every rank got here; on an error the job ends anyway and nothing waits for the others)."""
+    import shutil
+
+    if ok and world() > 1:
+        dist.barrier()
+    if local_rank() == 0:
+        shutil.rmtree(d, ignore_errors=True)
+    if ok and world() > 1:
+        dist.barrier()  # so that it is gone when any rank returns
+
+
+def node_once(fn: Callable[[], Any], what: str) -> None:
+    """Runs fn on each node's first rank while the node's other ranks wait: one download per node,
+    not per rank. If it fails on any node, every rank raises (the failing rank its own error), so
+    no rank waits on a download that will never come."""
+    from .errors import Refused
+
+    err: BaseException | None = None
+    if local_rank() == 0:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 (re-raised below, after the others learn of it)
+            err = e
+    if world() > 1:
+        failed = torch.tensor([1 if err else 0], dtype=torch.int64, device=device())
+        dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+        if failed.item() and err is None:
+            raise Refused(f"{what}: failed on another node's first rank")
+    if err is not None:
+        raise err
+
+
 def device() -> torch.device:
     """cuda:LOCAL_RANK when CUDA is present (and T1TRAIN_DEVICE is not cpu), else the CPU."""
     want = os.environ.get("T1TRAIN_DEVICE", "")

@@ -50,13 +50,21 @@ def run(job_path: str, workdir: str = "") -> dict:
     if os.path.exists(out) and os.listdir(out):
         raise Refused(f"{out} exists and is not empty")
     # The starting checkpoint's copy is only read while the job runs (a real model's is hundreds of
-    # GB with its optimiser state), so it goes however the job ends.
-    with tempfile.TemporaryDirectory(prefix="t1train-in-") as scratch:
-        return {"actor": run_actor, "critic": run_critic, "sft": run_sft}[job.kind](job, store, scratch, out)
+    # GB with its optimiser state), so it goes however the job ends; the ranks of a node share one.
+    scratch, ok = D.node_dir("t1train-in-"), False
+    try:
+        res = {"actor": run_actor, "critic": run_critic, "sft": run_sft}[job.kind](job, store, scratch, out)
+        ok = True
+        return res
+    finally:
+        D.remove_node_dir(scratch, ok)
 
 
 def fetch(store: Store, prefix: str, scratch: str, name: str) -> str:
-    return store.download(prefix, os.path.join(scratch, name))
+    """The checkpoint under prefix, downloaded once per node into the node's scratch directory."""
+    dest = os.path.join(scratch, name)
+    D.node_once(lambda: store.download(prefix, dest), f"download of {prefix}")
+    return dest
 
 
 def run_actor(job: Job, store: Store, scratch: str, out: str) -> dict:

@@ -65,3 +65,38 @@ def loader(rank: int, world: int, port: int, ck: str, out: str) -> None:
     if rank == 0:
         torch.save(got, out)
     D.teardown()
+
+
+def fetcher(rank: int, world: int, port: int, root: str, prefixes: list, out: str) -> None:
+    """One rank of a node fetching each checkpoint prefix as a job does; it records in out.<rank>
+    the downloads it ran, the directory it was handed and its files' bytes, or the error it raised,
+    and whether the node's scratch directory is gone after the job."""
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "T1TRAIN_DEVICE": "cpu"})
+    from pyarrow import fs as pafs
+
+    from t1train import dist as D
+    from t1train import train
+    from t1train.store import Store
+
+    D.setup(force=True)
+    downloads: list[str] = []
+
+    class Counting(Store):
+        def download(self, prefix: str, dest: str) -> str:
+            downloads.append(prefix)
+            return super().download(prefix, dest)
+
+    st = Counting(pafs.LocalFileSystem(), root)
+    scratch = D.node_dir("t1train-in-")
+    got: dict = {}
+    for p in prefixes:
+        try:
+            d = train.fetch(st, p, scratch, p.replace("/", "-"))
+            got[p] = {"dir": d, "files": {n: open(os.path.join(d, n), "rb").read().hex() for n in sorted(os.listdir(d))}}
+        except Exception as e:  # noqa: BLE001 (recorded for the test)
+            got[p] = {"error": f"{type(e).__name__}: {e}"}
+    D.remove_node_dir(scratch, True)
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"downloads": downloads, "got": got, "scratch_left": os.path.exists(scratch)}, f)
+    D.teardown()
