@@ -63,9 +63,19 @@ type Training struct {
 	// own: a larger step is halved until it does not, or not taken.
 	// Under replay the update's clip and approximate KL cannot see the
 	// experts a step switches.
-	MaxLiveKL float64        `yaml:"max_live_kl" json:",omitzero"`
-	Warmup    CriticWarmup   `yaml:"warmup"`
-	Trainer   TrainerBackend `yaml:"trainer"`
+	MaxLiveKL float64 `yaml:"max_live_kl" json:",omitzero"`
+	// MaxStaleness (0: synchronous) lets the attempts of the next
+	// MaxStaleness iterations play while the critic and PPO of the
+	// current one run: iteration i samples the policy iteration
+	// i−1−MaxStaleness made and trains the newest, never more than
+	// MaxStaleness versions apart (ARCHITECTURE.md §1.6).
+	MaxStaleness int `yaml:"max_staleness" json:",omitzero"`
+	// ImportanceCap truncates the importance weight of the trainer's
+	// policy before the update over the sampler's in the decoupled
+	// objective a stale batch trains with (MaxStaleness above 0).
+	ImportanceCap float64        `yaml:"importance_cap" json:",omitzero"`
+	Warmup        CriticWarmup   `yaml:"warmup"`
+	Trainer       TrainerBackend `yaml:"trainer"`
 }
 
 // CriticWarmup trains a fresh critic on the first batch before any actor
@@ -115,9 +125,19 @@ func defaultTraining() Training {
 	return Training{
 		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, SFTSchedule: ScheduleConstant, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
 		Baseline: BaselineGroup, LossWeighting: LossPerToken,
-		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
+		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, ImportanceCap: 2, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
+}
+
+// DecoupledCap is the actor's trainer.ActorOptions.ImportanceCap: the
+// configured cap when batches may be stale, 0 (the sampler's policy is the
+// trained one) in a synchronous run.
+func (t Training) DecoupledCap() float64 {
+	if t.MaxStaleness == 0 {
+		return 0
+	}
+	return t.ImportanceCap
 }
 
 // Adam returns the actor's optimiser settings (Adam's betas and ε are
@@ -193,6 +213,12 @@ func (t Training) check(bad func(path, format string, args ...any)) {
 	}
 	if t.MaxLiveKL < 0 {
 		bad("training.max_live_kl", "must not be negative (0 turns the trust region off), got %g", t.MaxLiveKL)
+	}
+	if t.MaxStaleness < 0 {
+		bad("training.max_staleness", "must not be negative (0 is synchronous), got %d", t.MaxStaleness)
+	}
+	if t.ImportanceCap < 1 {
+		bad("training.importance_cap", "must be at least 1 (an action the policies agree on has weight 1), got %g", t.ImportanceCap)
 	}
 	if t.MaxGradNorm < 0 {
 		bad("training.max_grad_norm", "must not be negative (0 turns clipping off), got %g", t.MaxGradNorm)

@@ -162,7 +162,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	tc := cfg.Training
 	tr, err := trainer.New(st, trainer.Options{Backend: tc.Trainer.Backend, Exec: trainer.Exec{Argv: tc.Trainer.Command, Dir: abs(cmp.Or(tc.Trainer.Dir, ".")), Env: storeEnv(st)},
 		Reference: trainer.ReferenceOptions{
-			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, WeighAttempts: tc.LossWeighting == config.LossPerAttempt, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay, MaxLiveKL: tc.MaxLiveKL},
+			Actor: trainer.ActorOptions{Epochs: tc.Epochs, Minibatches: tc.Minibatches, NormalizeAdvantages: tc.NormalizeAdvantages, WeighAttempts: tc.LossWeighting == config.LossPerAttempt, Clip: tc.Clip, Adam: tc.Adam(), MaxGradNorm: tc.MaxGradNorm, Replay: tc.Replay, MaxLiveKL: tc.MaxLiveKL, ImportanceCap: tc.DecoupledCap()},
 			Critic: trainer.CriticOptions{Model: mcfg, Adam: tc.CriticAdam(), ValueClip: tc.ValueClip, Epochs: tc.CriticEpochs,
 				MaxGradNorm: tc.MaxGradNorm, WarmupSteps: tc.Warmup.Steps, WarmupEV: tc.Warmup.EV},
 			SFT: trainer.SFTOptions{Adam: tc.SFTAdam(), Schedule: tc.SFTSchedule, MaxGradNorm: tc.MaxGradNorm, Batch: tc.SFTBatch},
@@ -172,7 +172,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	}
 
 	cc := control.Config{Settings: sc.Control, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,
-		MaxSimilarity: sc.Audit.MaxSimilarity}
+		MaxSimilarity: sc.Audit.MaxSimilarity, MaxStaleness: tc.MaxStaleness}
 	suites := map[string]eval.Suite{}
 	var refs []harbor.Reference
 	if sc.Eval.Suite != "" {
@@ -213,7 +213,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 	p := &Pipeline{
 		started: schemas.RunStartedPayload{Seed: cfg.Run.Seed, Model: dims, Iterations: sc.Control.Iterations,
 			RewardScale: sc.Reward.Scale},
-		hash: ConfigHash(hashed{sc, cfg.Training, cfg.Inference.Model, cfg.Run.Seed}),
+		hash: ConfigHash(hashed{sc, hashedTraining(cfg.Training), cfg.Inference.Model, cfg.Run.Seed}),
 	}
 	p.started.ConfigHash = p.hash
 	p.runner = cfg.Engine.Runner(p.hash)
@@ -229,7 +229,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		rw,
 		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda, Baseline: tc.Baseline},
 			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial, Lineage: lineage}),
-		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),
+		ppo.New(ppo.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage, MaxStaleness: tc.MaxStaleness}),
 		sft.New(sft.Config{Store: st, Trainer: tr, Initial: initial, Lineage: lineage}),
 	}
 	if len(suites) > 0 {
@@ -285,6 +285,15 @@ type hashed struct {
 	Training config.Training
 	Model    config.InferenceModel
 	Seed     uint64
+}
+
+// hashedTraining is t without the settings that cannot change a run
+// under its other settings: the importance cap of a synchronous run.
+func hashedTraining(t config.Training) config.Training {
+	if t.MaxStaleness == 0 {
+		t.ImportanceCap = 0
+	}
+	return t
 }
 
 // Episode bounds the rollouts of cfg's run: stages.rollout, within the

@@ -144,8 +144,19 @@ func div[T int | float64](a float64, n T) float64 {
 // gradient is ρ_t A_t / −n where the unclipped term is the minimum and 0
 // where clipping holds the term constant.
 func PolicyGrad(s *PolicyStats, loss []bool, newLP, oldLP, adv []float32, eps float64, n int) ([]float32, error) {
-	if len(newLP) != len(loss) || len(oldLP) != len(loss) || len(adv) != len(loss) {
-		return nil, fmt.Errorf("policy loss: %d tokens, %d new log-probs, %d old, %d advantages", len(loss), len(newLP), len(oldLP), len(adv))
+	return DecoupledPolicyGrad(s, loss, newLP, oldLP, adv, nil, eps, n)
+}
+
+// DecoupledPolicyGrad is PolicyGrad with every action's term weighted by
+// w_t, the truncated importance weight of the proximal policy (oldLP, the
+// trainer's own before the update) over the behaviour policy that
+// sampled the action (BehaviourWeights): L = −1/n Σ w_t min(ρ_t A_t,
+// clip(ρ_t) A_t), the decoupled objective of asynchronous PPO, where the
+// clip keeps the update near the proximal policy and w corrects for the
+// older one that played. w is data, not differentiated; nil is all 1.
+func DecoupledPolicyGrad(s *PolicyStats, loss []bool, newLP, oldLP, adv, w []float32, eps float64, n int) ([]float32, error) {
+	if len(newLP) != len(loss) || len(oldLP) != len(loss) || len(adv) != len(loss) || (w != nil && len(w) != len(loss)) {
+		return nil, fmt.Errorf("policy loss: %d tokens, %d new log-probs, %d old, %d advantages, %d weights", len(loss), len(newLP), len(oldLP), len(adv), len(w))
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("policy loss: batch of %d actions", n)
@@ -160,17 +171,66 @@ func PolicyGrad(s *PolicyStats, loss []bool, newLP, oldLP, adv []float32, eps fl
 		a := float64(adv[t])
 		unclipped := rho * a
 		clipped := math.Max(1-eps, math.Min(1+eps, rho)) * a
+		weight := 1.0
+		if w != nil {
+			weight = float64(w[t])
+		}
 		s.Tokens++
-		s.Loss -= math.Min(unclipped, clipped)
+		s.Loss -= weight * math.Min(unclipped, clipped)
 		s.KL += k3(logRatio)
 		if rho < 1-eps || rho > 1+eps {
 			s.Clipped++
 		}
 		if unclipped <= clipped {
-			g[t] = float32(-unclipped / float64(n))
+			g[t] = float32(-weight * unclipped / float64(n))
 		}
 	}
 	return g, nil
+}
+
+// BehaviourStats describe how far the behaviour policy that sampled a
+// batch is from the proximal one that trains it.
+type BehaviourStats struct {
+	Tokens    int     // actions seen
+	KL        float64 // Σ k3 estimate of KL(behaviour ‖ proximal)
+	Truncated int     // actions whose weight the cap cut
+}
+
+// KLMean is the mean k3 estimate of KL(behaviour ‖ proximal).
+func (s BehaviourStats) KLMean() float64 { return div(s.KL, s.Tokens) }
+
+// TruncatedFraction is the fraction of actions whose weight was cut.
+func (s BehaviourStats) TruncatedFraction() float64 { return div(float64(s.Truncated), float64(s.Tokens)) }
+
+// BehaviourWeights returns, per token, the importance weight
+// min(π_prox/π_behaviour, limit) of every action (0 elsewhere): prox are
+// the proximal policy's log-probs, behaviour the sampler's. Truncating
+// keeps a stale action the behaviour policy found unlikely from
+// dominating the step (truncated importance sampling); limit must be
+// positive.
+func BehaviourWeights(s *BehaviourStats, loss []bool, prox, behaviour []float32, limit float64) ([]float32, error) {
+	if len(prox) != len(loss) || len(behaviour) != len(loss) {
+		return nil, fmt.Errorf("behaviour weights: %d tokens, %d proximal log-probs, %d behaviour", len(loss), len(prox), len(behaviour))
+	}
+	if !(limit > 0) {
+		return nil, fmt.Errorf("behaviour weights: cap %v is not positive", limit)
+	}
+	w := make([]float32, len(loss))
+	for t, l := range loss {
+		if !l {
+			continue
+		}
+		logRatio := float64(prox[t]) - float64(behaviour[t])
+		r := math.Exp(logRatio)
+		s.Tokens++
+		s.KL += k3(logRatio)
+		if r > limit {
+			r = limit
+			s.Truncated++
+		}
+		w[t] = float32(r)
+	}
+	return w, nil
 }
 
 // ValueStats accumulates the clipped value loss over a batch.

@@ -221,3 +221,53 @@ func FuzzGAE(f *testing.F) {
 		}
 	})
 }
+
+// Three actions whose proximal policy gives them e^0.5, e^−0.5 and e^2
+// times the probability the behaviour policy did, capped at 2: weights
+// 1.6487, 0.6065 and 2 (the last truncated). With ρ = 1 (the update's
+// first step) and A = 1, each term of the loss is −w/n and its gradient
+// −w/n: the decoupled objective is the on-policy one scaled per action.
+func TestBehaviourWeightsTruncated(t *testing.T) {
+	loss := []bool{false, true, true, true}
+	behaviour := []float32{0, -2, -1, -3}
+	prox := []float32{0, -1.5, -1.5, -1}
+	var bs BehaviourStats
+	w, err := BehaviourWeights(&bs, loss, prox, behaviour, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0, math.Exp(0.5), math.Exp(-0.5), 2}
+	for i := range want {
+		if math.Abs(float64(w[i])-want[i]) > 1e-6 {
+			t.Fatalf("weight %d = %v, want %v", i, w[i], want[i])
+		}
+	}
+	if bs.Tokens != 3 || bs.Truncated != 1 || math.Abs(bs.TruncatedFraction()-1.0/3) > 1e-12 {
+		t.Fatalf("stats %+v", bs)
+	}
+	k3 := func(x float64) float64 { return math.Exp(x) - 1 - x }
+	if kl := (k3(0.5) + k3(-0.5) + k3(2)) / 3; math.Abs(bs.KLMean()-kl) > 1e-9 {
+		t.Fatalf("behaviour KL %v, want %v", bs.KLMean(), kl)
+	}
+	adv := []float32{0, 1, 1, 1}
+	var plain, dec PolicyStats
+	g0, _ := PolicyGrad(&plain, loss, prox, prox, adv, 0.2, 3)
+	g1, err := DecoupledPolicyGrad(&dec, loss, prox, prox, adv, w, 0.2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range loss {
+		if math.Abs(float64(g1[i])-want[i]*float64(g0[i])) > 1e-6 {
+			t.Fatalf("gradient %d = %v, want %v·%v", i, g1[i], want[i], g0[i])
+		}
+	}
+	if wantLoss := -(want[1] + want[2] + want[3]) / 3; math.Abs(dec.MeanLoss()-wantLoss) > 1e-6 {
+		t.Fatalf("decoupled loss %v, want %v", dec.MeanLoss(), wantLoss)
+	}
+	if _, err := BehaviourWeights(&bs, loss, prox, behaviour, 0); err == nil {
+		t.Fatal("a cap of 0 was accepted")
+	}
+	if _, err := DecoupledPolicyGrad(&dec, loss, prox, prox, adv, w[:2], 0.2, 3); err == nil {
+		t.Fatal("weights of the wrong length were accepted")
+	}
+}

@@ -25,7 +25,11 @@ type BatchManifest struct {
 	Format        int       `json:"format"`
 	Run           string    `json:"run"`
 	Iteration     int       `json:"iteration"`
+	// PolicyVersion is the policy that sampled the batch (the behaviour
+	// policy); Staleness how many versions newer the policy it trains is
+	// (training.max_staleness bounds it; 0 in a synchronous run).
 	PolicyVersion int64     `json:"policy_version"`
+	Staleness     int64     `json:"staleness,omitempty"`
 	Model         ModelDims `json:"model"`
 	// RoutingEncoding is the routing codec encoding of every routing row;
 	// "packed" lets a trainer view RoutingRow.Record[ids_offset:] as
@@ -52,6 +56,9 @@ type BatchManifest struct {
 func (m *BatchManifest) Validate() error {
 	if m.Format != ManifestFormat {
 		return fmt.Errorf("batch manifest: format %d, this build reads %d", m.Format, ManifestFormat)
+	}
+	if m.Staleness < 0 {
+		return fmt.Errorf("batch manifest: staleness %d is negative", m.Staleness)
 	}
 	if err := keys.ValidRun(m.Run); err != nil {
 		return fmt.Errorf("batch manifest: %w", err)

@@ -25,7 +25,9 @@ import (
 //
 // The ratio's denominator is the policy's own log-prob before the update,
 // computed by the trainer with the same routing as every later forward;
-// the sampler's log-probs only measure the train-vs-sampling gap. With
+// the sampler's log-probs measure the train-vs-sampling gap and, with
+// Opt.Actor.ImportanceCap, weight each action as the behaviour policy's
+// (the decoupled objective of a stale batch). With
 // replay on, every forward replays the sampler's routing for the tokens
 // it covers.
 func (r *Reference) TrainActor(ctx context.Context, job ActorJob) (*ActorResult, error) {
@@ -78,6 +80,7 @@ type prepared struct {
 	oldLP   []float32          // trainer's pre-update log-prob per token
 	adv     []float32
 	sampled []float32
+	weight  []float32 // behaviour importance weights (ImportanceCap), or nil
 	// The pre-update policy routing on its own: its action log-probs and
 	// experts, for LiveKL and ExpertsSwitched.
 	liveLP      []float32
@@ -176,6 +179,17 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 		}
 	}
 	met.LogProbGap, met.LogProbGapMax = gap.Mean(), gap.Max
+	met.Staleness = b.Manifest.Staleness
+	if o.ImportanceCap > 0 {
+		var bs rl.BehaviourStats
+		for _, p := range chunks {
+			var err error
+			if p.weight, err = rl.BehaviourWeights(&bs, p.loss, p.oldLP, p.sampled, o.ImportanceCap); err != nil {
+				return met, batch.Bad(err)
+			}
+		}
+		met.BehaviourKL, met.Truncated = bs.KLMean(), bs.TruncatedFraction()
+	}
 	met.RoutingMismatches, met.RoutingSets, met.MismatchRate = int64(mis.Mismatches), int64(mis.Sets), mis.Rate()
 	// Without a non-zero advantage every gradient is 0: nothing to learn,
 	// so no step is taken and the policy stays as it was. The pass above
@@ -235,7 +249,7 @@ func (r *Reference) update(ctx context.Context, m *moe.Model, opt *moe.Adam, b *
 				if err != nil {
 					return met, batch.Bad(err)
 				}
-				g, err := rl.PolicyGrad(&step, p.loss, lp, p.oldLP, p.adv, o.Clip, n)
+				g, err := rl.DecoupledPolicyGrad(&step, p.loss, lp, p.oldLP, p.adv, p.weight, o.Clip, n)
 				if err != nil {
 					return met, batch.Bad(err)
 				}

@@ -98,6 +98,16 @@ type ActorMetrics struct {
 	// table and what the trainer trained on; anything but 0 is a bug.
 	LossDrift int64 `json:"loss_drift"`
 	Replay    bool  `json:"replay"`
+	// Staleness is how many versions the trained policy is newer than the
+	// one that sampled the batch (BatchManifest.Staleness); BehaviourKL
+	// the k3 estimate of KL(behaviour ‖ proximal) over every action, the
+	// sampler's policy against the trainer's before the update; Truncated
+	// the fraction of actions whose importance weight
+	// ActorOptions.ImportanceCap cut. The last two are measured only with
+	// the decoupled objective on.
+	Staleness   int64   `json:"staleness,omitzero"`
+	BehaviourKL float64 `json:"behaviour_kl,omitzero"`
+	Truncated   float64 `json:"truncated,omitzero"`
 	// Skipped, when set, says why no step was taken (every advantage 0,
 	// or a step the trust region rejected): the policy, and its
 	// optimiser state, are the ones the job started from.
@@ -294,6 +304,14 @@ type ActorOptions struct {
 	// its step until it does not, and not taken when 1/32 of it still
 	// does (ActorMetrics.Backtracks, Skipped).
 	MaxLiveKL float64 `json:"max_live_kl,omitzero"`
+	// ImportanceCap, when above 0, trains with the decoupled objective of
+	// asynchronous PPO: the ratio's denominator stays the proximal policy
+	// (the trainer's own before the update), and every action's term is
+	// weighted by min(π_prox/π_behaviour, ImportanceCap), the sampler's
+	// log-prob as the behaviour policy (rl.DecoupledPolicyGrad). 0 takes
+	// the sampler's policy to be the trained one (training.max_staleness
+	// 0).
+	ImportanceCap float64 `json:"importance_cap,omitzero"`
 }
 
 // CriticOptions configure the reference critic.

@@ -75,6 +75,7 @@ type runState struct {
 	requests     map[string]int   // rollout.requested event id → iteration (train)
 	evals        map[int64]string // policy version → "requested" | "completed" | "failed"
 	evalReqs     map[string]int64 // eval.requested event id → version
+	evalIter     map[int64]int    // policy version → the partition its evaluation writes
 	finished     bool
 	// compacted holds the partitions (Table.Dir-NNNN) this process has
 	// compacted; a restarted one compacts them again, which finishes what
@@ -88,7 +89,7 @@ func newRunState(id string) *runState {
 		rounds: map[int]*round{}, candidates: map[string]int{}, synthesized: map[string]string{},
 		taskRound: map[string]int{}, taskRef: map[string]schemas.FileRef{}, taskBundle: map[string]schemas.ObjectRef{},
 		iters:    map[int]*iteration{},
-		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{},
+		requests: map[string]int{}, evals: map[int64]string{}, evalReqs: map[string]int64{}, evalIter: map[int64]int{},
 		sftData: map[string]schemas.FileRef{}, sftSolved: map[string]bool{},
 	}
 }
@@ -256,6 +257,7 @@ func (s *runState) apply(ev engine.Event) {
 				s.evals[p.PolicyVersion] = "requested"
 			}
 			s.evalReqs[ev.ID] = p.PolicyVersion
+			s.evalIter[p.PolicyVersion] = p.Iteration
 		}
 	case engine.FailedType(schemas.EvalRequested):
 		var f engine.Failure
@@ -290,4 +292,16 @@ func (r *round) isSettled() bool {
 
 func (it *iteration) isSettled() bool {
 	return it.started && len(it.scored)+it.failed >= it.expected
+}
+
+// sampleVersion is the policy iteration i samples with a staleness bound
+// of k: the one iteration i−1−k made, or base when i ≤ k. ok is false
+// while that iteration's update has not been folded yet.
+func (s *runState) sampleVersion(i int, base int64, k int) (version int64, ok bool) {
+	j := i - 1 - k
+	if j < 0 {
+		return base, true
+	}
+	prev := s.iter(j)
+	return prev.newVer, prev.updated
 }

@@ -33,6 +33,11 @@ type Config struct {
 	// MaxSimilarity drops, at sealing, a task more similar than this to an
 	// accepted task of a smaller id (0: no de-duplication).
 	MaxSimilarity float64
+	// MaxStaleness (training.max_staleness) lets iteration i sample while
+	// the updates of up to MaxStaleness iterations before it run: it
+	// samples the policy iteration i−1−MaxStaleness made, and trains the
+	// newest. 0 is the synchronous recipe.
+	MaxStaleness int
 }
 
 // StageConfig wires the stage.
@@ -189,18 +194,22 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 			}
 		}
 	}
-	// Training iterations.
+	// Training iterations. Iteration i samples the policy iteration
+	// i−1−MaxStaleness made (base before any) and starts as soon as that
+	// exists, while the iterations between still play or train; its batch
+	// goes to the critic only once iteration i−1's update is done, so it
+	// trains the newest policy, exactly MaxStaleness versions after the
+	// one that sampled it. The schedule depends on the log alone, never on
+	// which attempt finished first, so a resumed or replayed run makes the
+	// same decisions.
+	pending := false // an iteration before i has not been updated
 	for i := 0; i < c.Iterations; i++ {
 		it := st.iter(i)
-		version := base
-		if i > 0 {
-			prev := st.iter(i - 1)
-			if !prev.updated {
+		if !it.started {
+			version, ok := st.sampleVersion(i, base, c.MaxStaleness)
+			if !ok {
 				return nil
 			}
-			version = prev.newVer
-		}
-		if !it.started {
 			return s.startIteration(st, i, version, out)
 		}
 		it.expected = len(s.tasksFor(st, i)) * c.Attempts
@@ -210,26 +219,34 @@ func (s *stage) decide(ctx context.Context, run string, st *runState, out engine
 			// count from its next iteration on.
 			it.expected = it.inherited
 		}
+		if pending {
+			continue
+		}
 		if !it.isSettled() {
-			return nil
+			pending = true
+			continue
 		}
 		if !it.batch {
-			return s.batch(ctx, run, st, i, out)
+			return s.batch(ctx, run, st, i, base, out)
 		}
 		if it.batchFail {
 			return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i, Reason: fmt.Sprintf("iteration %d: the critic or the update failed", i)})
 		}
 		if !it.updated {
-			return nil
+			pending = true
+			continue
 		}
 		if asked, err := s.maybeEval(st, it.newVer, i+1, i == c.Iterations-1, out); err != nil || asked {
 			return err // an evaluation just asked for is not folded yet
 		}
-		if !evaluating(st, it.version) {
+		if !evaluating(st, i) {
 			if err := s.compactIteration(ctx, run, st, i); err != nil {
 				return err
 			}
 		}
+	}
+	if pending {
+		return nil
 	}
 	// Done when every requested evaluation, the last policy's included,
 	// has an outcome.
@@ -568,15 +585,19 @@ func (s *stage) startIteration(st *runState, i int, version int64, out engine.Em
 }
 
 // batch writes iteration i's manifest from the attempts that were scored.
-func (s *stage) batch(ctx context.Context, run string, st *runState, i int, out engine.Emitter) error {
+func (s *stage) batch(ctx context.Context, run string, st *runState, i int, base int64, out engine.Emitter) error {
 	c := s.config(st)
 	it := st.iter(i)
+	trains := base // the policy this batch trains: the newest
+	if i > 0 {
+		trains = st.iter(i - 1).newVer
+	}
 	if float64(len(it.scored)) < c.MinSuccess*float64(it.expected) {
 		return emit(out, schemas.RunFailed, "failed", schemas.RunCompletedPayload{Iterations: i,
 			Reason: fmt.Sprintf("iteration %d: %d of %d attempts scored, below %.0f%%", i, len(it.scored), it.expected, 100*c.MinSuccess)})
 	}
 	m := &schemas.BatchManifest{
-		Format: schemas.ManifestFormat, Run: run, Iteration: i, PolicyVersion: it.version, Model: c.Model,
+		Format: schemas.ManifestFormat, Run: run, Iteration: i, PolicyVersion: it.version, Staleness: trains - it.version, Model: c.Model,
 		RoutingEncoding: routing.Packed.String(), RoutingDType: routing.DType(c.Model.Experts), SchemaVersions: map[string]string{},
 	}
 	keys := make([]string, 0, len(it.scored))
@@ -626,12 +647,12 @@ var (
 		schemas.RewardsTable, schemas.ValuesTable, schemas.MetricsTable, schemas.EvalResultsTable}
 )
 
-// evaluating reports whether an evaluation of a version up to version is
-// still running: its rows go to an iteration up to the one version
-// samples.
-func evaluating(st *runState, version int64) bool {
+// evaluating reports whether an evaluation that writes into partition i
+// or one before is still running: iteration i's partition is compacted
+// only once none is.
+func evaluating(st *runState, i int) bool {
 	for v, state := range st.evals {
-		if state == "requested" && v <= version {
+		if state == "requested" && st.evalIter[v] <= i {
 			return true
 		}
 	}

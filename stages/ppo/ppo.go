@@ -31,7 +31,11 @@ type Config struct {
 	// Lineage resolves a branch's ancestors, whose batches it may be
 	// handed and whose policies it trains (nil: no branches).
 	Lineage update.Lineage
-	Log     *slog.Logger
+	// MaxStaleness (training.max_staleness) bounds how many versions the
+	// policy a batch trains may be newer than the one that sampled it; a
+	// batch beyond it is refused, never trained.
+	MaxStaleness int
+	Log          *slog.Logger
 }
 
 // New returns the PPO stage.
@@ -56,7 +60,13 @@ func (s *stage) train(ctx context.Context, run string, p schemas.CriticUpdatedPa
 	if len(m.ValueFiles) == 0 {
 		return nil, batch.Bad(fmt.Errorf("critic.updated: manifest %s lists no value_files", p.Manifest.Key))
 	}
-	next := m.PolicyVersion + 1
+	// A stale batch trains the newest policy, not the one that sampled it.
+	trains := m.PolicyVersion + m.Staleness
+	if m.Staleness > int64(s.cfg.MaxStaleness) {
+		return nil, batch.Bad(fmt.Errorf("iteration %d: the batch sampled by policy %d would train policy %d, %d versions newer, above training.max_staleness %d",
+			m.Iteration, m.PolicyVersion, trains, m.Staleness, s.cfg.MaxStaleness))
+	}
+	next := trains + 1
 	if done, err := s.done(ctx, keys.TrainingReport(run, m.Iteration, next)); err != nil || done != nil {
 		return done, err
 	}
@@ -64,18 +74,21 @@ func (s *stage) train(ctx context.Context, run string, p schemas.CriticUpdatedPa
 	if err != nil {
 		return nil, err
 	}
-	cur, err := checkpoint.EnsurePolicy(ctx, s.cfg.Store, runs, m.PolicyVersion, s.cfg.Initial)
+	cur, err := checkpoint.EnsurePolicy(ctx, s.cfg.Store, runs, trains, s.cfg.Initial)
 	if err != nil {
 		return nil, err
 	}
 	outPrefix := keys.Policy(run, next)
 	res, err := s.cfg.Trainer.TrainActor(ctx, trainer.ActorJob{Manifest: m, Batch: b, Policy: cur, Out: outPrefix, Version: next})
 	if err != nil {
-		return nil, fmt.Errorf("train policy %d on iteration %d: %w", m.PolicyVersion, m.Iteration, err)
+		return nil, fmt.Errorf("train policy %d on iteration %d: %w", trains, m.Iteration, err)
 	}
 	if res.Metrics.LossDrift != 0 {
-		return nil, batch.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", m.PolicyVersion, m.Iteration, res.Metrics.LossDrift))
+		return nil, batch.Bad(fmt.Errorf("train policy %d on iteration %d: %d loss-region tokens differ between the tokens table and what the trainer saw", trains, m.Iteration, res.Metrics.LossDrift))
 	}
+	// Staleness is the stage's to know: an external trainer's report
+	// need not carry it.
+	res.Metrics.Staleness = m.Staleness
 	fits := func(c moe.Config) error { return checkpoint.PolicyFits(c, m.Model) }
 	if err := checkpoint.Adopt(ctx, s.cfg.Store, res.Checkpoint, outPrefix, fits); err != nil {
 		return nil, err
@@ -90,7 +103,7 @@ func (s *stage) train(ctx context.Context, run string, p schemas.CriticUpdatedPa
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	ev := &schemas.PolicyUpdatedPayload{
-		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: m.PolicyVersion, Checkpoint: ck, Metrics: mref,
+		Iteration: m.Iteration, PolicyVersion: next, PreviousVersion: trains, Checkpoint: ck, Metrics: mref,
 		ClipFraction: res.Metrics.ClipFraction, PolicyLoss: res.Metrics.PolicyLoss, LogProbGap: res.Metrics.LogProbGap,
 		Skipped: res.Metrics.Skipped,
 	}
@@ -106,7 +119,8 @@ func (s *stage) train(ctx context.Context, run string, p schemas.CriticUpdatedPa
 	}
 	s.cfg.Log.Info("policy updated", "run", run, "iteration", m.Iteration, "policy_version", next,
 		"logprob_gap", res.Metrics.LogProbGap, "clip_fraction", res.Metrics.ClipFraction, "approx_kl", res.Metrics.ApproxKL,
-		"live_kl", res.Metrics.LiveKL, "experts_switched", res.Metrics.ExpertsSwitched, "backtracks", res.Metrics.Backtracks, "mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay)
+		"live_kl", res.Metrics.LiveKL, "experts_switched", res.Metrics.ExpertsSwitched, "backtracks", res.Metrics.Backtracks, "mismatch_rate", res.Metrics.MismatchRate, "replay", res.Metrics.Replay,
+		"staleness", res.Metrics.Staleness, "behaviour_kl", res.Metrics.BehaviourKL, "truncated", res.Metrics.Truncated)
 	return ev, nil
 }
 
