@@ -200,7 +200,9 @@ type BehaviourStats struct {
 func (s BehaviourStats) KLMean() float64 { return div(s.KL, s.Tokens) }
 
 // TruncatedFraction is the fraction of actions whose weight was cut.
-func (s BehaviourStats) TruncatedFraction() float64 { return div(float64(s.Truncated), float64(s.Tokens)) }
+func (s BehaviourStats) TruncatedFraction() float64 {
+	return div(float64(s.Truncated), float64(s.Tokens))
+}
 
 // BehaviourWeights returns, per token, the importance weight
 // min(π_prox/π_behaviour, limit) of every action (0 elsewhere): prox are
