@@ -196,6 +196,15 @@ func (r *Result) CutShort() error {
 	return nil
 }
 
+// Switcher is a policy engine that may move to newer weights between
+// turns, an episode that outlives a policy update going on with the
+// newer policy (EpisodeLatest). Run calls Switch before every turn but a
+// summary; a move opens a new chunk (ChunkVersion).
+type Switcher interface {
+	inference.Engine
+	Switch(ctx context.Context, turn int) (moved bool, err error)
+}
+
 // Run plays one episode: the policy replies, the shell runs its commands,
 // the observations come back, until the task is declared complete or a
 // bound is reached. Progress, when set, is called after every turn (the
@@ -249,6 +258,17 @@ func Run(ctx context.Context, pol inference.Engine, chat Chat, sh Shell, instruc
 		if len(asm.Prompt())+cfg.MaxNewTokens > cfg.Context {
 			end = EndContext
 			break
+		}
+		if sw, ok := pol.(Switcher); ok && !summarising {
+			moved, err := sw.Switch(ctx, turn)
+			if err != nil {
+				return nil, fmt.Errorf("turn %d: policy: %w", turn, err)
+			}
+			if moved && len(res.Turns) > 0 {
+				if err := asm.Reopen(ChunkVersion); err != nil {
+					return nil, fmt.Errorf("turn %d: %w", turn, err)
+				}
+			}
 		}
 		t0 := time.Now()
 		sp := cfg.Sampling

@@ -77,6 +77,37 @@ func AttemptRows(run string, p schemas.RolloutRequestedPayload, res *Result, exp
 	return rows, nil
 }
 
+// TurnVersions sets the policy version of every turn's row and of every
+// chunk's tokens and routing rows from versions, one per turn, for an
+// episode that moved to newer versions as it went (EpisodeLatest). Every
+// turn of a chunk must share its version, as a move opens a chunk of its
+// own.
+func (r *Rows) TurnVersions(versions []int64) error {
+	if len(versions) != len(r.Turns) {
+		return fmt.Errorf("%d turn versions for %d turns", len(versions), len(r.Turns))
+	}
+	chunk := map[int32]int64{}
+	for i, v := range versions {
+		t := &r.Turns[i]
+		t.PolicyVersion = v
+		if w, ok := chunk[t.Chunk]; ok && w != v {
+			return fmt.Errorf("chunk %d holds turns of policy versions %d and %d", t.Chunk, w, v)
+		}
+		chunk[t.Chunk] = v
+	}
+	for i := range r.Tokens {
+		if v, ok := chunk[r.Tokens[i].Chunk]; ok {
+			r.Tokens[i].PolicyVersion = v
+		}
+	}
+	for i := range r.Routing {
+		if v, ok := chunk[r.Routing[i].Chunk]; ok {
+			r.Routing[i].PolicyVersion = v
+		}
+	}
+	return nil
+}
+
 func ints32(xs []int) []int32 {
 	out := make([]int32, len(xs))
 	for i, x := range xs {

@@ -33,6 +33,12 @@ type Settings struct {
 	// the temperature each reply was sampled at, and the trainer takes
 	// log-probs at it, so the ratio stays that of the sampled policy.
 	TrainTemperature float64 `yaml:"train_temperature" json:",omitzero"`
+	// EpisodeVersion is the policy a training attempt in progress samples
+	// once a newer one is stored: EpisodeStart (the default) finishes on
+	// the version it started with; EpisodeLatest moves to the newest
+	// between turns, in a chunk of its own, and records the version of
+	// every turn (training.max_staleness).
+	EpisodeVersion EpisodeVersion `yaml:"episode_version" json:",omitzero"`
 	// SystemPrompt opens every episode: BriefSystemPrompt (the default,
 	// sized for the reference model: every token of it is trained on
 	// again in every chunk) or SystemPrompt, or a prompt of one's own.
@@ -42,6 +48,18 @@ type Settings struct {
 	// does not set it keeps its event ids.
 	Model ModelSettings `yaml:"model" json:",omitzero"`
 }
+
+// EpisodeVersion is stages.rollout.episode_version.
+type EpisodeVersion string
+
+// The episode versions.
+const (
+	EpisodeStart  EpisodeVersion = "start"
+	EpisodeLatest EpisodeVersion = "latest"
+)
+
+// IsZero reports the default, which the configuration hash leaves out.
+func (v EpisodeVersion) IsZero() bool { return v == "" || v == EpisodeStart }
 
 // ModelSettings choose, per model, the chat rendering, the reply format
 // and the compaction (stages.rollout.model).
@@ -115,7 +133,7 @@ func (m ModelSettings) Check(r check.Report) {
 // reference model on a laptop.
 func DefaultSettings() Settings {
 	return Settings{MaxNewTokens: 40, Context: 1024, CommandTimeout: 30 * time.Second, MaxObservation: 1024, Temperature: 1, TopP: 1,
-		SystemPrompt: BriefSystemPrompt, Model: DefaultModelSettings()}
+		SystemPrompt: BriefSystemPrompt, EpisodeVersion: EpisodeStart, Model: DefaultModelSettings()}
 }
 
 // Check reports every invalid setting. Whether the policy has a template
@@ -131,6 +149,9 @@ func (s Settings) Check(r check.Report) {
 		r("system_prompt", "must not be empty")
 	}
 	s.Model.Check(r.Under("model"))
+	if !s.EpisodeVersion.IsZero() && s.EpisodeVersion != EpisodeLatest {
+		r("episode_version", "%q: want start or latest", s.EpisodeVersion)
+	}
 	if s.TrainTemperature < 0 {
 		r("train_temperature", "must not be negative (0 samples training attempts at temperature), got %v", s.TrainTemperature)
 	}

@@ -392,6 +392,18 @@ func (a *Assembler) check(c *Chunk) {
 	a.LossDrift += max(0, len(c.sampled)-j)
 }
 
+// ChunkVersion opens a chunk of its own for the turns of a newer policy
+// version (EpisodeLatest): one chunk's sampled log-probs and routing are
+// then one policy's, which the trainer's importance weights and routing
+// replay assume.
+const ChunkVersion = "version"
+
+// Reopen opens a new chunk on the conversation as it stands, for why.
+func (a *Assembler) Reopen(why string) error {
+	a.Counts[why]++
+	return a.open(a.msgs, why)
+}
+
 // Compact replaces the conversation (a summary and the latest turns) and
 // opens a new chunk on it: the context was about to outgrow the model.
 func (a *Assembler) Compact(msgs []Message) error {

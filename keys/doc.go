@@ -16,6 +16,7 @@
 //	│   └── record-<h>.json                     CompactionRecord content-addressed JSON
 //	├── batches/iter=NNNN/manifest-<h>.json     Manifest        content-addressed  JSON
 //	├── attempts/<attempt>.json                 AttemptMarker   store-once         JSON
+//	├── attempts/<attempt>/turn-NNNNN.json      AttemptTurn     store-once         JSON
 //	├── snapshots/<attempt>.tar                 Snapshot        store-once         tar layer
 //	├── bundles/<task>.tar.gz                   Bundle          store-once         gzip tar
 //	├── lineage/<task>.json                     Lineage         store-once         JSON
@@ -75,7 +76,11 @@
 //
 // attempts/: rollout, once the attempt's tables and snapshot are stored;
 // the rollout.completed payload, which a redelivered rollout.requested
-// announces again instead of playing a second episode.
+// announces again instead of playing a second episode. Under
+// stages.rollout.episode_version latest, rollout stores before each turn
+// which policy version samples it ({"policy_version": V}); a redelivered
+// attempt plays its turns on the versions stored, so it samples what the
+// first delivery did.
 //
 // snapshots/: rollout, when an attempt's episode ends; the sandbox's
 // changes as a tar layer with OCI-style whiteouts (infra/sandbox), which

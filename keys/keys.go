@@ -138,6 +138,13 @@ func AttemptMarker(run string, a Attempt) string {
 	return Run(run) + KindAttempts + "/" + a.Name() + ".json"
 }
 
+// AttemptTurn is the key of the policy version turn of an attempt sampled
+// under stages.rollout.episode_version latest:
+// runs/<run>/attempts/<attempt>/turn-NNNNN.json.
+func AttemptTurn(run string, a Attempt, turn int) string {
+	return fmt.Sprintf("%s%s/%s/turn-%05d.json", Run(run), KindAttempts, a.Name(), turn)
+}
+
 // Snapshot is the key of an attempt's final sandbox state:
 // runs/<run>/snapshots/<attempt>.tar.
 func Snapshot(run string, a Attempt) string {

@@ -259,13 +259,17 @@ type RolloutCompletedPayload struct {
 	Drift         DriftCounts `json:"drift"`
 	// MalformedReplies counts the replies that earned a corrective
 	// observation (the action format could not read them).
-	MalformedReplies int       `json:"malformed_replies,omitempty"`
-	Trajectory       FileRef   `json:"trajectory"`
-	TurnRows         FileRef   `json:"turns_ref"`
-	TokenRows        FileRef   `json:"tokens_ref"`
-	RoutingRows      FileRef   `json:"routing_ref"`
-	Snapshot         ObjectRef `json:"snapshot"`
-	Bundle           ObjectRef `json:"bundle"`
+	MalformedReplies int `json:"malformed_replies,omitempty"`
+	// LastVersion, under stages.rollout.episode_version latest, is the
+	// policy version that sampled the attempt's last turn (PolicyVersion
+	// its first); the turns and tokens rows carry each turn's.
+	LastVersion int64     `json:"last_version,omitempty"`
+	Trajectory  FileRef   `json:"trajectory"`
+	TurnRows    FileRef   `json:"turns_ref"`
+	TokenRows   FileRef   `json:"tokens_ref"`
+	RoutingRows FileRef   `json:"routing_ref"`
+	Snapshot    ObjectRef `json:"snapshot"`
+	Bundle      ObjectRef `json:"bundle"`
 	// Sandbox is the backend the attempt ran in; Isolated is false for
 	// the plain backend, which isolates nothing.
 	Sandbox  string `json:"sandbox"`

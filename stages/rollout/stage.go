@@ -51,8 +51,12 @@ type StageConfig struct {
 	// TrainTemperature, when positive, samples training attempts in place
 	// of Episode's temperature (stages.rollout.train_temperature).
 	TrainTemperature float64
-	Policies         Policies
-	TempDir          string
+	// EpisodeVersion is stages.rollout.episode_version: under
+	// agent.EpisodeLatest a training attempt moves to the newest stored
+	// policy version between turns.
+	EpisodeVersion agent.EpisodeVersion
+	Policies       Policies
+	TempDir        string
 }
 
 // NewStage returns the rollout stage: rollout.requested → rollout.completed.
@@ -157,15 +161,22 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 		return nil, engine.Permanent(errors.New("rollout: no sandbox backend"))
 	}
 	policy := pol.Engine
+	var release func()
 	if pol.Hold != nil && p.Purpose != "sft" {
 		// Held before the sandbox starts: waiting for the engine to swap
 		// weights should not keep a sandbox idle.
-		eng, release, err := pol.Hold(ctx)
-		if err != nil {
+		var err error
+		if policy, release, err = pol.Hold(ctx); err != nil {
 			return nil, fmt.Errorf("policy %d: %w", p.PolicyVersion, err)
 		}
+	}
+	var switching *latest
+	if s.cfg.EpisodeVersion == agent.EpisodeLatest && p.Purpose == schemas.PurposeTrain {
+		switching = &latest{st: s.cfg.Store, policies: s.cfg.Policies, run: run, attempt: p.AttemptID(), cur: p.PolicyVersion, eng: policy, release: release}
+		policy, release = switching, switching.close
+	}
+	if release != nil {
 		defer release()
-		policy = eng
 	}
 	sb, err := s.cfg.Trial.Start(ctx, dir)
 	if errors.Is(err, sandbox.ErrUnisolated) {
@@ -237,7 +248,12 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	if c.Snapshot, err = s.snapshot(ctx, run, p, sb); err != nil {
 		return nil, err
 	}
-	if err := s.write(ctx, run, p, res, pol, time.Since(start), c); err != nil {
+	var versions []int64
+	if switching != nil {
+		versions = switching.versions
+		c.LastVersion = switching.cur
+	}
+	if err := s.write(ctx, run, p, res, pol, versions, time.Since(start), c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -280,10 +296,17 @@ func (s *stage) snapshot(ctx context.Context, run string, p schemas.RolloutReque
 }
 
 // write stores the attempt's four tables and fills their references.
-func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *agent.Result, pol Policy, took time.Duration, c *schemas.RolloutCompletedPayload) error {
+// versions, when set, is the policy version of every turn (episode_version
+// latest): each turn's and each chunk's rows then carry their own.
+func (s *stage) write(ctx context.Context, run string, p schemas.RolloutRequestedPayload, res *agent.Result, pol Policy, versions []int64, took time.Duration, c *schemas.RolloutCompletedPayload) error {
 	rows, err := agent.AttemptRows(run, p, res, pol.Experts, c.Snapshot.Key, took)
 	if err != nil {
 		return engine.Permanent(err)
+	}
+	if versions != nil {
+		if err := rows.TurnVersions(versions); err != nil {
+			return engine.Permanent(err)
+		}
 	}
 	rows.Trajectory.Sandbox, rows.Trajectory.Isolated = c.Sandbox, c.Isolated
 	wo := schemas.WriterOptions{TempDir: s.cfg.TempDir}
