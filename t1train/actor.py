@@ -6,9 +6,12 @@
     standardised (normalize_advantages);
  3. the pre-update pass: the ratio's denominator (old log-probs, with the same routing as every later
     forward), the gap to the sampler's log-probs, routing mismatches against the recorded experts;
+    with importance_cap, each action's behaviour weight min(exp(old - sampled), cap) (the sampler's
+    policy as the behaviour one, the decoupled objective of a batch sampled by an older policy);
  4. no signal: no step, the policy saved as it was ("skipped");
  5. epochs x minibatches Adam steps, each epoch's chunk order rand.New(rand.NewPCG(version,
-    0x70706f)).Perm(n) as Go draws it, the clipped token-level surrogate over the minibatch's actions;
+    0x70706f)).Perm(n) as Go draws it, the clipped token-level surrogate over the minibatch's actions,
+    each term times its behaviour weight when there are weights;
  6. live_kl and experts_switched: the policy before and after, each routing on its own;
  7. max_live_kl: the step halved until live_kl is within it (at most 5 times, else not taken).
 
@@ -47,6 +50,7 @@ class Prepared:
     sampled: np.ndarray
     replay: np.ndarray | None
     old_lp: np.ndarray | None = None
+    weight: np.ndarray | None = None  # behaviour importance weights (importance_cap), or None
     live_lp: np.ndarray | None = None
     live_routing: np.ndarray | None = None
 
@@ -150,6 +154,20 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
         met["loss_drift"] += int(sum(1 for t, l in enumerate(p.c.loss) if l and p.ids[t] != p.c.ids[t]))
     met["logprob_gap"], met["logprob_gap_max"] = gap.mean(), gap.max
     met["routing_mismatches"], met["routing_sets"], met["mismatch_rate"] = mis, sets, (mis / sets if sets else 0.0)
+    # The stage sets staleness from the manifest whatever a trainer says; reported as the reference
+    # reports it, so that the two results compare field by field.
+    if int(b.manifest.get("staleness") or 0):
+        met["staleness"] = int(b.manifest["staleness"])
+    # Measured before the skip, as the gap is: how far the sampler's policy is from this one is worth
+    # knowing even when there is nothing to learn.
+    if o.importance_cap > 0:
+        bs = rl.BehaviourStats()
+        for p in chunks:
+            p.weight = rl.behaviour_weights(bs, p.loss, p.old_lp, p.sampled, o.importance_cap)
+        # Go's omitzero: a zero field is left out, which t1's strict parser reads as 0.
+        for k, v in (("behaviour_kl", bs.kl_mean()), ("truncated", bs.truncated_fraction())):
+            if v:
+                met[k] = v
     if not signal:
         met["skipped"] = "every advantage is 0"
         return met
@@ -176,7 +194,7 @@ def train(job: Job, policy, opt: Adam, b: Batch) -> dict:
                 p = chunks[mb[j]]
                 st = rl.PolicyStats()
                 lp = forward(policy, p)
-                g = rl.policy_grad(st, p.loss, lp.detach().numpy(), p.old_lp, p.adv, o.clip, n)
+                g = rl.policy_grad(st, p.loss, lp.detach().numpy(), p.old_lp, p.adv, o.clip, n, p.weight)
                 (lp * torch.from_numpy(g)).sum().backward()
                 return st
 

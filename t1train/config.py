@@ -52,6 +52,7 @@ class Actor:
     max_grad_norm: float = 0.0
     replay: bool = False
     max_live_kl: float = 0.0
+    importance_cap: float = 0.0  # above 0: the decoupled objective of a stale batch (actor.py)
 
 
 @dataclass

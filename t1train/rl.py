@@ -115,9 +115,13 @@ class PolicyStats:
         return self.kl / self.tokens if self.tokens else 0.0
 
 
-def policy_grad(s: PolicyStats, loss: np.ndarray, new: np.ndarray, old: np.ndarray, adv: np.ndarray, eps: float, n: int) -> np.ndarray:
-    """dL/dlogp of the token-level clipped surrogate L = -1/n sum min(rho A, clip(rho) A) (rl.PolicyGrad):
-    -rho A/n where the unclipped term is the minimum, 0 where clipping holds it; float32."""
+def policy_grad(s: PolicyStats, loss: np.ndarray, new: np.ndarray, old: np.ndarray, adv: np.ndarray, eps: float, n: int,
+                w: np.ndarray | None = None) -> np.ndarray:
+    """dL/dlogp of the token-level clipped surrogate L = -1/n sum w min(rho A, clip(rho) A) (rl.DecoupledPolicyGrad):
+    -w rho A/n where the unclipped term is the minimum, 0 where clipping holds it; float32. w, the
+    behaviour weights (behaviour_weights), is data, not differentiated; None is all 1 (rl.PolicyGrad)."""
+    if w is not None and len(w) != len(loss):
+        raise Refused(f"policy loss: {len(loss)} tokens, {len(w)} weights")
     g = np.zeros(len(loss), dtype=np.float32)
     m = loss
     lr = new[m].astype(np.float64) - old[m].astype(np.float64)
@@ -125,12 +129,44 @@ def policy_grad(s: PolicyStats, loss: np.ndarray, new: np.ndarray, old: np.ndarr
     a = adv[m].astype(np.float64)
     unclipped = rho * a
     clipped = np.clip(rho, 1 - eps, 1 + eps) * a
+    weight = np.ones(len(a)) if w is None else w[m].astype(np.float64)
     s.tokens += int(m.sum())
-    s.loss -= float(np.minimum(unclipped, clipped).sum())
+    s.loss -= float((weight * np.minimum(unclipped, clipped)).sum())
     s.kl += float(k3(lr).sum())
     s.clipped += int(((rho < 1 - eps) | (rho > 1 + eps)).sum())
-    g[m] = np.where(unclipped <= clipped, -unclipped / n, 0.0).astype(np.float32)
+    g[m] = np.where(unclipped <= clipped, -weight * unclipped / n, 0.0).astype(np.float32)
     return g
+
+
+class BehaviourStats:
+    """How far the behaviour policy that sampled a batch is from the proximal one that trains it."""
+
+    def __init__(self):
+        self.tokens, self.kl, self.truncated = 0, 0.0, 0
+
+    def kl_mean(self) -> float:
+        return self.kl / self.tokens if self.tokens else 0.0
+
+    def truncated_fraction(self) -> float:
+        return self.truncated / self.tokens if self.tokens else 0.0
+
+
+def behaviour_weights(s: BehaviourStats, loss: np.ndarray, prox: np.ndarray, behaviour: np.ndarray, cap: float) -> np.ndarray:
+    """Per token, min(pi_prox/pi_behaviour, cap) at the actions, 0 elsewhere (rl.BehaviourWeights); float32.
+    The cap keeps a stale action the sampler found unlikely from dominating the step."""
+    if len(prox) != len(loss) or len(behaviour) != len(loss):
+        raise Refused(f"behaviour weights: {len(loss)} tokens, {len(prox)} proximal log-probs, {len(behaviour)} behaviour")
+    if not cap > 0:
+        raise Refused(f"behaviour weights: cap {cap} is not positive")
+    w = np.zeros(len(loss), dtype=np.float32)
+    m = loss
+    lr = prox[m].astype(np.float64) - behaviour[m].astype(np.float64)
+    r = np.exp(lr)
+    s.tokens += int(m.sum())
+    s.kl += float(k3(lr).sum())
+    s.truncated += int((r > cap).sum())
+    w[m] = np.minimum(r, cap).astype(np.float32)
+    return w
 
 
 class ValueStats:

@@ -97,7 +97,8 @@ def run_critic(job: Job, store: Store, scratch: str, out: str) -> dict:
         model = load(M.critic_from_policy, src)
     else:
         model = prepare(M.seeded_critic(o.model))
-        # The tokenizer saved with it is the sampling policy's.
+        # The tokenizer saved with it is the sampling policy's (policy_version, not the newer one a
+        # stale batch trains), the one a critic from the policy starts from in the critic stage.
         src = fetch(store, f"runs/{job.run}/policy/v{int(job.manifest.get('policy_version', 0)):06d}", scratch, "policy")
     M.check_shape(model, job.manifest["model"], critic=True)
     opt = Adam(model, o.adam)

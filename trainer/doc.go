@@ -98,11 +98,26 @@
 //
 // ("max_live_kl": a trust region on live_kl, below, appears when set: the
 // step is halved until the policy as sampled moves by at most that much,
-// "backtracks" in the result counting the halvings),
+// "backtracks" in the result counting the halvings. With
+// training.max_staleness above 0 a batch may have been sampled by an older
+// policy than the one it trains: the manifest's "staleness" (left out when
+// 0) says how many versions older, "policy" names the trained one,
+// version policy_version + staleness, and "importance_cap" appears in the
+// actor's hyperparameters: the decoupled objective, the ratio's
+// denominator still the trainer's own log-prob before the update (the
+// proximal policy) and every action's term weighted by w = min(exp(proximal
+// − sampled), importance_cap), the tokens table's log-prob as the
+// behaviour policy's, w data and not differentiated (rl.BehaviourWeights,
+// rl.DecoupledPolicyGrad); the result then reports "behaviour_kl", the mean
+// k3 estimate e^x − 1 − x of x = proximal − sampled over the actions, and
+// "truncated", the fraction of actions whose weight the cap cut, each
+// left out when 0, and may report "staleness", which the stage sets from
+// the manifest whatever the trainer says),
 //
 // a critic job ("critic" absent: a fresh critic, from "policy" when the
 // run's critic_init is policy, else a seeded random one of the model
-// shape given; warmed up for at most warmup_steps):
+// shape given; warmed up for at most warmup_steps; "policy" is the
+// batch's sampling policy, policy_version, whatever its staleness):
 //
 //	{"kind": "critic", "run": "r1", "critic": "runs/r1/critic/v000002", "checkpoint": "runs/r1/critic/v000003", "version": 3,
 //	 "manifest": {"format": 1, "run": "r1", "iteration": 1, "policy_version": 2,

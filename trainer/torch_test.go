@@ -58,8 +58,10 @@ func relDiff(a, b float64) float64 {
 // same batch and starting checkpoint, CPU float32, the critic's values,
 // advantages and returns agree within 1e-5, the actor's clip fraction and
 // routing counts exactly, its loss, KL and gradient norm within 1e-4
-// relative, the two updated policies' log-probs within 1e-4, and SFT's
-// first and last losses within 1e-4.
+// relative, the two updated policies' log-probs within 1e-4 — so too with
+// the decoupled objective of a stale batch, whose behaviour KL agrees
+// within 1e-5 and truncated fraction exactly — and SFT's first and last
+// losses within 1e-4.
 func TestTorchTrainerMatchesReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the PyTorch trainer: about a minute")
@@ -122,52 +124,55 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		torchActor = got.Metrics
-		wm, gm := want.Metrics, got.Metrics
-		t.Logf("actor: reference %+v", wm)
-		t.Logf("actor: torch     %+v", gm)
-		if gm.Steps != wm.Steps || gm.Actions != wm.Actions || gm.ClipFraction != wm.ClipFraction ||
-			gm.RoutingMismatches != wm.RoutingMismatches || gm.RoutingSets != wm.RoutingSets || gm.LossDrift != 0 || gm.Skipped != wm.Skipped {
-			t.Fatalf("counts differ: torch %+v, reference %+v", gm, wm)
-		}
-		for _, q := range []struct {
-			name      string
-			want, got float64
-		}{{"policy loss", wm.PolicyLoss, gm.PolicyLoss}, {"approx KL", wm.ApproxKL, gm.ApproxKL}, {"grad norm", wm.GradNorm, gm.GradNorm}} {
-			t.Logf("%s: reference %.9g, torch %.9g, relative difference %.3g", q.name, q.want, q.got, relDiff(q.want, q.got))
-			if relDiff(q.want, q.got) > 1e-4 {
-				t.Errorf("%s: torch %g, reference %g", q.name, q.got, q.want)
+		actorAgrees(t, st, b, want, got, keys.Policy(run, 2))
+	})
+
+	// A batch an older policy sampled, trained with the decoupled
+	// objective: the sampler's log-probs, moved off the trainer's, are the
+	// behaviour policy's, and every action's term is weighted by their
+	// truncated ratio, the cap cutting about a third of them.
+	t.Run("decoupled actor", func(t *testing.T) {
+		stale := *man
+		stale.Staleness, stale.TokenFiles = 1, nil
+		for _, f := range man.TokenFiles {
+			moved, err := rewritten(ctx, st, f, man.Iteration, func(r *schemas.TokenRow) {
+				for i, l := range r.LossMask {
+					if l {
+						r.LogProbs[i] = min(r.LogProbs[i]-[]float32{0.25, -0.2, 0.6}[i%3], 0)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
+			stale.TokenFiles = append(stale.TokenFiles, moved)
 		}
-		refCk, err := checkpoint.Load(ctx, st, want.Checkpoint)
+		o := opts
+		o.Actor.ImportanceCap = 1.5
+		job := ActorJob{Manifest: &stale, Policy: keys.Policy(run, 0), Out: keys.Policy(run, 6), Version: 1}
+		want, err := NewReference(st, o).TrainActor(ctx, job)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !filepath.IsAbs(got.Checkpoint) {
-			t.Fatalf("torch checkpoint %q is not a local directory", got.Checkpoint)
+		if want.Metrics.Truncated == 0 || want.Metrics.Truncated == 1 {
+			t.Fatalf("the reference truncated a fraction %g of the weights: the batch does not test the cap", want.Metrics.Truncated)
 		}
-		if _, err := os.Stat(filepath.Join(got.Checkpoint, "optimizer.safetensors")); err != nil {
+		// The same store, another output directory (the first actor's
+		// job has the same name).
+		dec := *torch
+		dec.Hyperparameters = o
+		dec.Env = append(slices.Clone(torch.Env), "T1TRAIN_WORKDIR="+t.TempDir())
+		job.Out = keys.Policy(run, 7)
+		got, err := dec.TrainActor(ctx, job)
+		if err != nil {
 			t.Fatal(err)
 		}
-		torchM := adopted(t, got.Checkpoint, keys.Policy(run, 2))
-		var worst float64
-		for _, c := range b.Chunks() {
-			o := moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}
-			pw, err := refCk.Model.Forward(c.IDs(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pg, err := torchM.Forward(c.IDs(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range pw.LogProbs {
-				worst = math.Max(worst, math.Abs(float64(pw.LogProbs[i])-float64(pg.LogProbs[i])))
-			}
+		wm, gm := want.Metrics, got.Metrics
+		t.Logf("behaviour KL: reference %.9g, torch %.9g; truncated: reference %.9g, torch %.9g", wm.BehaviourKL, gm.BehaviourKL, wm.Truncated, gm.Truncated)
+		if gm.Truncated != wm.Truncated || gm.Staleness != wm.Staleness || math.Abs(gm.BehaviourKL-wm.BehaviourKL) > 1e-5 {
+			t.Fatalf("behaviour statistics: torch %+v, reference %+v", gm, wm)
 		}
-		t.Logf("updated policies: largest log-prob difference %.3g", worst)
-		if worst > 1e-4 {
-			t.Fatalf("the updated policies' log-probs differ by %g", worst)
-		}
+		actorAgrees(t, st, b, want, got, keys.Policy(run, 7))
 	})
 
 	// Once the iteration is sealed its tables are compacted and the objects
@@ -231,6 +236,61 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 	})
 }
 
+// actorAgrees fails t unless the torch actor's result got agrees with
+// the reference's want on batch b: counts exactly, loss, KL and gradient
+// norm within 1e-4 relative, and the updated policies' log-probs (the
+// torch one adopted under prefix) within 1e-4.
+func actorAgrees(t *testing.T, st store.ObjectStore, b *batch.Batch, want, got *ActorResult, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	wm, gm := want.Metrics, got.Metrics
+	t.Logf("actor: reference %+v", wm)
+	t.Logf("actor: torch     %+v", gm)
+	if gm.Steps != wm.Steps || gm.Actions != wm.Actions || gm.ClipFraction != wm.ClipFraction ||
+		gm.RoutingMismatches != wm.RoutingMismatches || gm.RoutingSets != wm.RoutingSets || gm.LossDrift != 0 || gm.Skipped != wm.Skipped {
+		t.Fatalf("counts differ: torch %+v, reference %+v", gm, wm)
+	}
+	for _, q := range []struct {
+		name      string
+		want, got float64
+	}{{"policy loss", wm.PolicyLoss, gm.PolicyLoss}, {"approx KL", wm.ApproxKL, gm.ApproxKL}, {"grad norm", wm.GradNorm, gm.GradNorm}} {
+		t.Logf("%s: reference %.9g, torch %.9g, relative difference %.3g", q.name, q.want, q.got, relDiff(q.want, q.got))
+		if relDiff(q.want, q.got) > 1e-4 {
+			t.Errorf("%s: torch %g, reference %g", q.name, q.got, q.want)
+		}
+	}
+	refCk, err := checkpoint.Load(ctx, st, want.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(got.Checkpoint) {
+		t.Fatalf("torch checkpoint %q is not a local directory", got.Checkpoint)
+	}
+	if _, err := os.Stat(filepath.Join(got.Checkpoint, "optimizer.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	torchM := adopted(t, got.Checkpoint, prefix)
+	var worst float64
+	for _, c := range b.Chunks() {
+		o := moe.ForwardOptions{Temperature: float64(c.Tokens.Temperature)}
+		pw, err := refCk.Model.Forward(c.IDs(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg, err := torchM.Forward(c.IDs(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pw.LogProbs {
+			worst = math.Max(worst, math.Abs(float64(pw.LogProbs[i])-float64(pg.LogProbs[i])))
+		}
+	}
+	t.Logf("updated policies: largest log-prob difference %.3g", worst)
+	if worst > 1e-4 {
+		t.Fatalf("the updated policies' log-probs differ by %g", worst)
+	}
+}
+
 // The PyTorch trainer's own unit tests (t1train/tests) run with the
 // project's Python environment.
 func TestTorchTrainerUnits(t *testing.T) {
@@ -267,13 +327,18 @@ func TestStoreAccessEnv(t *testing.T) {
 // rewrite stores ref's rows, changed by change, as another object of the
 // same table partition.
 func rewrite[T schemas.Row](ctx context.Context, st store.ObjectStore, ref schemas.FileRef, partition int, change func(*T)) error {
+	_, err := rewritten(ctx, st, ref, partition, change)
+	return err
+}
+
+// rewritten is rewrite that returns the new object's reference.
+func rewritten[T schemas.Row](ctx context.Context, st store.ObjectStore, ref schemas.FileRef, partition int, change func(*T)) (schemas.FileRef, error) {
 	rows, err := schemas.ReadRows[T](ctx, st, ref.Key, &ref)
 	if err != nil {
-		return err
+		return schemas.FileRef{}, err
 	}
 	for i := range rows {
 		change(&rows[i])
 	}
-	_, err = schemas.WriteTable(ctx, st, run, partition, rows, schemas.WriterOptions{})
-	return err
+	return schemas.WriteTable(ctx, st, run, partition, rows, schemas.WriterOptions{})
 }
