@@ -22,9 +22,9 @@ const ManifestFormat = 1
 // update stage (or an external trainer) reads. Row counts and hashes let
 // the reader verify every object before training on it.
 type BatchManifest struct {
-	Format        int       `json:"format"`
-	Run           string    `json:"run"`
-	Iteration     int       `json:"iteration"`
+	Format    int    `json:"format"`
+	Run       string `json:"run"`
+	Iteration int    `json:"iteration"`
 	// PolicyVersion is the policy that sampled the batch (the behaviour
 	// policy); Staleness how many versions newer the policy it trains is
 	// (training.max_staleness bounds it; 0 in a synchronous run).
