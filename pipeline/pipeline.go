@@ -235,7 +235,7 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		synth.New(sy),
 		audit.NewStage(audit.StageConfig{Store: st, Trial: opt, Settings: sc.Audit, References: refs}),
 		rollout.NewStage(rollout.StageConfig{Store: st, Trial: opt, Episode: Episode(cfg),
-			TrainTemperature: cfg.Stages.Rollout.TrainTemperature, EpisodeVersion: cfg.Stages.Rollout.EpisodeVersion, Policies: policies}),
+			TrainTemperature: cfg.Stages.Rollout.TrainTemperature, EpisodeVersion: cfg.Stages.Rollout.EpisodeVersion, Lineage: log.Lineage, Policies: policies}),
 		rw,
 		critic.New(critic.Config{Store: st, Trainer: tr, GAE: trainer.GAE{Gamma: tc.Gamma, Lambda: tc.Lambda, Baseline: tc.Baseline},
 			FromPolicy: tc.CriticInit == config.CriticFromPolicy, Initial: initial, Lineage: lineage}),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 
 	"github.com/t1pipe/t1/infra/inference"
@@ -20,10 +21,12 @@ import (
 // on with the updated policy. Which version samples a turn is stored
 // once, before the turn (keys.AttemptTurn): a redelivered attempt replays
 // the first delivery's schedule rather than whatever is newest when it
-// runs, and samples what it sampled.
+// runs, and samples what it sampled; so does the attempt replayed into a
+// branch, which finds the schedule under the run it branched from.
 type latest struct {
 	st       store.ObjectStore
 	policies Policies
+	lineage  []string // the run, then the runs it branched from
 	run      string
 	attempt  keys.Attempt
 	cur      int64
@@ -73,18 +76,23 @@ type turnVersion struct {
 }
 
 // schedule is the version that samples turn: the one a delivery before
-// stored for it, else the newest the run has stored now.
+// stored for it (of this run or, replayed, of the run it branched from),
+// else the newest the run has stored now.
 func (l *latest) schedule(ctx context.Context, turn int) (int64, error) {
-	v := l.cur
-	for {
-		ok, err := l.stored(ctx, v+1)
-		if err != nil {
-			return 0, err
+	v, found, err := l.recorded(ctx, turn)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		for v = l.cur; ; v++ {
+			ok, err := l.stored(ctx, v+1)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				break
+			}
 		}
-		if !ok {
-			break
-		}
-		v++
 	}
 	body, _ := json.Marshal(turnVersion{PolicyVersion: v})
 	key := keys.AttemptTurn(l.run, l.attempt, turn)
@@ -97,6 +105,29 @@ func (l *latest) schedule(ctx context.Context, turn int) (int64, error) {
 		return 0, fmt.Errorf("turn %d version %s: %w", turn, key, err)
 	}
 	return tv.PolicyVersion, nil
+}
+
+// recorded is the version an ancestor's delivery of the attempt stored
+// for turn, if any. The run's own record is PutOnce's to find.
+func (l *latest) recorded(ctx context.Context, turn int) (v int64, found bool, err error) {
+	for _, run := range l.lineage[min(1, len(l.lineage)):] {
+		key := keys.AttemptTurn(run, l.attempt, turn)
+		rc, _, err := l.st.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("turn %d version %s: %w", turn, key, err)
+		}
+		var tv turnVersion
+		err = json.NewDecoder(io.LimitReader(rc, 1<<10)).Decode(&tv)
+		rc.Close()
+		if err != nil {
+			return 0, false, fmt.Errorf("turn %d version %s: %w", turn, key, err)
+		}
+		return tv.PolicyVersion, true, nil
+	}
+	return 0, false, nil
 }
 
 // stored reports whether policy version v of the run is stored whole: its

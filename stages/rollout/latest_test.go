@@ -79,7 +79,7 @@ func TestEpisodeMovesToTheLatestVersion(t *testing.T) {
 	}
 	// play runs one delivery of the attempt; the update to version 1 is
 	// stored while version 0 answers turn 1.
-	play := func() ([]int64, schemas.RolloutCompletedPayload) {
+	play := func(run string, lineage []string) ([]int64, schemas.RolloutCompletedPayload) {
 		script, err := agent.FromSolution(chat, format, string(tk.Files[harbor.SolutionPath].Data))
 		if err != nil {
 			t.Fatal(err)
@@ -93,19 +93,20 @@ func TestEpisodeMovesToTheLatestVersion(t *testing.T) {
 		}
 		s := NewStage(StageConfig{
 			Store: st, Trial: trial.Options{Backend: bw}, Episode: ec, EpisodeVersion: agent.EpisodeLatest,
+			Lineage: func(context.Context, string) ([]string, error) { return lineage, nil },
 			Policies: func(_ context.Context, _ string, v int64) (Policy, error) {
 				return Policy{Engine: served{v: v, script: script, mu: &mu, log: &log, hook: hook}, Tokenizer: tok}, nil
 			},
 			TempDir: t.TempDir(),
 		})
 		req := schemas.RolloutRequestedPayload{TaskID: "greet", Purpose: schemas.PurposeTrain, Iteration: 1, Seed: 3, MaxTurns: 6}
-		rec := &testinfra.Recorder{Run: storeRun}
-		if err := s.Handle(ctx, testinfra.RootEvent(t, storeRun, schemas.RolloutRequested, "greet", req), rec); err != nil {
+		rec := &testinfra.Recorder{Run: run}
+		if err := s.Handle(ctx, testinfra.RootEvent(t, run, schemas.RolloutRequested, "greet", req), rec); err != nil {
 			t.Fatal(err)
 		}
 		return log, completed(t, rec.Events)
 	}
-	log, done := play()
+	log, done := play(storeRun, []string{storeRun})
 	want := []int64{0, 0, 1, 1}
 	if !slices.Equal(log, want) || done.PolicyVersion != 0 || done.LastVersion != 1 || done.Turns != 4 {
 		t.Fatalf("turns answered by versions %v, completed %+v; want %v", log, done, want)
@@ -134,8 +135,17 @@ func TestEpisodeMovesToTheLatestVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	store1(2)
-	log, again := play()
+	log, again := play(storeRun, []string{storeRun})
 	if !slices.Equal(log, want) || again.LastVersion != 1 {
 		t.Fatalf("the redelivery's turns were answered by versions %v (last %d), the first delivery's by %v", log, again.LastVersion, want)
+	}
+	// Replayed into a branch, which has stored no policy of its own, the
+	// attempt plays the schedule of the run it branched from.
+	if _, _, _, err := trial.PutBundle(ctx, st, "br", "greet", tk); err != nil {
+		t.Fatal(err)
+	}
+	log, replayed := play("br", []string{"br", storeRun})
+	if !slices.Equal(log, want) || replayed.LastVersion != 1 {
+		t.Fatalf("the branch's turns were answered by versions %v (last %d), the parent's by %v", log, replayed.LastVersion, want)
 	}
 }

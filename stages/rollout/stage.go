@@ -55,8 +55,11 @@ type StageConfig struct {
 	// agent.EpisodeLatest a training attempt moves to the newest stored
 	// policy version between turns.
 	EpisodeVersion agent.EpisodeVersion
-	Policies       Policies
-	TempDir        string
+	// Lineage returns a run, then the runs it branched from, nearest
+	// first (engine.Log.Lineage; nil: no branches).
+	Lineage  func(ctx context.Context, run string) ([]string, error)
+	Policies Policies
+	TempDir  string
 }
 
 // NewStage returns the rollout stage: rollout.requested → rollout.completed.
@@ -172,7 +175,16 @@ func (s *stage) attempt(ctx context.Context, run string, p schemas.RolloutReques
 	}
 	var switching *latest
 	if s.cfg.EpisodeVersion == agent.EpisodeLatest && p.Purpose == schemas.PurposeTrain {
-		switching = &latest{st: s.cfg.Store, policies: s.cfg.Policies, run: run, attempt: p.AttemptID(), cur: p.PolicyVersion, eng: policy, release: release}
+		lineage := []string{run}
+		if s.cfg.Lineage != nil {
+			if lineage, err = s.cfg.Lineage(ctx, run); err != nil {
+				if release != nil {
+					release()
+				}
+				return nil, fmt.Errorf("lineage of %s: %w", run, err)
+			}
+		}
+		switching = &latest{st: s.cfg.Store, policies: s.cfg.Policies, lineage: lineage, run: run, attempt: p.AttemptID(), cur: p.PolicyVersion, eng: policy, release: release}
 		policy, release = switching, switching.close
 	}
 	if release != nil {
