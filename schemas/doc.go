@@ -96,15 +96,17 @@
 // observation_bytes (full size), exit_code, prompt_tokens,
 // completion_tokens, compacted, start_ms, duration_ms; schema 1.1 adds
 // purpose and policy_version, the attempt's, since evaluations of
-// several policies share an iteration's partition; schema 1.2 adds
-// iteration.
+// several policies share an iteration's partition (the turn's own under
+// stages.rollout.episode_version latest); schema 1.2 adds iteration.
 //
 // tokens — grain: chunk; partition: iteration. A chunk is one training
 // sequence, exactly as sampled (TITO). Columns: run, task_id, attempt, chunk, iteration, policy_version,
 // token_ids (list<int32>), logprobs (list<float32>, the sampler's),
 // loss_mask (list<bool>), turn_offsets (list<int32>, index in token_ids
 // where each turn starts), drift_repair (how the chunk began: none,
-// strict_prefix, clipped_norm, text_retokened, new_chunk),
+// strict_prefix, clipped_norm, text_retokened, new_chunk; compaction, or
+// version where a newer policy took over the episode under
+// stages.rollout.episode_version latest, policy_version then the chunk's),
 // repairs_strict_prefix, repairs_clipped_norm, repairs_text_retokened
 // (repairs at turn boundaries inside the chunk); schema 1.1 adds
 // temperature and top_p, the sampling settings the logprobs are relative
@@ -189,7 +191,8 @@
 //	                   task_id, attempt, purpose, suite, iteration,
 //	                   policy_version, turns, tokens, chunks, termination,
 //	                   drift{strict_prefix, clipped_norm, text_retokened, new_chunk},
-//	                   malformed_replies (omitted when 0),
+//	                   malformed_replies (omitted when 0), last_version (the
+//	                   last turn's policy under episode_version latest),
 //	                   trajectory, turns_ref, tokens_ref, routing_ref (FileRefs),
 //	                   snapshot, bundle (ObjectRefs), sandbox, isolated,
 //	                   network (registries; omitted for none), egress[]{host,
@@ -208,7 +211,8 @@
 //	                   explained_variance, value_loss, values ([]FileRef),
 //	                   manifest (the batch with value_files), checkpoint
 //	policy.updated     producer: ppo  consumers: control
-//	                   iteration, policy_version, previous_version,
+//	                   iteration, policy_version, previous_version (the
+//	                   policy trained: the batch's sampler plus its staleness),
 //	                   checkpoint, metrics (FileRef), clip_fraction,
 //	                   policy_loss, logprob_gap, skipped (why no step was
 //	                   taken: the new version's tensors are the old ones)
@@ -234,5 +238,7 @@
 // reward and trajectory FileRefs, the schema version of each table, the
 // model dimensions (vocab, layers, top_k, experts), the routing encoding
 // ("packed") and numpy dtype, and chunk, token and attempt counts that
-// Validate checks against the FileRefs' row counts.
+// Validate checks against the FileRefs' row counts. policy_version is the
+// policy that sampled the batch; staleness (omitted when 0,
+// training.max_staleness) how many versions newer the policy it trains is.
 package schemas
