@@ -469,3 +469,44 @@ func meanLogProb(t *testing.T, m *moe.Model, rows batch.Rows, a int32) float64 {
 	}
 	return sum / float64(n)
 }
+
+// A batch whose policy is further from its sampler than
+// training.max_staleness allows is refused, never trained.
+func TestStaleBatchBeyondTheBoundRefused(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t, "stale")
+	ref := trainer.NewReference(e.st, options())
+	e.stages(t, ref, ref) // max_staleness 0
+	rows := rollouts(t, e.run, e.m, e.tok, 0)
+	m, _, err := batch.Write(ctx, e.st, e.run, 0, 0, e.dims, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Staleness = 1
+	mref, err := schemas.WriteManifest(ctx, e.st, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := engine.NewRootEvent(e.run, schemas.BatchReady, "0", schemas.BatchReadyPayload{
+		Iteration: 0, PolicyVersion: 0, Attempts: int(m.Attempts), Tokens: m.Tokens, Manifest: mref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	var f engine.Failure
+	testinfra.CheckFor(t, 2*time.Minute, func() error {
+		evs := testinfra.Events(t, e.l, "t1."+e.run+"."+engine.FailedType(schemas.CriticUpdated))
+		if len(evs) == 0 {
+			return fmt.Errorf("no %s", engine.FailedType(schemas.CriticUpdated))
+		}
+		return evs[0].Decode(&f)
+	})
+	if f.Stage != "ppo" || !strings.Contains(f.Reason, "would train policy 1, 1 versions newer, above training.max_staleness 0") {
+		t.Fatalf("failure %+v", f)
+	}
+	if n := testinfra.Count(t, e.l, "t1."+e.run+"."+schemas.PolicyUpdated); n != 0 {
+		t.Fatalf("%d policy.updated for a batch beyond the bound", n)
+	}
+}
