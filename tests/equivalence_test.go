@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -439,7 +440,12 @@ func streamEvents(t *testing.T, s jetstream.Stream, subject string) [][]byte {
 // end, and returns the run's digest and the events counted at the kill.
 func crashAndResume(t *testing.T, text, typ string, n int) (*digest.Digest, map[string]int) {
 	t.Helper()
-	data, cfg := t.TempDir(), writeConfig(t, text)
+	return crashAndResumeIn(t, t.TempDir(), writeConfig(t, text), typ, n)
+}
+
+// crashAndResumeIn is crashAndResume on data and cfg.
+func crashAndResumeIn(t *testing.T, data, cfg, typ string, n int) (*digest.Digest, map[string]int) {
+	t.Helper()
 	first := killable(t, command(t, data, cfg, "run", "--log-level", "warn"))
 	var stderr bytes.Buffer
 	first.Stderr = &stderr
@@ -511,12 +517,41 @@ func TestAsyncCrashRestart(t *testing.T) {
 	if want.Duplicates.Total() != 0 {
 		t.Fatalf("the uninterrupted run stored work twice: %+v", want.Duplicates)
 	}
-	got, at := crashAndResume(t, text, "critic.updated", 1)
+	data, cfg := t.TempDir(), writeConfig(t, text)
+	got, at := crashAndResumeIn(t, data, cfg, "critic.updated", 1)
 	if at["iteration.started"] < 2 {
 		t.Fatalf("killed before iteration 1 started, nothing overlapped: %v", at)
 	}
 	sameDigest(t, want, got)
 	t.Logf("killed with %d iterations started, %d batches, %d updates: digest %s", at["iteration.started"], at["batch.ready"], at["policy.updated"], got.SHA256)
+
+	// PPO replayed into a branch trains each stale batch on the policy the
+	// run trained it on, and makes the same weights.
+	if out, err := finish(t, command(t, data, cfg, "replay", "--stage", "ppo", "--run", "tiny", "--into", "tiny-ppo"), 3*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// The embedded store keeps each object as a file under data/s3/<bucket>.
+	weights := func(run string) map[string]string {
+		sums := map[string]string{}
+		files, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs", run, "policy", "v*", "model.safetensors"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums[filepath.Base(filepath.Dir(f))] = fmt.Sprintf("%x", sha256.Sum256(b))
+		}
+		return sums
+	}
+	parent, branch := weights("tiny"), weights("tiny-ppo")
+	if len(branch) != 3 {
+		t.Fatalf("the replay made policies %v, want the 3 updates'", branch)
+	}
+	for v, sum := range branch {
+		if parent[v] != sum {
+			t.Errorf("policy %s: the replay's weights differ from the run's", v)
+		}
+	}
 }
 
 // `t1 run` killed with SIGKILL at a point of the run and started again
