@@ -129,7 +129,7 @@ func (s sleepyTrainer) TrainCritic(ctx context.Context, job trainer.CriticJob) (
 
 // BenchmarkAsyncRollouts runs one tiny pipeline per staleness bound k and
 // trainer, side by side: episodes of slow, uneven turns (log-normal,
-// median 300 ms, σ 1) and either the reference trainer alone or one that
+// median 750 ms, σ 1) and either the reference trainer alone or one that
 // also sleeps 2 s per update. It reports iterations per hour, from the
 // first iteration's start to the last update, and the fraction of that
 // time the engine served no request.
@@ -158,7 +158,7 @@ func BenchmarkAsyncRollouts(b *testing.B) {
 func asyncRun(b *testing.B, run string, k int, slow time.Duration) (perHour, idle float64) {
 	cfg := pipelinetest.Config(b)
 	c := &cfg.Stages.Control
-	c.Iterations, c.TasksPerIteration, c.Attempts, c.MaxTurns, c.EvalBaseline = 5, 4, 2, 4, false
+	c.Iterations, c.TasksPerIteration, c.Attempts, c.MaxTurns, c.EvalBaseline = 6, 4, 2, 4, false
 	cfg.Stages.Eval.Suite = ""
 	cfg.Training.MaxStaleness = k
 	cfg.Run.ID = run
@@ -167,7 +167,7 @@ func asyncRun(b *testing.B, run string, k int, slow time.Duration) (perHour, idl
 	policies := pipeline.WithPolicies(func(configured rollout.Policies) rollout.Policies {
 		return func(ctx context.Context, run string, v int64) (rollout.Policy, error) {
 			p, err := configured(ctx, run, v)
-			p.Engine = slowEngine{Engine: p.Engine, median: 300 * time.Millisecond, sigma: 1, m: m}
+			p.Engine = slowEngine{Engine: p.Engine, median: 750 * time.Millisecond, sigma: 1, m: m}
 			return p, err
 		}
 	})
