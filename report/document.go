@@ -80,6 +80,7 @@ var labels = map[string]string{
 	ColStrictPrefix: "strict prefix", ColClippedNorm: "clipped normalisation", ColTextRetokened: "text retokenised",
 	ColNewChunk: "new chunk", "logprob_gap_max": "max log-prob gap", "routing_sets": "routing sets", "actions": "loss tokens",
 	"critic_warmup_steps": "critic warm-up steps",
+	ColStaleness:          "staleness", ColBehaviourKL: "behaviour–proximal KL", ColTruncated: "weights truncated",
 }
 
 func label(col string) string {

@@ -73,6 +73,9 @@ type fixture struct {
 	run    string
 	replay bool
 	gap    float64 // log-prob gap of the first iteration
+	// stale makes the second update train a batch one version stale
+	// (training.max_staleness).
+	stale bool
 }
 
 func publish(t testing.TB, l *engine.Log, run, typ, key string, payload any) {
@@ -114,7 +117,11 @@ func (f fixture) seed(t testing.TB, l *engine.Log, st store.ObjectStore) {
 		} else {
 			write(t, st, run, it, []metricsV11{{metricsV10: base, ApproxKL: 0.002, GradNorm: 1.5, RoutingMismatches: 3}})
 		}
-		rep, _ := json.Marshal(map[string]any{"metrics": map[string]any{"replay": f.replay, "logprob_gap": base.LogProbGap}})
+		met := map[string]any{"replay": f.replay, "logprob_gap": base.LogProbGap}
+		if f.stale && it == 2 {
+			met["staleness"], met["behaviour_kl"], met["truncated"] = 1, 0.0125, 0.002
+		}
+		rep, _ := json.Marshal(map[string]any{"metrics": met})
 		if _, err := st.Put(ctx, keys.TrainingReport(run, it, int64(it)), bytes.NewReader(rep), int64(len(rep)), store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -178,8 +185,20 @@ var plotted = []string{"pool-categories", "reward", "explained-variance", "logpr
 func TestLoadAndRender(t *testing.T) {
 	l, st := testinfra.Log(t), testinfra.Store(t)
 	fixture{run: "r1", replay: true, gap: 0.013}.seed(t, l, st)
-	fixture{run: "r2", replay: false, gap: 0.021}.seed(t, l, st)
+	fixture{run: "r2", replay: false, gap: 0.021, stale: true}.seed(t, l, st)
 	r := load(t, l, st, "r1")
+	// The trainer's figures of a stale batch are columns of the run that
+	// trained one.
+	if m := load(t, l, st, "r2").Metrics; !m.Has(ColStaleness) || !m.Has(ColTruncated) {
+		t.Errorf("stale run's columns %v", m.Columns)
+	} else if v, _ := m.Rows[1].Value(ColBehaviourKL); v != 0.0125 {
+		t.Errorf("stale update's row %+v", m.Rows[1])
+	} else if _, ok := m.Rows[0].Value(ColStaleness); ok {
+		t.Errorf("a synchronous update has a staleness: %+v", m.Rows[0])
+	}
+	if r.Metrics.Has(ColStaleness) {
+		t.Errorf("a synchronous run shows staleness: %v", r.Metrics.Columns)
+	}
 
 	if r.Status != StatusCompleted || r.Config.Seed != 7 || r.Config.RewardScale != 1 || r.Config.Iterations != 2 || r.PolicyVersion != 2 {
 		t.Fatalf("run facts %+v", r)

@@ -166,6 +166,11 @@ const (
 	ColClippedNorm       = "repairs_clipped_norm"
 	ColTextRetokened     = "repairs_text_retokened"
 	ColNewChunk          = "repairs_new_chunk"
+	// From the trainer's report of a stale batch's update
+	// (training.max_staleness), shown where an update had one.
+	ColStaleness   = "staleness"
+	ColBehaviourKL = "behaviour_kl"
+	ColTruncated   = "truncated"
 )
 
 // RepairColumns are the drift-repair counters, one per repair kind.
@@ -494,20 +499,34 @@ func (r *Run) loadMetrics(ctx context.Context, st store.ObjectStore) error {
 		}
 		return a.PolicyVersion < b.PolicyVersion
 	})
+	stale := false
 	for i := range r.Metrics.Rows {
 		it := &r.Metrics.Rows[i]
-		replay, err := trainingReplay(ctx, st, r.ID, it.Iteration, it.PolicyVersion)
-		if err != nil {
-			return err
+		met, err := trainingReport(ctx, st, r.ID, it.Iteration, it.PolicyVersion)
+		if err != nil || met == nil {
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		it.Replay = replay
+		it.Replay = &met.Replay
+		if met.Staleness > 0 || met.BehaviourKL > 0 {
+			stale = true
+			if it.Values == nil {
+				it.Values = map[string]float64{}
+			}
+			it.Values[ColStaleness], it.Values[ColBehaviourKL], it.Values[ColTruncated] = float64(met.Staleness), met.BehaviourKL, met.Truncated
+		}
+	}
+	if stale {
+		r.Metrics.Columns = append(r.Metrics.Columns, ColStaleness, ColBehaviourKL, ColTruncated)
 	}
 	return nil
 }
 
-// trainingReplay reads whether the update that made policy version v
-// replayed routing, from the trainer's report; nil when there is none.
-func trainingReplay(ctx context.Context, st store.ObjectStore, run string, iteration int, v int64) (*bool, error) {
+// trainingReport reads the metrics of the update that made policy version
+// v from the trainer's report; nil when there is none.
+func trainingReport(ctx context.Context, st store.ObjectStore, run string, iteration int, v int64) (*trainer.ActorMetrics, error) {
 	key := keys.TrainingReport(run, iteration, v)
 	rc, _, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
@@ -521,7 +540,7 @@ func trainingReplay(ctx context.Context, st store.ObjectStore, run string, itera
 	if err := json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&rep); err != nil {
 		return nil, fmt.Errorf("report: %s: %w", key, err)
 	}
-	return &rep.Metrics.Replay, nil
+	return &rep.Metrics, nil
 }
 
 func (r *Run) loadTrajectories(ctx context.Context, st store.ObjectStore) error {
