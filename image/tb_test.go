@@ -151,8 +151,8 @@ func TestHarborSemanticsOnImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != 7 {
-		t.Fatalf("%d tasks in %s, want 7", len(ents), dir)
+	if len(ents) != 8 {
+		t.Fatalf("%d tasks in %s, want 8", len(ents), dir)
 	}
 	for _, e := range ents {
 		t.Run(e.Name(), func(t *testing.T) {
