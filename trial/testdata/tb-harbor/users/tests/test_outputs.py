@@ -17,6 +17,11 @@ def test_alice_has_a_home():
     assert owner("/home/alice") == ("alice", "alice")
 
 
+def test_image_user_kept():
+    assert pwd.getpwnam("bob").pw_uid == 1500
+    assert owner("/home/bob") == ("bob", "bob")
+
+
 def test_x_belongs_to_alice():
     assert owner("/app/x") == ("alice", "alice")
 
