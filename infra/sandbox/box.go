@@ -58,6 +58,9 @@ type box struct {
 	fsRoot  *safeRoot
 	uid     int // host owner of sandbox files; -1 keeps the caller's
 	gid     int
+	// ids is how many host ids from uid (and gid) on are the sandbox's:
+	// IDBlock when it has a block of them, else 1 (or 0: uid is -1).
+	ids int
 	limits  Limits
 	workDir string
 	env     []string          // task environment, "K=V", applied after the base
@@ -97,13 +100,16 @@ func newID() string {
 // caller).
 func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	b := &box{
-		l: l, id: newID(), uid: uid, gid: gid,
+		l: l, id: newID(), uid: uid, gid: gid, ids: 1,
 		limits:  spec.Limits.withDefaults(),
 		workDir: "/app",
 		procs:   map[*exec.Cmd]struct{}{},
 		shells:  map[*shell]struct{}{},
 		proxy:   spec.Proxy,
 		nets:    map[*exec.Cmd]*netHook{},
+	}
+	if bl, ok := l.(*bwrapLauncher); ok && bl.ids != nil {
+		b.ids = IDBlock
 	}
 	tmp := spec.TempDir
 	if tmp == "" {
@@ -599,8 +605,8 @@ func (b *box) Close() error {
 }
 
 // killStragglers kills, until none is left, every process whose
-// environment carries this sandbox's marker or that runs as the
-// sandbox's own host uid.
+// environment carries this sandbox's marker or that runs as one of the
+// sandbox's own host uids.
 func (b *box) killStragglers() {
 	for range 20 {
 		pids := b.findProcesses()
@@ -616,13 +622,20 @@ func (b *box) killStragglers() {
 
 // findProcesses lists live processes that belong to the sandbox.
 func (b *box) findProcesses() []int {
-	return FindProcesses(b.id, b.uid)
+	return findProcesses(b.id, b.uid, b.ids)
 }
 
 // FindProcesses scans /proc for processes whose environment holds
 // T1_SANDBOX=id or, when uid > 0, whose real uid is uid. Zombies are
 // skipped: they hold no resources but a pid.
-func FindProcesses(id string, uid int) []int {
+func FindProcesses(id string, uid int) []int { return findProcesses(id, uid, 1) }
+
+// FindBlockProcesses is FindProcesses for a sandbox with a block of ids:
+// every process whose real uid is one of base … base+IDBlock-1 is its.
+func FindBlockProcesses(id string, base int) []int { return findProcesses(id, base, IDBlock) }
+
+// findProcesses is FindProcesses with the uids uid … uid+n-1.
+func findProcesses(id string, uid, n int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -642,7 +655,7 @@ func FindProcesses(id string, uid int) []int {
 		if procState(status) == 'Z' {
 			continue
 		}
-		if uid > 0 && procUID(status) == uid {
+		if u := procUID(status); uid > 0 && u >= uid && u < uid+n {
 			pids = append(pids, pid)
 			continue
 		}

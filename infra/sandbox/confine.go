@@ -30,7 +30,18 @@ func newBwrapLauncher(bw *Bubblewrap, uid int, l Limits) (*bwrapLauncher, error)
 	if err != nil {
 		return nil, err
 	}
-	return &bwrapLauncher{bw: bw, uid: uid, confinement: confinement{cg: cg, noCgroup: why}}, nil
+	bl := &bwrapLauncher{bw: bw, uid: uid, confinement: confinement{cg: cg, noCgroup: why}}
+	if uid >= 0 {
+		bl.ids = &idNamespaces{bin: bw.bin, base: uid}
+	}
+	return bl, nil
+}
+
+func (l *bwrapLauncher) close() {
+	if l.ids != nil {
+		l.ids.close()
+	}
+	l.confinement.close()
 }
 
 func (c *confinement) about() string {
