@@ -50,17 +50,17 @@ type starter interface {
 
 // box is the Sandbox of both backends.
 type box struct {
-	l       launcher
-	id      string
-	root    string // per-attempt host directory
-	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
-	ctlDir  string // root/ctl: shell control files, outside the snapshot
-	fsRoot  *safeRoot
-	uid     int // host owner of sandbox files; -1 keeps the caller's
-	gid     int
+	l      launcher
+	id     string
+	root   string // per-attempt host directory
+	fsDir  string // root/fs: the writable directories, laid out as in the sandbox
+	ctlDir string // root/ctl: shell control files, outside the snapshot
+	fsRoot *safeRoot
+	uid    int // host owner of sandbox files; -1 keeps the caller's
+	gid    int
 	// ids is how many host ids from uid (and gid) on are the sandbox's:
 	// IDBlock when it has a block of them, else 1 (or 0: uid is -1).
-	ids int
+	ids     int
 	limits  Limits
 	workDir string
 	env     []string          // task environment, "K=V", applied after the base
