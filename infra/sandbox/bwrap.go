@@ -153,12 +153,13 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 // a sandbox with a block of ids: its user namespace (fd nsFD, made by
 // idNamespaces, which already refuses user namespaces below it: bwrap
 // checks that with --assert-userns-disabled) instead of one bwrap would
-// make, the other namespaces, the seccomp filter (fd 3), and the user.
-// Root keeps sandboxCaps inside; another user gets none.
+// make, the other namespaces, the seccomp filter (fd 3), and the user,
+// whose group is root's, 0, as with docker run --user 1000. Root keeps
+// sandboxCaps inside; another user gets none.
 func rangedArgs(nsFD, user int) []string {
 	args := []string{"--userns", strconv.Itoa(nsFD), "--assert-userns-disabled", "--seccomp", "3",
 		"--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-		"--uid", strconv.Itoa(user), "--gid", strconv.Itoa(user), "--cap-drop", "ALL"}
+		"--uid", strconv.Itoa(user), "--gid", "0", "--cap-drop", "ALL"}
 	if user == 0 {
 		for _, c := range sandboxCaps {
 			args = append(args, "--cap-add", c)
@@ -297,9 +298,11 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	switch {
 	case l.ids != nil:
-		// No supplementary group of t1's: the sandbox's processes hold
-		// ids of its block only.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(host), Gid: uint32(host), Groups: []uint32{}}
+		// The block's first gid, root's inside, lets bwrap through the
+		// per-attempt directories (root's, that gid's, 0710) to what it
+		// binds. No supplementary group of t1's: the sandbox's processes
+		// hold ids of its block only.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(host), Gid: uint32(l.uid), Groups: []uint32{}}
 	case l.uid >= 0:
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}
 	}
