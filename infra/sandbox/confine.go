@@ -6,10 +6,11 @@ import (
 	"os/exec"
 )
 
-// confineArgs confine every bwrap command beyond its namespaces: no
-// further user namespaces inside (bwrap sets the new namespace's
-// user.max_user_namespaces to 0), and the seccomp filter, read from the
-// command's first extra file (fd 3).
+// confineArgs confine every bwrap command of a sandbox without a block
+// of ids beyond its namespaces: no further user namespaces inside (bwrap
+// sets the new namespace's user.max_user_namespaces to 0), and the
+// seccomp filter, read from the command's first extra file (fd 3). With
+// a block, rangedArgs does the same in the sandbox's own namespace.
 var confineArgs = []string{"--unshare-user", "--disable-userns", "--seccomp", "3"}
 
 // confinement is what a bwrap sandbox adds to its commands' namespaces:
