@@ -35,7 +35,8 @@ type launcher interface {
 	isolated() (bool, string)
 	// command returns an unstarted command that runs argv in the sandbox
 	// with exactly env, in the sandbox directory dir, as user.
-	command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error)
+	// standIns are Cmd.StandIns.
+	command(b *box, argv, env []string, dir, user string, standIns map[string]string) (*exec.Cmd, error)
 	// visible maps a sandbox path to the path commands see.
 	visible(b *box, p string) string
 	// enforcesNproc says whether RLIMIT_NPROC binds the sandbox's user.
@@ -370,7 +371,7 @@ func (b *box) Exec(ctx context.Context, c Cmd) (Result, error) {
 	}
 	env := mergeEnv(b.baseEnv(), b.env, c.Env)
 	dir := b.dir(c.Dir)
-	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User)
+	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User, c.StandIns)
 	if err != nil {
 		return Result{}, err
 	}

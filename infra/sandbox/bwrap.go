@@ -222,7 +222,7 @@ func (l *bwrapLauncher) enforcesNproc() bool { return l.uid > 0 || os.Geteuid() 
 
 func (l *bwrapLauncher) visible(_ *box, p string) string { return p }
 
-func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error) {
+func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string, standIns map[string]string) (*exec.Cmd, error) {
 	uid := "0"
 	switch user {
 	case "", "root":
@@ -268,6 +268,12 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		return nil, err
 	}
 	args = append(args, binds...)
+	standArgs, files, err := b.standInArgs(files, standIns)
+	if err != nil {
+		closeFiles(append(files, ns))
+		return nil, err
+	}
+	args = append(args, standArgs...)
 	netArgs, files, hook, err := b.netArgs(files)
 	if err != nil {
 		closeFiles(append(files, ns))
@@ -347,3 +353,5 @@ func ByName(name string, allowUnisolated bool) (Backend, error) {
 var errNoImage = errors.New("sandbox: the plain backend runs on the host's system directories and cannot run on an image; use bwrap, or sandbox.image: host")
 
 var errNoUser = errors.New("sandbox: the plain backend runs every command as the calling user")
+
+var errNoStandIns = errors.New("sandbox: the plain backend runs the host's programs and cannot replace them for one command")
