@@ -252,8 +252,8 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string, st
 	}
 	args := append([]string{"--unshare-all"}, confineArgs...)
 	if l.ids != nil {
-		// Its namespace's descriptor is the last of its files, added
-		// below; the arguments name it by the number it will have.
+		// rangedArgs instead, at the end, where the descriptor of the
+		// sandbox's user namespace joins the command's files.
 		args = []string{}
 	}
 	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")

@@ -167,7 +167,8 @@ type Cmd struct {
 	// sandbox's default.
 	Dir string
 	// User is "" or "root" for the sandbox's default user, or a numeric uid
-	// (bwrap only).
+	// (bwrap only; below IDBlock when the sandbox has a block of ids, and
+	// then with group 0 and no capabilities, as docker run --user 1000).
 	User string
 	// Timeout bounds the command; zero or more than Limits.WallClock means
 	// Limits.WallClock.
