@@ -212,7 +212,10 @@ func (l *bwrapLauncher) name() string { return "bwrap" }
 
 func (l *bwrapLauncher) isolated() (bool, string) {
 	users := "one user, root (uid 0) without capabilities, the host uid t1 runs as: t1 does not run as root, and only root can map more ids"
-	if l.ids != nil {
+	switch {
+	case l.ids == nil && l.uid >= 0:
+		users = fmt.Sprintf("one user, root (uid 0) without capabilities, host uid %d: without a cgroup nothing would bound the tasks of a sandbox of many users (RLIMIT_NPROC counts each uid apart)", l.uid)
+	case l.ids != nil:
 		users = fmt.Sprintf("users: ids 0-%d inside are host ids %d-%d, the sandbox's own; root keeps Docker's default capabilities less mknod and raw sockets, inside only", IDBlock-1, l.uid, l.uid+IDBlock-1)
 	}
 	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network; " + users + "; " + l.about()

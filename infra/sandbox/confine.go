@@ -32,7 +32,10 @@ func newBwrapLauncher(bw *Bubblewrap, uid int, l Limits) (*bwrapLauncher, error)
 		return nil, err
 	}
 	bl := &bwrapLauncher{bw: bw, uid: uid, confinement: confinement{cg: cg, noCgroup: why}}
-	if uid >= 0 {
+	// Users need the cgroup: RLIMIT_NPROC counts each uid apart, so only
+	// the cgroup's task limit bounds a sandbox whose root can become
+	// many. Without one the sandbox keeps a single id, its block's first.
+	if uid >= 0 && cg != nil {
 		bl.ids = &idNamespaces{bin: bw.bin, base: uid}
 	}
 	return bl, nil

@@ -64,7 +64,10 @@
 // are idmapped through the same range; Close kills every process of
 // the block. A caller that is not root can map one id only: every
 // command's bwrap makes a namespace of its own with that id as root,
-// without capabilities, and Info().Reason says so.
+// without capabilities, and Info().Reason says so. So does a sandbox
+// without a cgroup (Limits.Cgroup optional): RLIMIT_NPROC counts each
+// uid apart, and only the cgroup's task limit would bound a sandbox of
+// many users.
 //
 // Every bwrap command also runs with no nested user namespaces
 // (--disable-userns, or the limit above) under a seccomp filter (--seccomp; seccomp.go lists what it
