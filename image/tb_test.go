@@ -132,7 +132,8 @@ func TestVerifierImageHasNothingOfTheHost(t *testing.T) {
 }
 
 // TestHarborSemanticsOnImages runs trial/testdata/tb-harbor, tasks that
-// each failed where t1's verifier differed from Harbor's, on their images:
+// each failed where t1's sandbox or verifier differed from Harbor's (users:
+// useradd, chown and su, which a sandbox of one id refused), on their images:
 // the oracle passes every test and no solution none. Their no-op reports
 // say why there is no result where test.sh stopped early (verifier-crash)
 // or the declared service did not start (service). long-solve's solve.sh
