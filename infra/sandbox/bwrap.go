@@ -143,6 +143,17 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 		release()
 		return nil, err
 	}
+	if l.ids != nil {
+		// Root's namespace now, so that a host that cannot map the
+		// block fails Start, not the sandbox's first command.
+		ns, err := l.ids.file(0)
+		if err != nil {
+			l.close()
+			release()
+			return nil, err
+		}
+		ns.Close()
+	}
 	return start(ctx, l, spec, uid, uid, func() {
 		l.close()
 		release()
