@@ -47,14 +47,15 @@ func hostIDs(t *testing.T, pid int) (uid, gid int) {
 }
 
 // sandboxProcs waits until the sandbox runs a process whose command line
-// holds marker, and returns the host's uid of each such process.
+// begins with marker (so the program it names runs, not the setpriv
+// that will exec it), and returns the host's uid of each such process.
 func sandboxProcs(t *testing.T, sb sandbox.Sandbox, marker string, n int) map[int]int {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		found := map[int]int{}
 		for _, pid := range sandbox.FindProcesses(sb.Info().ID, 0) {
 			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if bytes.Contains(cmd, []byte(marker)) && !bytes.Contains(cmd, []byte("bash")) {
+			if bytes.HasPrefix(cmd, []byte(marker)) {
 				uid, _ := hostIDs(t, pid)
 				found[pid] = uid
 			}
