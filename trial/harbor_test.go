@@ -20,7 +20,7 @@ var harborTasks, _ = filepath.Abs(filepath.Join("testdata", "tb-harbor"))
 // subprocesses; ptrace refused; a test.sh that stops before its tests
 // leaving no reason): the oracle passes every test, no solution passes
 // none, and verifier-crash's no-op report says why it has no result.
-// workspace-dir and service need an image (image's TestHarborSemanticsOnImages).
+// workspace-dir, service and users need an image (image's TestHarborSemanticsOnImages).
 func TestHarborSemantics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("eight verifier runs of Terminal-Bench test.sh files: not in -short")

@@ -134,6 +134,38 @@ func TestVerifierNotFooledByAgentState(t *testing.T) {
 	}
 }
 
+// absoluteTestSh runs pytest through the interpreter's full path from
+// the work directory, as some Terminal-Bench test.sh files do: PATH, where
+// the verifier's python3 guard sits, is not consulted.
+const absoluteTestSh = "#!/bin/bash\ncd /app && /usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py\n"
+
+// The agent's /app/pytest is not imported by a test.sh that names the
+// interpreter by its full path: the verifier's guard stands in for the
+// interpreter file itself, not only for python3 on PATH. The honest
+// solution still passes.
+func TestVerifierNotFooledThroughTheInterpretersPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two trials: skipped with -short (make test runs it)")
+	}
+	be := backend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, tk := writeTaskIn(t, absoluteTestSh, hostileDockerfile)
+	out, err := Run(ctx, dir, tk, Oracle(dir), Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Report.Solved || out.Report.Passed != 2 {
+		t.Fatalf("oracle: %+v, solution output %q", out.Report, out.SolutionOutput)
+	}
+	sol := &Solution{Script: []byte("#!/bin/bash\n" + attacks["pytest-shadow"])}
+	out, err = Run(ctx, dir, tk, sol, Options{Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNotFooled(t, out.Report.Solved, out.Report.Passed, out.Report.Total, out.Report.Source, out.SolutionOutput)
+}
+
 func checkNotFooled(t *testing.T, solved bool, passed, total int, source any, detail string) {
 	t.Helper()
 	if solved || total != 2 || passed > 1 {

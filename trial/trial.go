@@ -348,6 +348,15 @@ func verify(ctx context.Context, sb sandbox.Sandbox, taskDir string, t *harbor.T
 	if err := uploadShims(ctx, sb, opt.TempDir, info.Aliases["python"] != "", offline); err != nil {
 		return nil, false, false, err
 	}
+	// The guard stands in for the interpreter files themselves too, so
+	// that a test.sh naming /usr/bin/python3 gets it as one naming
+	// python3 does. Only an isolating sandbox can replace a program for
+	// one command; the process backend guarantees nothing of this.
+	if info.Isolated {
+		if cmd.StandIns, err = interpreterStandIns(ctx, sb, env); err != nil {
+			return nil, false, false, err
+		}
+	}
 	if svcs := t.Config.Services(); len(svcs) > 0 {
 		// The services run in the same command as test.sh, so they live
 		// as long as it does and end with the sandbox's pid namespace.
@@ -435,9 +444,28 @@ done
 /bin/bash --norc --noprofile "$test_sh"
 `
 
+// interpreterStandIns lists the Python interpreters in the verifier's
+// PATH directories of sb (as the sandbox has them, after the attempt's
+// layer) and maps each to the interpreter guard.
+func interpreterStandIns(ctx context.Context, sb sandbox.Sandbox, env []string) (map[string]string, error) {
+	list := `IFS=:; for d in $0; do for f in "$d"/python*; do [ -f "$f" ] && [ -x "$f" ] && printf '%s\n' "$f"; done; done; true`
+	res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"/bin/bash", "--norc", "--noprofile", "-c", list, verifier.Path}, Env: env})
+	if err != nil || res.ExitCode != 0 {
+		return nil, fmt.Errorf("list the verifier's interpreters: %v %s", err, res.Stderr)
+	}
+	standIns := map[string]string{}
+	for p := range strings.SplitSeq(strings.TrimSpace(res.Stdout), "\n") {
+		if path.IsAbs(p) && verifier.IsInterpreter(p) {
+			standIns[p] = path.Join(verifier.ShimDir, verifier.InterpreterGuard)
+		}
+	}
+	return standIns, nil
+}
+
 // uploadShims puts the verifier's own commands at verifier.ShimDir: the
 // stand-ins for network installers when it runs offline, else the
-// python3 guard.
+// python3 guard; and the guard that stands in for the interpreters
+// themselves.
 func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python, offline bool) error {
 	dir, releaseDir, err := hostres.MkdirTemp(tmp, "t1-shims-", "shims scratch")
 	if err != nil {
@@ -449,6 +477,9 @@ func uploadShims(ctx context.Context, sb sandbox.Sandbox, tmp string, python, of
 		write = verifier.WriteShims
 	}
 	if err := write(dir, python); err != nil {
+		return err
+	}
+	if err := verifier.WriteInterpreterGuard(dir, sandbox.OriginalsDir); err != nil {
 		return err
 	}
 	if err := sb.Upload(ctx, dir, verifier.ShimDir); err != nil {

@@ -96,7 +96,11 @@
 // (`python run.py` could not import its sibling modules); pytest alone is
 // kept from the working directory: the stand-ins run it isolated
 // (python3 -I), the guards with -P (-I before Python 3.11), flags its
-// subprocesses do not inherit. A task's declared services
+// subprocesses do not inherit. The interpreter guard (InterpreterGuard)
+// is bound over each interpreter file itself for test.sh's command
+// (sandbox.Cmd.StandIns, every python, python3 and python3.N in Path's
+// directories), so a test.sh that names /usr/bin/python3 by its full
+// path, a link to it or a venv's python gets the same -P. A task's declared services
 // (harbor.Service) start before test.sh in the same sandbox. When test.sh
 // exits non-zero without writing a result, Report.Explain keeps the end of
 // its output and its last line in Problems.

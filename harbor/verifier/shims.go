@@ -5,14 +5,45 @@ import (
 	"embed"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 
 	"github.com/t1pipe/t1/harbor"
 )
 
-//go:embed shims/t1-shim shims/t1_ctrf.py shims/t1-python
+//go:embed shims/t1-shim shims/t1_ctrf.py shims/t1-python shims/t1-interp
 var shimFiles embed.FS
+
+// InterpreterGuard is the name, in ShimDir, of the stand-in for the
+// image's Python interpreter files (WriteInterpreterGuard), which the
+// verifier binds over each of them for test.sh's command
+// (sandbox.Cmd.StandIns).
+const InterpreterGuard = "t1-interp"
+
+// interpreterName matches the names of Python interpreters on PATH that
+// InterpreterGuard stands in for: python, python3, python3.11.
+var interpreterName = regexp.MustCompile(`^python(3(\.[0-9]+)?)?$`)
+
+// IsInterpreter says whether the program at p is named as a Python
+// interpreter the guard stands in for.
+func IsInterpreter(p string) bool { return interpreterName.MatchString(path.Base(p)) }
+
+// WriteInterpreterGuard writes InterpreterGuard into the host directory
+// dir, to be uploaded as ShimDir; originals is where the sandbox keeps
+// the interpreters it replaces (sandbox.OriginalsDir).
+func WriteInterpreterGuard(dir, originals string) error {
+	script, err := shimFiles.ReadFile("shims/t1-interp")
+	if err != nil {
+		return err
+	}
+	script = bytes.ReplaceAll(script, []byte("@ORIGINALS@"), []byte(originals))
+	if err := os.WriteFile(filepath.Join(dir, InterpreterGuard), script, 0o755); err != nil {
+		return fmt.Errorf("verifier guards: %w", err)
+	}
+	return nil
+}
 
 // ShimDir is where the verifier's sandbox holds its own commands, first on
 // test.sh's PATH: the stand-ins for network installers (WriteShims) when it

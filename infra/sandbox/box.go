@@ -35,7 +35,8 @@ type launcher interface {
 	isolated() (bool, string)
 	// command returns an unstarted command that runs argv in the sandbox
 	// with exactly env, in the sandbox directory dir, as user.
-	command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error)
+	// standIns are Cmd.StandIns.
+	command(b *box, argv, env []string, dir, user string, standIns map[string]string) (*exec.Cmd, error)
 	// visible maps a sandbox path to the path commands see.
 	visible(b *box, p string) string
 	// enforcesNproc says whether RLIMIT_NPROC binds the sandbox's user.
@@ -50,14 +51,17 @@ type starter interface {
 
 // box is the Sandbox of both backends.
 type box struct {
-	l       launcher
-	id      string
-	root    string // per-attempt host directory
-	fsDir   string // root/fs: the writable directories, laid out as in the sandbox
-	ctlDir  string // root/ctl: shell control files, outside the snapshot
-	fsRoot  *safeRoot
-	uid     int // host owner of sandbox files; -1 keeps the caller's
-	gid     int
+	l      launcher
+	id     string
+	root   string // per-attempt host directory
+	fsDir  string // root/fs: the writable directories, laid out as in the sandbox
+	ctlDir string // root/ctl: shell control files, outside the snapshot
+	fsRoot *safeRoot
+	uid    int // host owner of sandbox files; -1 keeps the caller's
+	gid    int
+	// ids is how many host ids from uid (and gid) on are the sandbox's:
+	// IDBlock when it has a block of them, else 1 (or 0: uid is -1).
+	ids     int
 	limits  Limits
 	workDir string
 	env     []string          // task environment, "K=V", applied after the base
@@ -97,13 +101,16 @@ func newID() string {
 // caller).
 func newBox(l launcher, spec Spec, uid, gid int) (*box, error) {
 	b := &box{
-		l: l, id: newID(), uid: uid, gid: gid,
+		l: l, id: newID(), uid: uid, gid: gid, ids: 1,
 		limits:  spec.Limits.withDefaults(),
 		workDir: "/app",
 		procs:   map[*exec.Cmd]struct{}{},
 		shells:  map[*shell]struct{}{},
 		proxy:   spec.Proxy,
 		nets:    map[*exec.Cmd]*netHook{},
+	}
+	if bl, ok := l.(*bwrapLauncher); ok && bl.ids != nil {
+		b.ids = IDBlock
 	}
 	tmp := spec.TempDir
 	if tmp == "" {
@@ -364,7 +371,7 @@ func (b *box) Exec(ctx context.Context, c Cmd) (Result, error) {
 	}
 	env := mergeEnv(b.baseEnv(), b.env, c.Env)
 	dir := b.dir(c.Dir)
-	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User)
+	cmd, err := b.l.command(b, b.wrap(argv), env, dir, c.User, c.StandIns)
 	if err != nil {
 		return Result{}, err
 	}
@@ -599,8 +606,8 @@ func (b *box) Close() error {
 }
 
 // killStragglers kills, until none is left, every process whose
-// environment carries this sandbox's marker or that runs as the
-// sandbox's own host uid.
+// environment carries this sandbox's marker or that runs as one of the
+// sandbox's own host uids.
 func (b *box) killStragglers() {
 	for range 20 {
 		pids := b.findProcesses()
@@ -616,13 +623,20 @@ func (b *box) killStragglers() {
 
 // findProcesses lists live processes that belong to the sandbox.
 func (b *box) findProcesses() []int {
-	return FindProcesses(b.id, b.uid)
+	return findProcesses(b.id, b.uid, b.ids)
 }
 
 // FindProcesses scans /proc for processes whose environment holds
 // T1_SANDBOX=id or, when uid > 0, whose real uid is uid. Zombies are
 // skipped: they hold no resources but a pid.
-func FindProcesses(id string, uid int) []int {
+func FindProcesses(id string, uid int) []int { return findProcesses(id, uid, 1) }
+
+// FindBlockProcesses is FindProcesses for a sandbox with a block of ids:
+// every process whose real uid is one of base … base+IDBlock-1 is its.
+func FindBlockProcesses(id string, base int) []int { return findProcesses(id, base, IDBlock) }
+
+// findProcesses is FindProcesses with the uids uid … uid+n-1.
+func findProcesses(id string, uid, n int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -642,7 +656,7 @@ func FindProcesses(id string, uid int) []int {
 		if procState(status) == 'Z' {
 			continue
 		}
-		if uid > 0 && procUID(status) == uid {
+		if u := procUID(status); uid > 0 && u >= uid && u < uid+n {
 			pids = append(pids, pid)
 			continue
 		}

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -52,30 +50,45 @@ func (bw *Bubblewrap) Available() error {
 		}
 		bw.bin = p
 		bw.sysArgs = systemArgs()
-		uid := -1
-		if os.Geteuid() == 0 {
-			var release func()
-			if uid, release, bw.probeErr = allocUID(); bw.probeErr != nil {
-				return
-			}
-			defer release()
-		}
 		filter, err := seccompFile()
 		if err != nil {
 			bw.probeErr = err
 			return
 		}
 		defer filter.Close()
-		args := append(append(append([]string{"--unshare-all"}, confineArgs...), "--die-with-parent"), bw.sysArgs...)
-		cmd := exec.Command(bw.bin, append(args, "--", "/bin/true")...)
-		cmd.Env = []string{}
-		cmd.ExtraFiles = []*os.File{filter}
+		files := []*os.File{filter}
+		args := append(append([]string{"--unshare-all"}, confineArgs...), "--die-with-parent")
+		cmd := exec.Command(bw.bin)
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
-		if uid >= 0 {
-			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), NoSetGroups: true}
+		what := "new namespaces, --disable-userns: bubblewrap 0.8.0 or newer, a seccomp filter"
+		if os.Geteuid() == 0 {
+			// As root, the probe's sandbox is a real one's: a block of
+			// ids in a user namespace of its own.
+			what = "a user namespace mapping a block of " + strconv.Itoa(IDBlock) + " host ids, --userns and --assert-userns-disabled: bubblewrap 0.8.0 or newer, a seccomp filter"
+			base, release, err := allocBlock()
+			if err != nil {
+				bw.probeErr = err
+				return
+			}
+			defer release()
+			ids := &idNamespaces{bin: bw.bin, base: base}
+			defer ids.close()
+			ns, err := ids.file(0)
+			if err != nil {
+				bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot build a sandbox with its own ids here (%s): %w", what, err)
+				return
+			}
+			files = append(files, ns)
+			args = append(rangedArgs(4, 0), "--die-with-parent")
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(base), Gid: uint32(base), Groups: []uint32{}}
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot build a confined sandbox here (new namespaces, --disable-userns: bubblewrap 0.8.0 or newer, a seccomp filter): %v: %s", err, strings.TrimSpace(string(out)))
+		cmd.Args = append(append(append([]string{bw.bin}, args...), bw.sysArgs...), "--", "/bin/true")
+		cmd.Env = []string{}
+		cmd.ExtraFiles = files
+		out, err := cmd.CombinedOutput()
+		closeFiles(files[1:])
+		if err != nil {
+			bw.probeErr = fmt.Errorf("sandbox: bubblewrap cannot build a confined sandbox here (%s): %v: %s", what, err, strings.TrimSpace(string(out)))
 		}
 	})
 	return bw.probeErr
@@ -121,7 +134,7 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 			return nil, err
 		}
 		var err error
-		if uid, release, err = allocUID(); err != nil {
+		if uid, release, err = allocBlock(); err != nil {
 			return nil, err
 		}
 	}
@@ -130,10 +143,40 @@ func (bw *Bubblewrap) Start(ctx context.Context, spec Spec) (Sandbox, error) {
 		release()
 		return nil, err
 	}
+	if l.ids != nil {
+		// Root's namespace now, so that a host that cannot map the
+		// block fails Start, not the sandbox's first command.
+		ns, err := l.ids.file(0)
+		if err != nil {
+			l.close()
+			release()
+			return nil, err
+		}
+		ns.Close()
+	}
 	return start(ctx, l, spec, uid, uid, func() {
 		l.close()
 		release()
 	})
+}
+
+// rangedArgs are the namespace and confinement arguments of a command in
+// a sandbox with a block of ids: its user namespace (fd nsFD, made by
+// idNamespaces, which already refuses user namespaces below it: bwrap
+// checks that with --assert-userns-disabled) instead of one bwrap would
+// make, the other namespaces, the seccomp filter (fd 3), and the user,
+// whose group is root's, 0, as with docker run --user 1000. Root keeps
+// sandboxCaps inside; another user gets none.
+func rangedArgs(nsFD, user int) []string {
+	args := []string{"--userns", strconv.Itoa(nsFD), "--assert-userns-disabled", "--seccomp", "3",
+		"--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+		"--uid", strconv.Itoa(user), "--gid", "0", "--cap-drop", "ALL"}
+	if user == 0 {
+		for _, c := range sandboxCaps {
+			args = append(args, "--cap-add", c)
+		}
+	}
+	return args
 }
 
 // searchable checks that every directory from / down to dir lets others
@@ -162,39 +205,6 @@ func searchable(dir string) error {
 	}
 }
 
-// allocUID picks a host uid for one sandbox: each sandbox gets its own,
-// so RLIMIT_NPROC (counted per uid) contains a fork bomb to its sandbox,
-// and no host file belongs to it. Uids come from a range far above any
-// allocated to people or services and are drawn at random; a uid is held
-// by an flock on a lock file in the temporary directory for as long as its
-// sandbox lives, so concurrent processes never share one. release frees it.
-func allocUID() (uid int, release func(), err error) {
-	const base, span = 1 << 30, 1 << 24
-	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
-	if err := privateDir(dir); err != nil {
-		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
-	}
-	for range 100 {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		uid := base + int(binary.LittleEndian.Uint32(b[:])%span)
-		p := filepath.Join(dir, strconv.Itoa(uid))
-		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return 0, nil, fmt.Errorf("sandbox: uid lock: %w", err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			continue
-		}
-		return uid, func() {
-			os.Remove(p)
-			f.Close()
-		}, nil
-	}
-	return 0, nil, errors.New("sandbox: no free sandbox uid after 100 draws")
-}
-
 // shmSize bounds /dev/shm, which is memory, not disk, and outside the
 // snapshot: enough for POSIX shared memory and semaphores.
 const shmSize = 64 << 20
@@ -202,34 +212,64 @@ const shmSize = 64 << 20
 type bwrapLauncher struct {
 	bw  *Bubblewrap
 	uid int
+	// ids are the sandbox's user namespaces when it has a block of host
+	// ids (uid is the block's first); nil when t1 is not root, and every
+	// command's bwrap makes a namespace of one id.
+	ids *idNamespaces
 	confinement
 }
 
 func (l *bwrapLauncher) name() string { return "bwrap" }
 
 func (l *bwrapLauncher) isolated() (bool, string) {
-	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network; " + l.about()
+	users := "one user, root (uid 0) without capabilities, the host uid t1 runs as: t1 does not run as root, and only root can map more ids"
+	switch {
+	case l.ids == nil && l.uid >= 0:
+		users = fmt.Sprintf("one user, root (uid 0) without capabilities, host uid %d: without a cgroup nothing would bound the tasks of a sandbox of many users (RLIMIT_NPROC counts each uid apart)", l.uid)
+	case l.ids != nil:
+		users = fmt.Sprintf("users: ids 0-%d inside are host ids %d-%d, the sandbox's own; root keeps Docker's default capabilities less mknod and raw sockets, inside only", IDBlock-1, l.uid, l.uid+IDBlock-1)
+	}
+	return true, "bubblewrap: new user, pid, network, ipc and uts namespaces; host system directories read-only; loopback-only network; " + users + "; " + l.about()
 }
 
 func (l *bwrapLauncher) enforcesNproc() bool { return l.uid > 0 || os.Geteuid() != 0 }
 
 func (l *bwrapLauncher) visible(_ *box, p string) string { return p }
 
-func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error) {
+func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string, standIns map[string]string) (*exec.Cmd, error) {
 	uid := "0"
 	switch user {
 	case "", "root":
 	default:
-		if _, err := strconv.ParseUint(user, 10, 32); err != nil {
+		n, err := strconv.ParseUint(user, 10, 32)
+		if err != nil {
 			return nil, fmt.Errorf("sandbox: user %q: want root or a numeric uid", user)
+		}
+		if l.ids != nil && n >= IDBlock {
+			return nil, fmt.Errorf("sandbox: user %q: the sandbox's ids are 0-%d", user, IDBlock-1)
 		}
 		uid = user
 	}
+	host, ns := l.uid, (*os.File)(nil)
+	if l.ids != nil {
+		u, _ := strconv.Atoi(uid)
+		var err error
+		if ns, err = l.ids.file(u); err != nil {
+			return nil, err
+		}
+		host += u
+	}
 	filter, err := seccompFile()
 	if err != nil {
+		closeFiles([]*os.File{ns})
 		return nil, err
 	}
 	args := append([]string{"--unshare-all"}, confineArgs...)
+	if l.ids != nil {
+		// rangedArgs instead, at the end, where the descriptor of the
+		// sandbox's user namespace joins the command's files.
+		args = []string{}
+	}
 	args = append(args, "--die-with-parent", "--new-session", "--hostname", "sandbox")
 	if b.image == nil {
 		args = append(args, l.bw.sysArgs...)
@@ -238,13 +278,19 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 	// the proxy's pipes.
 	binds, files, err := b.bindArgs([]*os.File{filter})
 	if err != nil {
-		filter.Close()
+		closeFiles([]*os.File{filter, ns})
 		return nil, err
 	}
 	args = append(args, binds...)
+	standArgs, files, err := b.standInArgs(files, standIns)
+	if err != nil {
+		closeFiles(append(files, ns))
+		return nil, err
+	}
+	args = append(args, standArgs...)
 	netArgs, files, hook, err := b.netArgs(files)
 	if err != nil {
-		closeFiles(files)
+		closeFiles(append(files, ns))
 		return nil, err
 	}
 	args = append(args, netArgs...)
@@ -258,13 +304,26 @@ func (l *bwrapLauncher) command(b *box, argv, env []string, dir, user string) (*
 		// stays read-only.
 		args = append(args, "--remount-ro", "/")
 	}
-	args = append(args, "--uid", uid, "--gid", uid, "--chdir", dir, "--")
+	if ns != nil {
+		args = append(args, rangedArgs(3+len(files), host-l.uid)...)
+		files = append(files, ns)
+	} else {
+		args = append(args, "--uid", uid, "--gid", uid)
+	}
+	args = append(args, "--chdir", dir, "--")
 	args = append(args, argv...)
 	cmd := exec.Command(l.bw.bin, args...)
 	cmd.Env = env
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if l.uid >= 0 {
+	switch {
+	case l.ids != nil:
+		// The block's first gid, root's inside, lets bwrap through the
+		// per-attempt directories (root's, that gid's, 0710) to what it
+		// binds. No supplementary group of t1's: the sandbox's processes
+		// hold ids of its block only.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(host), Gid: uint32(l.uid), Groups: []uint32{}}
+	case l.uid >= 0:
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(l.uid), Gid: uint32(l.uid), NoSetGroups: true}
 	}
 	if hook != nil {
@@ -308,3 +367,5 @@ func ByName(name string, allowUnisolated bool) (Backend, error) {
 var errNoImage = errors.New("sandbox: the plain backend runs on the host's system directories and cannot run on an image; use bwrap, or sandbox.image: host")
 
 var errNoUser = errors.New("sandbox: the plain backend runs every command as the calling user")
+
+var errNoStandIns = errors.New("sandbox: the plain backend runs the host's programs and cannot replace them for one command")

@@ -6,10 +6,11 @@ import (
 	"os/exec"
 )
 
-// confineArgs confine every bwrap command beyond its namespaces: no
-// further user namespaces inside (bwrap sets the new namespace's
-// user.max_user_namespaces to 0), and the seccomp filter, read from the
-// command's first extra file (fd 3).
+// confineArgs confine every bwrap command of a sandbox without a block
+// of ids beyond its namespaces: no further user namespaces inside (bwrap
+// sets the new namespace's user.max_user_namespaces to 0), and the
+// seccomp filter, read from the command's first extra file (fd 3). With
+// a block, rangedArgs does the same in the sandbox's own namespace.
 var confineArgs = []string{"--unshare-user", "--disable-userns", "--seccomp", "3"}
 
 // confinement is what a bwrap sandbox adds to its commands' namespaces:
@@ -30,7 +31,21 @@ func newBwrapLauncher(bw *Bubblewrap, uid int, l Limits) (*bwrapLauncher, error)
 	if err != nil {
 		return nil, err
 	}
-	return &bwrapLauncher{bw: bw, uid: uid, confinement: confinement{cg: cg, noCgroup: why}}, nil
+	bl := &bwrapLauncher{bw: bw, uid: uid, confinement: confinement{cg: cg, noCgroup: why}}
+	// Users need the cgroup: RLIMIT_NPROC counts each uid apart, so only
+	// the cgroup's task limit bounds a sandbox whose root can become
+	// many. Without one the sandbox keeps a single id, its block's first.
+	if uid >= 0 && cg != nil {
+		bl.ids = &idNamespaces{bin: bw.bin, base: uid}
+	}
+	return bl, nil
+}
+
+func (l *bwrapLauncher) close() {
+	if l.ids != nil {
+		l.ids.close()
+	}
+	l.confinement.close()
 }
 
 func (c *confinement) about() string {

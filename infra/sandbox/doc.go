@@ -10,8 +10,8 @@
 // # Backends
 //
 // Bubblewrap (bwrap(1), Debian's 0.8.0 or newer) runs every command in new
-// user, pid, network, ipc and uts namespaces (--unshare-all,
-// --die-with-parent, --new-session). bwrap starts from an empty root; the
+// pid, network, ipc and uts namespaces and a user namespace of the
+// sandbox's (see Users; --die-with-parent, --new-session). bwrap starts from an empty root; the
 // sandbox binds the host's /usr, /etc and /var read-only, recreates the
 // /bin, /sbin, /lib, /lib64 links, mounts a fresh /proc and /dev, binds
 // the per-attempt host directories writable at
@@ -42,8 +42,35 @@
 // listener is closed when its command ends, the proxy (the sandbox's
 // own) by Close. Plain refuses a proxy: it shares the host's network.
 //
-// Every bwrap command also runs with --disable-userns (no nested user
-// namespaces) under a seccomp filter (--seccomp; seccomp.go lists what it
+// # Users
+//
+// When the caller is root, each sandbox has a block of IDBlock (65536)
+// host ids of its own (allocBlock: B … B+65535, B a multiple of 65536
+// from 2^30+2^24 to 2^31, held by an flock for the sandbox's life), and
+// ids 0 … 65535 inside are those: root is B, uid 1000 is B+1000, so
+// useradd, chown, su and runuser work as in Docker. The user namespace
+// (userns.go) is made once per sandbox (and per other Cmd.User) by a
+// bwrap running as its owner with --userns-block-fd, while this process
+// writes the range into its uid_map and gid_map, which only a writer
+// with CAP_SETUID above the namespace may do; a shell inside then sets
+// its user.max_user_namespaces to 0. Every command's bwrap joins it
+// (--userns, --assert-userns-disabled) as its owner and builds the
+// sandbox there. Root inside keeps Docker's default capabilities less
+// CAP_MKNOD and CAP_NET_RAW (sandboxCaps), in that namespace only; a
+// numeric Cmd.User runs with none and group 0, as docker run --user
+// does. bwrap's no_new_privs keeps setuid programs from raising anyone.
+// Snapshots record owners as the sandbox sees them and Restore gives
+// them to the same ids of the restoring sandbox's block; image layers
+// are idmapped through the same range; Close kills every process of
+// the block. A caller that is not root can map one id only: every
+// command's bwrap makes a namespace of its own with that id as root,
+// without capabilities, and Info().Reason says so. So does a sandbox
+// without a cgroup (Limits.Cgroup optional): RLIMIT_NPROC counts each
+// uid apart, and only the cgroup's task limit would bound a sandbox of
+// many users.
+//
+// Every bwrap command also runs with no nested user namespaces
+// (--disable-userns, or the limit above) under a seccomp filter (--seccomp; seccomp.go lists what it
 // refuses: namespaces, mounts, keyrings, process_vm_*, bpf, perf_event_open,
 // userfaultfd, io_uring, modules, kexec, and ptrace of pid 1 (bwrap's
 // init; ptrace of the sandbox's own processes is allowed, as Docker
@@ -53,7 +80,7 @@
 //
 // Both backends keep an attempt's state in one host directory:
 //
-//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   host user's, 0700 (root:<sandbox gid> 0710), removed by Close
+//	<Spec.TempDir>/t1-sandbox-<id>-<n>/   host user's, 0700 (root:<block's first gid> 0710), removed by Close
 //	├── fs/                                 the writable directories, laid out as the sandbox sees them
 //	│   ├── app/  tmp/  root/  tests/  solution/
 //	│   ├── logs/verifier/  logs/agent/
@@ -88,10 +115,11 @@
 // after bwrap has built it, so bwrap is not bound by them, and the
 // sandbox cannot raise a hard limit again. RLIMIT_NPROC is counted per host
 // uid and the kernel exempts host root, so when the caller is root the
-// bwrap backend runs each sandbox as a host uid of its own (drawn from
-// 2^30 … 2^30+2^24; inside, the user is still root, uid 0) and chowns the
-// per-attempt directories to it: a fork bomb then stops at the limit and
-// touches no other sandbox's budget. Every parent of Spec.TempDir must
+// bwrap backend runs each sandbox as host ids of its own (its block, see
+// Users; root inside is the block's first) and chowns the per-attempt
+// directories to it: a fork bomb then stops at the limit and touches no
+// other sandbox's budget. Each user of the block has a count of its own;
+// the cgroup's task limit bounds them together. Every parent of Spec.TempDir must
 // therefore be searchable by other users (o+x), as /tmp is, and no
 // untrusted user may write to Spec.TempDir unless it is sticky. A caller that
 // is not root runs bwrap as itself, and RLIMIT_NPROC then counts all of

@@ -65,9 +65,12 @@ func (l *plainLauncher) visible(b *box, p string) string {
 	return p
 }
 
-func (l *plainLauncher) command(b *box, argv, env []string, dir, user string) (*exec.Cmd, error) {
+func (l *plainLauncher) command(b *box, argv, env []string, dir, user string, standIns map[string]string) (*exec.Cmd, error) {
 	if user != "" && user != "root" {
 		return nil, errNoUser
+	}
+	if len(standIns) > 0 {
+		return nil, errNoStandIns
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env

@@ -202,7 +202,7 @@ func (b *box) mountOverlayRoot(img *Image, top *safeRoot) error {
 		return err
 	}
 	defer work.Close()
-	ns, err := userNS(b.uid, b.gid)
+	ns, err := userNS(b.uid, b.gid, b.ids)
 	if err != nil {
 		return err
 	}
@@ -247,11 +247,12 @@ func imageRootArgs(n int) []string {
 	return []string{"--bind-fd", strconv.Itoa(n), "/", "--proc", "/proc", "--dev", "/dev"}
 }
 
-// userNS returns a user namespace that maps uid 0 to the host uid and
-// gid 0 to the host gid: an idmapped mount with it shows root's files as
-// the sandbox's. A short-lived child holds the namespace while it is
-// opened.
-func userNS(uid, gid int) (*os.File, error) {
+// userNS returns a user namespace that maps uids 0 … n-1 to the host
+// uids from uid on and gids 0 … n-1 to those from gid: an idmapped mount
+// with it shows root's files as the sandbox's root's, and those of the
+// image's other users (uid 33, 1000) as the same users' of the sandbox's
+// block. A short-lived child holds the namespace while it is opened.
+func userNS(uid, gid, n int) (*os.File, error) {
 	cmd := exec.Command("/bin/sh", "-c", "read _")
 	cmd.Env = []string{}
 	in, err := cmd.StdinPipe()
@@ -260,8 +261,8 @@ func userNS(uid, gid int) (*os.File, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: n}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: n}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {

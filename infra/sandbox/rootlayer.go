@@ -83,6 +83,9 @@ func (b *box) rootItems() ([]snapItem, error) {
 			return nil
 		}
 		e := entry{mode: m, size: info.Size(), mtime: info.ModTime()}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			e.uid, e.gid = int(st.Uid), int(st.Gid)
+		}
 		if m&fs.ModeSymlink != 0 {
 			t, err := b.fsRoot.Readlink(name)
 			if err != nil {
@@ -582,7 +585,7 @@ func (b *box) rootTarget() (*box, *rootGuard, error) {
 		r.Close()
 		return nil, nil, fmt.Errorf("sandbox: restore: the image root: %w", err)
 	}
-	return &box{fsRoot: r, uid: b.uid, gid: b.gid, limits: b.limits, anywhere: true}, g, nil
+	return &box{fsRoot: r, uid: b.uid, gid: b.gid, ids: b.ids, limits: b.limits, anywhere: true}, g, nil
 }
 
 // RestoreNote begins the note in Info().Notes that says which changes

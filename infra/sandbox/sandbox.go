@@ -167,7 +167,8 @@ type Cmd struct {
 	// sandbox's default.
 	Dir string
 	// User is "" or "root" for the sandbox's default user, or a numeric uid
-	// (bwrap only).
+	// (bwrap only; below IDBlock when the sandbox has a block of ids, and
+	// then with group 0 and no capabilities, as docker run --user 1000).
 	User string
 	// Timeout bounds the command; zero or more than Limits.WallClock means
 	// Limits.WallClock.
@@ -180,7 +181,18 @@ type Cmd struct {
 	// StreamStdout and StreamStderr, when set, also receive the whole
 	// output as it is produced (for interactive use).
 	StreamStdout, StreamStderr io.Writer
+	// StandIns replace programs for this command only (bwrap): each key
+	// is the absolute path of a program in the sandbox, links followed
+	// within its root; each value the sandbox path, in a writable
+	// directory, of the file that runs in its place, whatever path names
+	// the program (a full path, a link, a venv's python). The program
+	// itself stays at OriginalsDir followed by its resolved path.
+	StandIns map[string]string
 }
+
+// OriginalsDir holds, for a command with StandIns, the programs they
+// replace: /usr/bin/python3.11 at OriginalsDir+"/usr/bin/python3.11".
+const OriginalsDir = "/run/t1-originals"
 
 // DefaultMaxOutput is the default bound on each captured stream.
 const DefaultMaxOutput = 64 << 10

@@ -73,7 +73,7 @@ func (s *shell) start(ctx context.Context) error {
 	b := s.b
 	dir := b.dir(s.opts.Dir)
 	env := mergeEnv(b.baseEnv(), b.env, s.opts.Env, []string{"PS1=", "PS2=", "PS4=+ ", "HISTFILE=/dev/null"})
-	cmd, err := b.l.command(b, b.wrap([]string{"/bin/bash", "--norc", "--noprofile", "--noediting", "-i"}), env, dir, "")
+	cmd, err := b.l.command(b, b.wrap([]string{"/bin/bash", "--norc", "--noprofile", "--noediting", "-i"}), env, dir, "", nil)
 	if err != nil {
 		return err
 	}

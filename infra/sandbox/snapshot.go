@@ -35,6 +35,9 @@ type entry struct {
 	ctime  int64 // nanoseconds
 	ino    uint64
 	target string // symlink target
+	// uid and gid are the host's owner of the path: chown changes them,
+	// and on a directory nothing else the scan compares.
+	uid, gid int
 }
 
 // manifest maps paths relative to the fs directory ("app/x") to entries.
@@ -68,6 +71,7 @@ func (b *box) scan() (manifest, error) {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
 				e.ctime = st.Ctim.Nano()
 				e.ino = st.Ino
+				e.uid, e.gid = int(st.Uid), int(st.Gid)
 			}
 			if info.Mode()&fs.ModeSymlink != 0 {
 				if e.target, err = os.Readlink(p); err != nil {
@@ -96,7 +100,7 @@ func archivable(m fs.FileMode) bool {
 // changed says whether cur must be written to the layer given the
 // baseline entry base (ok: the path existed).
 func changed(cur, base entry, ok bool) bool {
-	if !ok || cur.mode != base.mode {
+	if !ok || cur.mode != base.mode || cur.uid != base.uid || cur.gid != base.gid {
 		return true
 	}
 	switch {
@@ -272,6 +276,8 @@ func (b *box) writeEntry(tw *tar.Writer, lw *layerWriter, src, name string, e en
 		Name:    name,
 		Mode:    unixMode(e.mode),
 		ModTime: e.mtime,
+		Uid:     inside(e.uid, b.uid, b.ids),
+		Gid:     inside(e.gid, b.gid, b.ids),
 		Format:  tar.FormatPAX,
 	}
 	switch {
@@ -361,11 +367,36 @@ func (b *box) restoreMode(m fs.FileMode) fs.FileMode {
 	return m
 }
 
-func (b *box) chown(name string) error {
+func (b *box) chown(name string) error { return b.chownAs(name, 0, 0) }
+
+// chownAs gives name to the sandbox's ids uid and gid: the host ids of
+// the sandbox's block, root's (the block's first) for an id the block
+// does not have.
+func (b *box) chownAs(name string, uid, gid int) error {
 	if b.uid < 0 {
 		return nil
 	}
-	return b.fsRoot.Lchown(name, b.uid, b.gid)
+	return b.fsRoot.Lchown(name, outside(uid, b.uid, b.ids), outside(gid, b.gid, b.ids))
+}
+
+// inside is the sandbox's id for the host id h of a sandbox whose ids
+// are the n host ids from base on: a layer records owners as the
+// sandbox sees them, so that another sandbox's block restores them. An
+// id of no block (or of a sandbox of one id) is root's, 0.
+func inside(h, base, n int) int {
+	if base < 0 || h < base || h-base >= n {
+		return 0
+	}
+	return h - base
+}
+
+// outside is the host id of the sandbox's id i: root's for an id the
+// sandbox does not have.
+func outside(i, base, n int) int {
+	if i < 0 || i >= n {
+		return base
+	}
+	return base + i
 }
 
 // Restore implements Sandbox.
@@ -479,7 +510,7 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 					return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 				}
 			}
-			if err := t.chown(name); err != nil {
+			if err := t.chownAs(name, hdr.Uid, hdr.Gid); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
 			dirs = append(dirs, dirMeta{t, name, mode, hdr.ModTime})
@@ -492,7 +523,7 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 			if logical += hdr.Size; logical > b.limits.MaxLogical() {
 				return fmt.Errorf("sandbox: restore: %w: its files add up to more than %s with holes filled in", ErrLayerLimit, FormatSize(b.limits.MaxLogical()))
 			}
-			n, err := t.writeData(name, src, mode, hdr.ModTime)
+			n, err := t.writeDataAs(name, src, mode, hdr.ModTime, hdr.Uid, hdr.Gid)
 			if err != nil {
 				return err
 			}
@@ -508,7 +539,7 @@ func (b *box) Restore(ctx context.Context, r io.Reader) error {
 			if err := t.fsRoot.Symlink(hdr.Linkname, name); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
-			if err := t.chown(name); err != nil {
+			if err := t.chownAs(name, hdr.Uid, hdr.Gid); err != nil {
 				return fmt.Errorf("sandbox: restore: %s: %w", name, err)
 			}
 		default:
@@ -538,6 +569,12 @@ func (b *box) writeFile(name string, r io.Reader, mode fs.FileMode, mtime time.T
 
 // writeData is writeFile that returns the bytes it wrote (holes left out).
 func (b *box) writeData(name string, r io.Reader, mode fs.FileMode, mtime time.Time) (int64, error) {
+	return b.writeDataAs(name, r, mode, mtime, 0, 0)
+}
+
+// writeDataAs is writeData of a file that belongs to the sandbox's ids
+// uid and gid.
+func (b *box) writeDataAs(name string, r io.Reader, mode fs.FileMode, mtime time.Time, uid, gid int) (int64, error) {
 	f, err := b.fsRoot.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
@@ -550,7 +587,7 @@ func (b *box) writeData(name string, r io.Reader, mode fs.FileMode, mtime time.T
 	if err := f.Close(); err != nil {
 		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
-	if err := b.chown(name); err != nil {
+	if err := b.chownAs(name, uid, gid); err != nil {
 		return 0, fmt.Errorf("sandbox: write %s: %w", name, err)
 	}
 	// After chown, which clears setuid and setgid.
