@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/t1pipe/t1/engine"
@@ -125,5 +126,37 @@ func TestStalenessBound(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With a staleness bound, an iteration's draw of tasks (skip_uniform,
+// fresh_tasks) judges only the iterations complete when it starts: what a
+// still-playing one has scored so far would make the draw depend on which
+// attempt finished first.
+func TestStaleDrawJudgesCompleteIterationsOnly(t *testing.T) {
+	c := testConfig()
+	c.TasksPerIteration, c.Attempts, c.SkipUniform, c.FreshTasks, c.MaxStaleness = 2, 2, true, true, 1
+	s := &stage{cfg: StageConfig{Config: c}}
+	st := newRunState("r")
+	st.apply(event(t, "start", schemas.RunStarted, schemas.RunStartedPayload{Seed: 3}))
+	pool := []string{"a", "b", "c", "d", "e", "f"}
+	st.apply(event(t, "seal", schemas.PoolSealed, schemas.PoolSealedPayload{TaskIDs: pool}))
+	score := func(i int, task string, reward float64, a int) {
+		st.apply(event(t, fmt.Sprintf("s%d%s%d", i, task, a), schemas.RewardScored,
+			schemas.RewardScoredPayload{TaskID: task, Attempt: a, Purpose: "train", Iteration: i, Reward: reward}))
+	}
+	for _, task := range s.tasksFor(st, 0) {
+		score(0, task, 1, 0)
+		score(0, task, 1, 1) // uniform
+	}
+	before := s.tasksFor(st, 2)
+	// Iteration 1 scores some of its attempts: iteration 2 (which samples
+	// iteration 0's policy) must draw as before.
+	for _, task := range s.tasksFor(st, 1) {
+		score(1, task, 0, 0)
+		score(1, task, 1, 1)
+	}
+	if after := s.tasksFor(st, 2); !slices.Equal(before, after) {
+		t.Fatalf("iteration 2 drew %v, then %v once iteration 1 scored", before, after)
 	}
 }

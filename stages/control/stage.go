@@ -479,12 +479,16 @@ func (s *stage) tasksFor(st *runState, i int) []string {
 	if !(c.SkipUniform || c.FreshTasks) || i == 0 {
 		return pick(tasks, n, "iteration", i)
 	}
+	// Only the iterations up to i−1−MaxStaleness are judged: those are
+	// complete when i starts, while the ones after may still be playing,
+	// and what they have scored so far is wall-clock luck.
+	judged := i - c.MaxStaleness
 	uniform, drawn := map[string]bool{}, map[string]bool{}
 	if c.SkipUniform {
-		uniform = uniformTasks(st, i)
+		uniform = uniformTasks(st, judged)
 	}
 	if c.FreshTasks {
-		drawn = drawnTasks(st, i)
+		drawn = drawnTasks(st, judged)
 	}
 	// The first tier draws on the stream a plain iteration draws on;
 	// SkipUniform's two tiers keep the streams they had before FreshTasks.
@@ -519,6 +523,7 @@ func (s *stage) tasksFor(st *runState, i int) []string {
 }
 
 // drawnTasks is the set of tasks an iteration before i trained on.
+// Negative i judges none.
 func drawnTasks(st *runState, i int) map[string]bool {
 	drawn := map[string]bool{}
 	for j := 0; j < i; j++ {
