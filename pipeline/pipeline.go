@@ -57,7 +57,6 @@ type Option func(*options)
 
 type options struct {
 	policies func(rollout.Policies) rollout.Policies
-	trainer  func(trainer.Trainer) trainer.Trainer
 	evalOnly bool
 	workDir  string
 	suites   map[string]eval.Suite
@@ -95,12 +94,6 @@ func WithWorkDir(dir string) Option {
 // then the checkpoints PPO stores), for tests that script a policy.
 func WithPolicies(wrap func(configured rollout.Policies) rollout.Policies) Option {
 	return func(o *options) { o.policies = wrap }
-}
-
-// WithTrainer has the critic, PPO and SFT stages train through what wrap
-// makes of the configured trainer, for benchmarks that slow it down.
-func WithTrainer(wrap func(configured trainer.Trainer) trainer.Trainer) Option {
-	return func(o *options) { o.trainer = wrap }
 }
 
 // Build wires every stage of cfg's run on log and st. An error means the
@@ -176,9 +169,6 @@ func Build(cfg config.Config, log *engine.Log, st store.ObjectStore, opts ...Opt
 		}})
 	if err != nil {
 		return nil, err
-	}
-	if o.trainer != nil {
-		tr = o.trainer(tr)
 	}
 
 	cc := control.Config{Settings: sc.Control, EvalSuite: sc.Eval.Suite, EvalAttempts: sc.Eval.Attempts, Model: dims,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/t1pipe/t1/config"
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/inference"
 	"github.com/t1pipe/t1/internal/testinfra"
@@ -17,7 +18,6 @@ import (
 	"github.com/t1pipe/t1/pipeline"
 	"github.com/t1pipe/t1/schemas"
 	"github.com/t1pipe/t1/stages/rollout"
-	"github.com/t1pipe/t1/trainer"
 )
 
 // meter is the engine side of one run: how long no request was in
@@ -96,50 +96,21 @@ func (e slowEngine) Generate(ctx context.Context, req inference.GenerateRequest)
 	return e.Engine.Generate(ctx, req)
 }
 
-// sleepyTrainer takes Delay longer over every critic and actor update than
-// the trainer it wraps, as a large model's update on a GPU does next to
-// the tiny model's.
-type sleepyTrainer struct {
-	trainer.Trainer
-	delay time.Duration
-}
-
-func (s sleepyTrainer) wait(ctx context.Context) error {
-	select {
-	case <-time.After(s.delay):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s sleepyTrainer) TrainActor(ctx context.Context, job trainer.ActorJob) (*trainer.ActorResult, error) {
-	if err := s.wait(ctx); err != nil {
-		return nil, err
-	}
-	return s.Trainer.TrainActor(ctx, job)
-}
-
-func (s sleepyTrainer) TrainCritic(ctx context.Context, job trainer.CriticJob) (*trainer.CriticResult, error) {
-	if err := s.wait(ctx); err != nil {
-		return nil, err
-	}
-	return s.Trainer.TrainCritic(ctx, job)
-}
-
 // BenchmarkAsyncRollouts runs one tiny pipeline per staleness bound k and
 // trainer, side by side: episodes of slow, uneven turns (log-normal,
-// median 750 ms, σ 1) and either the reference trainer alone or one that
-// also sleeps 2 s per update. It reports iterations per hour, from the
-// first iteration's start to the last update, and the fraction of that
-// time the engine served no request.
+// median 750 ms, σ 1) and either the reference trainer in process or an
+// exec trainer that sleeps 2 s before every job, then trains with the
+// reference backend in a process of its own (trainer/testdata/exectrainer),
+// as a large model's update takes longer than the tiny one's. It reports
+// iterations per hour, from the first iteration's start to the last
+// update, and the fraction of that time the engine served no request.
 //
 //	go test ./tests/pipeline/ -run '^$' -bench AsyncRollouts -benchtime 1x -timeout 30m
 func BenchmarkAsyncRollouts(b *testing.B) {
 	for _, slow := range []time.Duration{2 * time.Second, 0} {
 		name := "reference"
 		if slow > 0 {
-			name = fmt.Sprintf("reference+%s", slow)
+			name = fmt.Sprintf("exec+%s", slow)
 		}
 		for _, k := range []int{0, 1, 2} {
 			b.Run(fmt.Sprintf("trainer=%s/k=%d", name, k), func(b *testing.B) {
@@ -171,13 +142,11 @@ func asyncRun(b *testing.B, run string, k int, slow time.Duration) (perHour, idl
 			return p, err
 		}
 	})
-	trainers := pipeline.WithTrainer(func(configured trainer.Trainer) trainer.Trainer {
-		if slow == 0 {
-			return configured
-		}
-		return sleepyTrainer{Trainer: configured, delay: slow}
-	})
-	p := pipelinetest.Run(b, cfg, l, st, testinfra.Runner(16), []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo"}, policies, trainers)
+	if slow > 0 {
+		cfg.Training.Trainer = config.TrainerBackend{Backend: "exec",
+			Command: append([]string{"sh", "-c", fmt.Sprintf(`sleep %g && exec "$@"`, slow.Seconds()), "sh"}, testinfra.ExecTrainer(b)...)}
+	}
+	p := pipelinetest.Run(b, cfg, l, st, testinfra.Runner(16), []string{"control", "synth", "audit", "rollout", "reward", "critic", "ppo"}, policies)
 	ev, err := engine.NewRootEvent(run, schemas.RunStarted, p.Hash(), p.Started())
 	if err != nil {
 		b.Fatal(err)
