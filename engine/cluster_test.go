@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/internal/testinfra"
 )
+
+func TestMain(m *testing.M) { os.Exit(testinfra.Run(m)) }
 
 // A replay reads to the end of the log as the stream's leader holds it,
 // although the server may place its consumer on a replica that is still

@@ -9,4 +9,4 @@ import (
 
 // TestMain fails the package when its tests leave a sandbox's mount,
 // cgroup or directory on the host, and removes what they left.
-func TestMain(m *testing.M) { os.Exit(testinfra.HostLeft(m.Run())) }
+func TestMain(m *testing.M) { os.Exit(testinfra.Run(m)) }

@@ -12,6 +12,7 @@ package testinfra
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,7 +96,14 @@ func build(dir, name, pkg string) (string, error) {
 // Main runs the tests of a package that uses Store; call it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(testinfra.Main(m)) }
+//
+// Like Run, it runs parallel tests four at a time unless -parallel is
+// given.
 func Main(m *testing.M) int {
+	if err := parallelDefault(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	var err error
 	if workDir, err = os.Getwd(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -113,6 +121,30 @@ func Main(m *testing.M) int {
 		code = 1
 	}
 	return HostLeft(code)
+}
+
+// Run runs the tests of a package that needs no store, then HostLeft;
+// call it from TestMain. Unless -parallel is given, the package's parallel
+// tests run four at a time, as make test runs them: they wait on
+// processes, sandboxes, servers and timeouts more than they compute, and
+// at the default of one per core a package of them leaves its cores
+// mostly idle.
+func Run(m *testing.M) int {
+	if err := parallelDefault(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return HostLeft(m.Run())
+}
+
+func parallelDefault() error {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		return nil
+	}
+	return flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 }
 
 // HostLeft fails a test binary (code 1 unless it failed already) that
