@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 import transformers
 from safetensors.torch import save_file
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
+from transformers import Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
 
 from .errors import Refused
 
@@ -264,27 +264,6 @@ def critic_from_policy(d: str, place=None):
         with torch.no_grad():
             m.score.weight.zero_()
             m.score.bias.zero_()
-    return m
-
-
-def seeded_critic(shape) -> torch.nn.Module:
-    """A fresh critic of the hyperparameters' model shape, its weights drawn from shape.seed (not
-    the Go reference's initialisation: only the shape and the seed's determinism are shared)."""
-    cfg = Qwen3MoeConfig(vocab_size=shape.vocab, hidden_size=shape.d_model, num_hidden_layers=shape.layers,
-                         num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-                         num_experts=shape.experts, num_experts_per_tok=shape.top_k, moe_intermediate_size=shape.d_ff,
-                         max_position_embeddings=shape.context, rope_theta=shape.rope_theta, rms_norm_eps=shape.rms_norm_eps,
-                         norm_topk_prob=shape.norm_topk_prob, tie_word_embeddings=shape.tie_embeddings, num_labels=1,
-                         decoder_sparse_step=1, mlp_only_layers=[])
-    attn, experts = implementations()
-    cfg._attn_implementation, cfg._experts_implementation = attn, experts
-    torch.manual_seed(shape.seed)
-    m = Qwen3MoeForTokenClassification(cfg).to(torch.float32)
-    with torch.no_grad():
-        m.score.weight.zero_()
-        m.score.bias.zero_()
-    install_replay(m)
-    m.eval()
     return m
 
 

@@ -30,7 +30,7 @@ func torchTrainer(t *testing.T, o ReferenceOptions) *Exec {
 	env := StoreAccess{Endpoint: c.Endpoint, Secure: c.Secure, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
 		AccessKey: c.AccessKey, SecretKey: c.SecretKey}.Env()
 	return &Exec{Argv: []string{py, "-m", "t1train", "--job", "{job}", "--out", "{out}"}, Dir: root,
-		Env: append(env, "T1TRAIN_WORKDIR="+t.TempDir()), Hyperparameters: o}
+		Env: append(env, "T1TRAIN_WORKDIR="+t.TempDir()), Hyperparameters: o, Store: testinfra.Store(t)}
 }
 
 // adopted stores the checkpoint an external trainer wrote in dir under
@@ -71,47 +71,17 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 	_, man, b := rewardedBatch(t, st)
 	opts := ReferenceOptions{
 		Actor: ActorOptions{Epochs: 2, Minibatches: 2, Clip: 0.2, Adam: adam(3e-3), MaxGradNorm: 1, Replay: true, NormalizeAdvantages: true},
-		Critic: CriticOptions{Model: moe.DefaultConfig(), Adam: adam(1e-3), ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1,
+		Critic: CriticOptions{Model: seededCritic(), Adam: adam(1e-3), ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1,
 			WarmupSteps: 2, WarmupEV: 0.99},
 		SFT: SFTOptions{Adam: adam(1e-3), Schedule: ScheduleCosine, MaxGradNorm: 1, Batch: 2},
 	}
 	ref, torch := NewReference(st, opts), torchTrainer(t, opts)
 
-	t.Run("critic", func(t *testing.T) {
-		gae := GAE{Gamma: 1, Lambda: 0.95}
-		want, err := ref.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: gae})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := torch.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 2), Version: 1, GAE: gae})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := batch.ValueRows(b, got.Values, 1); err != nil {
-			t.Fatalf("the torch critic's values do not fit the batch: %v", err)
-		}
-		var worst float64
-		for i, w := range want.Values {
-			g := got.Values[i]
-			if g.TaskID != w.TaskID || g.Attempt != w.Attempt || g.Chunk != w.Chunk {
-				t.Fatalf("chunk %d: torch %s/%d/%d, reference %s/%d/%d", i, g.TaskID, g.Attempt, g.Chunk, w.TaskID, w.Attempt, w.Chunk)
-			}
-			for _, p := range [][2][]float32{{w.Values, g.Values}, {w.Advantages, g.Advantages}, {w.Returns, g.Returns}} {
-				for j := range p[0] {
-					worst = math.Max(worst, math.Abs(float64(p[0][j])-float64(p[1][j])))
-				}
-			}
-		}
-		t.Logf("critic: largest difference of values, advantages, returns %.3g; reference %+v, torch %+v", worst, want.Metrics, got.Metrics)
-		if worst > 1e-5 {
-			t.Fatalf("values, advantages or returns differ by %g", worst)
-		}
-		wm, gm := want.Metrics, got.Metrics
-		if gm.Steps != wm.Steps || gm.Warmup != wm.Warmup || gm.WarmupSteps != wm.WarmupSteps || gm.WarmupEnd != wm.WarmupEnd ||
-			math.Abs(gm.ExplainedVariance-wm.ExplainedVariance) > 1e-4 || relDiff(wm.ValueLoss, gm.ValueLoss) > 1e-4 {
-			t.Fatalf("critic metrics: torch %+v, reference %+v", gm, wm)
-		}
-	})
+	// A fresh critic from the policy's backbone, and a seeded one (critic_init fresh): each warmed up.
+	// (Versions apart: the torch trainer's output directories are named by version.)
+	for i, c := range []struct{ name, policy string }{{"critic", keys.Policy(run, 0)}, {"seeded_critic", ""}} {
+		t.Run(c.name, func(t *testing.T) { criticAgrees(t, ref, torch, man, b, c.policy, keys.Critic(run, 1)+"-"+c.name, int64(i+1)) })
+	}
 
 	var torchActor ActorMetrics
 	t.Run("actor", func(t *testing.T) {
@@ -293,6 +263,54 @@ func actorAgrees(t *testing.T, st store.ObjectStore, b *batch.Batch, want, got *
 
 // The PyTorch trainer's own unit tests (t1train/tests) run with the
 // project's Python environment.
+// seededCritic is the shape of a fresh critic with a seed of its own, so
+// that it is not the policy's backbone under a zero head.
+func seededCritic() moe.Config {
+	c := moe.DefaultConfig()
+	c.Seed = 7
+	return c
+}
+
+// criticAgrees trains a fresh critic (from policy, or seeded when it is
+// "") with both trainers, to out-reference and out-torch, and holds the torch one's values, advantages and
+// returns to the reference's within 1e-5, its metrics within 1e-4.
+func criticAgrees(t *testing.T, ref *Reference, torch *Exec, man *schemas.BatchManifest, b *batch.Batch, policy, out string, version int64) {
+	ctx := context.Background()
+	gae := GAE{Gamma: 1, Lambda: 0.95}
+	want, err := ref.TrainCritic(ctx, CriticJob{Manifest: man, Policy: policy, Out: out + "-reference", Version: version, GAE: gae})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := torch.TrainCritic(ctx, CriticJob{Manifest: man, Policy: policy, Out: out + "-torch", Version: version, GAE: gae})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.ValueRows(b, got.Values, 1); err != nil {
+		t.Fatalf("the torch critic's values do not fit the batch: %v", err)
+	}
+	var worst float64
+	for i, w := range want.Values {
+		g := got.Values[i]
+		if g.TaskID != w.TaskID || g.Attempt != w.Attempt || g.Chunk != w.Chunk {
+			t.Fatalf("chunk %d: torch %s/%d/%d, reference %s/%d/%d", i, g.TaskID, g.Attempt, g.Chunk, w.TaskID, w.Attempt, w.Chunk)
+		}
+		for _, p := range [][2][]float32{{w.Values, g.Values}, {w.Advantages, g.Advantages}, {w.Returns, g.Returns}} {
+			for j := range p[0] {
+				worst = math.Max(worst, math.Abs(float64(p[0][j])-float64(p[1][j])))
+			}
+		}
+	}
+	t.Logf("critic: largest difference of values, advantages, returns %.3g; reference %+v, torch %+v", worst, want.Metrics, got.Metrics)
+	if worst > 1e-5 {
+		t.Fatalf("values, advantages or returns differ by %g", worst)
+	}
+	wm, gm := want.Metrics, got.Metrics
+	if gm.Steps != wm.Steps || gm.Warmup != wm.Warmup || gm.WarmupSteps != wm.WarmupSteps || gm.WarmupEnd != wm.WarmupEnd ||
+		math.Abs(gm.ExplainedVariance-wm.ExplainedVariance) > 1e-4 || relDiff(wm.ValueLoss, gm.ValueLoss) > 1e-4 {
+		t.Fatalf("critic metrics: torch %+v, reference %+v", gm, wm)
+	}
+}
+
 func TestTorchTrainerUnits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pytest over t1train: about 30 s")

@@ -278,7 +278,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	opt := ReferenceOptions{Critic: CriticOptions{Model: cm, ValueClip: 0.2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.9},
 		SFT: SFTOptions{MaxGradNorm: 1, Batch: 2}}
 	ref := NewReference(st, opt)
-	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt}
+	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt, Store: st}
 	same := func(what, a, b string) {
 		t.Helper()
 		ra, err := checkpoint.Ref(ctx, st, a)
