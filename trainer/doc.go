@@ -114,10 +114,16 @@
 // left out when 0, and may report "staleness", which the stage sets from
 // the manifest whatever the trainer says),
 //
-// a critic job ("critic" absent: a fresh critic, from "policy" when the
-// run's critic_init is policy, else a seeded random one of the model
-// shape given; warmed up for at most warmup_steps; "policy" is the
-// batch's sampling policy, policy_version, whatever its staleness):
+// a critic job ("critic" absent: a fresh critic from "policy", the run's
+// critic_init being policy, "policy" the batch's sampling policy,
+// policy_version, whatever its staleness; with critic_init fresh, t1
+// itself writes the seeded critic the reference backend would start from,
+// moe.NewCritic of the model shape and seed given, with t1's tokenizer and
+// no optimiser state, at runs/<run>/critic/fresh-v<version>
+// (keys.FreshCritic), and names it in "critic" with "fresh": true, so that
+// every trainer starts the run from the same critic and none needs Go's
+// random numbers; a fresh critic either way is warmed up for at most
+// warmup_steps, its optimiser new):
 //
 //	{"kind": "critic", "run": "r1", "critic": "runs/r1/critic/v000002", "checkpoint": "runs/r1/critic/v000003", "version": 3,
 //	 "manifest": {"format": 1, "run": "r1", "iteration": 1, "policy_version": 2,

@@ -29,7 +29,7 @@ import (
 //	{manifest}    a file holding the batch manifest (schemas.BatchManifest); "" for sft jobs
 //	{out}         the file the command must write its result to
 //	{policy}      the prefix of the policy the job (or a fresh critic) starts from; "" when there is none
-//	{critic}      the prefix of the critic a critic job starts from; "" for a fresh critic and other jobs
+//	{critic}      the prefix of the critic a critic job starts from (a seeded fresh one too); "" for a fresh critic from the policy and other jobs
 //	{checkpoint}  the object-store prefix the new checkpoint should go to
 //	{version}     the new checkpoint's version
 //

@@ -80,7 +80,9 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 	// A fresh critic from the policy's backbone, and a seeded one (critic_init fresh): each warmed up.
 	// (Versions apart: the torch trainer's output directories are named by version.)
 	for i, c := range []struct{ name, policy string }{{"critic", keys.Policy(run, 0)}, {"seeded_critic", ""}} {
-		t.Run(c.name, func(t *testing.T) { criticAgrees(t, ref, torch, man, b, c.policy, keys.Critic(run, 1)+"-"+c.name, int64(i+1)) })
+		t.Run(c.name, func(t *testing.T) {
+			criticAgrees(t, ref, torch, man, b, c.policy, keys.Critic(run, 1)+"-"+c.name, int64(i+1))
+		})
 	}
 
 	var torchActor ActorMetrics

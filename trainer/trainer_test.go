@@ -255,7 +255,7 @@ func TestExecTrainer(t *testing.T) {
 	// An actor-only trainer handed a critic job answers with an actor
 	// result, which is refused.
 	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
-	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
+	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Critic: keys.Critic(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
 	if !batch.IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
 		t.Fatalf("actor result to a critic job: %v", err)
 	}
