@@ -268,6 +268,12 @@ def _create(out: str, headers: dict, metadata: dict) -> None:
 
 
 def _write_mine(out: str, es: list[Entry], starts: dict) -> None:
+    for name in starts:
+        # A machine that does not share rank 0's directory would write into a copy of its own,
+        # leaving zeros where its rows belong in rank 0's files.
+        if not os.path.exists(os.path.join(out, name)):
+            raise Refused(f"{os.path.join(out, name)}: rank 0 made it but this rank does not see it; every rank must "
+                          "save into one directory (a --workdir the machines share)")
     fds = {}
     try:
         with torch.no_grad():

@@ -93,8 +93,8 @@ def test_no_rank_gathers_the_state(tmp_path, ck):
     # memory grew by the whole model and its moments, and now no rank's grows by more than a piece.
     gathered = save_on(3, ck, str(tmp_path / "gathered"), gathered=True)
     written = save_on(3, ck, str(tmp_path / "written"))
-    print(f"memory growth over the save, each of three ranks: gathered to rank 0 {[g // 1024 for g in gathered]} MB; "
-          f"each rank writing its own {[g // 1024 for g in written]} MB")
     total_kb = sum(os.path.getsize(os.path.join(ck, n)) for n in os.listdir(ck) if n.endswith(".safetensors")) // 1024
+    print(f"memory growth over the save, each of three ranks: gathered to rank 0 {[g // 1024 for g in gathered]} MB; "
+          f"each rank writing its own {written} kB; the checkpoint's tensors {total_kb // 1024} MB")
     assert gathered[0] > total_kb // 2
     assert max(written) < total_kb // 10
