@@ -304,7 +304,7 @@ def _save_sharded(model, out: str, optimizer, shard_bytes: int | None) -> None:
     from .dist import is_rank0
 
     es = shards.entries(model.named_parameters())
-    files = shards.layout(es, None, shard_bytes or shards.SHARD_BYTES)
+    files = shards.layout(es, None, shard_bytes or int(os.environ.get("T1TRAIN_SHARD_BYTES") or 0) or shards.SHARD_BYTES)
     shards.write(out, es, files, {"format": "pt"})
     if optimizer is not None:
         meta = optimizer.meta()

@@ -263,8 +263,78 @@ func actorAgrees(t *testing.T, st store.ObjectStore, b *batch.Batch, want, got *
 	}
 }
 
-// The PyTorch trainer's own unit tests (t1train/tests) run with the
-// project's Python environment.
+// Two ranks under torchrun save one checkpoint, each writing its own rows,
+// in weight shards under an index and one optimizer file: t1 adopts it,
+// loads it with its optimiser state, and resumes from it; its weights are
+// one process's.
+func TestTorchTrainerSavesAcrossRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the PyTorch trainer on two ranks: about a minute")
+	}
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	_, man, _ := rewardedBatch(t, st)
+	opts := ReferenceOptions{Actor: ActorOptions{Epochs: 1, Minibatches: 1, Clip: 0.2, Adam: adam(3e-3), MaxGradNorm: 1, Replay: true}}
+	one, two := torchTrainer(t, opts), torchTrainer(t, opts)
+	py := testinfra.Python(t)
+	two.Argv = []string{filepath.Join(filepath.Dir(py), "torchrun"), "--standalone", "--nproc-per-node", "2", "-m", "t1train", "--job", "{job}", "--out", "{out}"}
+	// Shards of at most 200 kB: the test policy's weights take several.
+	two.Env = append(slices.Clone(two.Env), "T1TRAIN_DEVICE=cpu", "T1TRAIN_SHARD_BYTES=200000", "OMP_NUM_THREADS=1")
+	job := ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Version: 1}
+	job.Out = keys.Policy(run, 1) + "-one-rank"
+	a, err := one.TrainActor(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Out = keys.Policy(run, 1) + "-two-ranks"
+	b, err := two.TrainActor(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Metrics.Steps != b.Metrics.Steps || relDiff(a.Metrics.PolicyLoss, b.Metrics.PolicyLoss) > 1e-5 {
+		t.Fatalf("two ranks %+v, one %+v", b.Metrics, a.Metrics)
+	}
+	ib, err := os.ReadFile(filepath.Join(b.Checkpoint, moe.WeightsIndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := moe.WeightShards(ib)
+	if err != nil || len(shards) < 2 {
+		t.Fatalf("two ranks wrote %d weight shards (%v), want several under an index", len(shards), err)
+	}
+	load := func(dir, prefix string) *moe.Checkpoint {
+		if err := checkpoint.Adopt(ctx, st, dir, prefix, nil); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := checkpoint.Load(ctx, st, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Optimizer == nil {
+			t.Fatalf("%s: no optimiser state", dir)
+		}
+		return ck
+	}
+	ca, cb := load(a.Checkpoint, keys.Policy(run, 1)+"-one-rank-adopted"), load(b.Checkpoint, keys.Policy(run, 1)+"-two-ranks-adopted")
+	var worst, largest float64
+	for i, ta := range ca.Model.W.Tensors {
+		tb := cb.Model.W.Tensors[i]
+		for j := range ta.Data {
+			worst = math.Max(worst, math.Abs(float64(ta.Data[j])-float64(tb.Data[j])))
+			largest = math.Max(largest, math.Abs(float64(ta.Data[j])))
+		}
+	}
+	t.Logf("%d weight shards; largest weight difference from one rank's %.3g (largest weight %.3g)", len(shards), worst, largest)
+	if worst > 1e-4*largest { // summation order, through one Adam step
+		t.Fatalf("two ranks' weights differ from one's by %g", worst)
+	}
+	// The reference resumes from it, optimiser state and all.
+	ref := NewReference(st, opts)
+	if _, err := ref.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 1) + "-two-ranks-adopted", Out: keys.Policy(run, 2) + "-resumed", Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // seededCritic is the shape of a fresh critic with a seed of its own, so
 // that it is not the policy's backbone under a zero head.
 func seededCritic() moe.Config {
@@ -274,8 +344,9 @@ func seededCritic() moe.Config {
 }
 
 // criticAgrees trains a fresh critic (from policy, or seeded when it is
-// "") with both trainers, to out-reference and out-torch, and holds the torch one's values, advantages and
-// returns to the reference's within 1e-5, its metrics within 1e-4.
+// "") with both trainers, to out-reference and out-torch, and holds the
+// torch one's values, advantages and returns to the reference's within
+// 1e-5, its metrics within 1e-4.
 func criticAgrees(t *testing.T, ref *Reference, torch *Exec, man *schemas.BatchManifest, b *batch.Batch, policy, out string, version int64) {
 	ctx := context.Background()
 	gae := GAE{Gamma: 1, Lambda: 0.95}
@@ -313,6 +384,8 @@ func criticAgrees(t *testing.T, ref *Reference, torch *Exec, man *schemas.BatchM
 	}
 }
 
+// The PyTorch trainer's own unit tests (t1train/tests) run with the
+// project's Python environment.
 func TestTorchTrainerUnits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs pytest over t1train: about 30 s")
