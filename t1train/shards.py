@@ -1,4 +1,5 @@
-"""Loading a checkpoint into a sharded model, each rank reading only its own rows.
+"""Loading a checkpoint into a sharded model and saving one, each rank reading and writing only its
+own rows.
 
 transformers' from_pretrained materialises the whole model in every process: under torchrun with
 eight ranks a node would hold eight float32 copies of the model (and of Adam's two moments) in host
@@ -16,6 +17,12 @@ that the rank holds (safetensors' get_slice reads just those bytes):
 FSDP2 shards dim 0 as torch.chunk does: ceil(N / world) rows per rank, the last ranks fewer or
 none. Buffers that are not in a checkpoint (RoPE's inverse frequencies) are computed again after
 to_empty, on the CPU as transformers computes them.
+
+Saving is the same map backwards, with nothing gathered (a 235B model's weights and Adam's moments
+are 2.8 TB, more than any one host holds): every rank lays the files out alike from the names and
+shapes (layout), rank 0 creates them at full length, and each rank writes, at their offsets, its
+rows of each tensor stored whole (rows of dim 0 are contiguous bytes) and the matrices of the
+experts it holds (write).
 """
 
 from __future__ import annotations
@@ -172,10 +179,11 @@ def entries(named, key=lambda hub: hub) -> list[Entry]:
     return out
 
 
-def layout(es: list[Entry], single: str | None, shard_bytes: int = SHARD_BYTES) -> dict[str, bytes]:
+def layout(es: list[Entry], single: str | None, shard_bytes: int = SHARD_BYTES) -> dict[str, dict]:
     """Assigns es to files, filled in order up to shard_bytes each (one file named single when
-    given), each file's tensors in name order; returns each file's header. The answer depends only on
-    the names and shapes, so every rank computes the same one without talking to the others."""
+    given), each file's tensors in name order; returns each file's tensor table (its header less the
+    metadata). The answer depends only on the names and shapes, so every rank computes the same one
+    without talking to the others."""
     groups: list[list[Entry]] = [[]]
     size = 0
     for e in es:
@@ -238,7 +246,7 @@ def _my_part(e: Entry) -> tuple[int, torch.Tensor] | None:
     return 0, loc[(ex - a,) + tuple(e.idx[1:])]
 
 
-def write(out: str, es: list[Entry], headers: dict[str, bytes], metadata: dict) -> None:
+def write(out: str, es: list[Entry], headers: dict[str, dict], metadata: dict) -> None:
     """Every rank writes its own bytes of es into the files of headers under out; rank 0 creates
     the files first (header, full size) and the others wait for it. Nothing is gathered: a rank's
     host memory grows by one piece at a time. Every rank must reach the directory (one machine, or

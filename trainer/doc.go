@@ -199,7 +199,10 @@
 // tokenizer_config.json and the files beside it) with no more ids than
 // vocab_size, and the weights must be there: model.safetensors, or
 // model.safetensors.index.json with every shard its weight_map names
-// (moe.WeightShards). The directory must be
+// (moe.WeightShards); Adam's state, when there, is one
+// optimizer.safetensors however the weights are sharded (m.<name> and
+// v.<name> under the weights' tensor names, which t1 resumes from;
+// t1train's ranks each write their rows of it). The directory must be
 // flat (hidden subdirectories, a download tool's cache, are skipped).
 // Its files are stored byte for byte, the weights last, and its claim
 // check is model.safetensors, else the shard index. A critic result holds every
@@ -216,6 +219,7 @@
 //	                                       (Hugging Face layout; a model t1 does not run, its files as they are,
 //	                                       version 0 its initial directory's: checkpoint.EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
+//	runs/<run>/critic/fresh-v<version, 6 digits>/…   the seeded critic an exec critic job starts from (keys.FreshCritic)
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //
 // A checkpoint's claim check (checkpoint.Ref) is its prefix with the size
