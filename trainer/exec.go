@@ -165,8 +165,8 @@ type JobFile struct {
 	Kind Kind   `json:"kind"`
 	Run  string `json:"run"`
 	// Policy is the policy checkpoint the job starts from (actor, sft),
-	// or the one a fresh critic starts from (critic; absent: a seeded
-	// random critic of the critic hyperparameters' model shape).
+	// or the one a fresh critic starts from (critic; absent for a seeded
+	// fresh critic, which Critic names with Fresh).
 	Policy string `json:"policy,omitempty"`
 	// Critic is the critic checkpoint the job starts from; absent for a
 	// fresh critic from Policy, which the trainer makes and warms up
