@@ -28,6 +28,7 @@
 //	│   ├── optimizer.safetensors                               put, optional      safetensors
 //	│   └── model.safetensors                                   put, last          safetensors
 //	├── critic/vNNNNNN/                         Critic          a checkpoint, as policy/
+//	├── critic/fresh-vNNNNNN/                   FreshCritic     a checkpoint, as policy/ (put: seeded, the same bytes each time)
 //	├── training/iter=NNNN/policy-vNNNNNN.json  TrainingReport  store-once         JSON
 //	├── blobs/item-NNNNN.bin                    Blob            put                bytes
 //	├── report.md                               Report          put                Markdown

@@ -189,6 +189,12 @@ func Critics(run string) string { return Run(run) + KindCritic + "/" }
 // runs/<run>/critic/vNNNNNN.
 func Critic(run string, v int64) string { return fmt.Sprintf("%sv%06d", Critics(run), v) }
 
+// FreshCritic is the prefix of the seeded critic that critic version v
+// of run starts from when the exec backend trains it (trainer.Exec):
+// runs/<run>/critic/fresh-vNNNNNN. Not a version (LatestCritic skips it):
+// the job that starts from it warms it up.
+func FreshCritic(run string, v int64) string { return fmt.Sprintf("%sfresh-v%06d", Critics(run), v) }
+
 // TrainingReport is the key of the report of the actor update of
 // iteration that made policy version v of run:
 // runs/<run>/training/iter=NNNN/policy-vNNNNNN.json.

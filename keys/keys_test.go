@@ -40,6 +40,7 @@ func TestKeys(t *testing.T) {
 		{Policy("r1", 1234567), "runs/r1/policy/v1234567"},
 		{Critics("r1"), "runs/r1/critic/"},
 		{Critic("r1", 3), "runs/r1/critic/v000003"},
+		{FreshCritic("r1", 1), "runs/r1/critic/fresh-v000001"},
 		{TrainingReport("r1", 2, 3), "runs/r1/training/iter=0002/policy-v000003.json"},
 		{Blob("r1", 42), "runs/r1/blobs/item-00042.bin"},
 		{Report("r1"), "runs/r1/report.md"},

@@ -22,7 +22,7 @@ class Adam:
 
 @dataclass
 class ModelShape:
-    """moe.Config: the shape of a fresh, seeded critic."""
+    """moe.Config: the shape of a fresh, seeded critic (t1 makes it; the job only carries it)."""
 
     vocab: int = 0
     layers: int = 0
@@ -89,6 +89,7 @@ class Job:
     version: int
     policy: str = ""
     critic: str = ""
+    fresh: bool = False  # critic is a fresh, seeded one t1 wrote for this job: warm it up
     manifest: dict | None = None
     gae: GAE | None = None
     data: list[dict] = field(default_factory=list)
@@ -120,7 +121,7 @@ def parse_job(text: str) -> Job:
     except json.JSONDecodeError as e:
         raise Refused(f"job file: {e}") from None
     known = {"kind", "run", "policy", "critic", "checkpoint", "version", "manifest", "gae", "data", "steps", "seed",
-             "hyperparameters"}
+             "fresh", "hyperparameters"}
     extra = set(j) - known
     if extra:
         raise Refused(f"job file: unknown fields {sorted(extra)}")
@@ -135,7 +136,8 @@ def parse_job(text: str) -> Job:
         raise Refused(f"job file: unknown hyperparameters {sorted(extra)}")
     job = Job(kind=kind, run=j.get("run", ""), checkpoint=j.get("checkpoint", ""), version=int(j.get("version", 0)),
               policy=j.get("policy", "") or "", critic=j.get("critic", "") or "", manifest=j.get("manifest"),
-              data=j.get("data") or [], steps=int(j.get("steps", 0)), seed=int(j.get("seed", 0)))
+              data=j.get("data") or [], steps=int(j.get("steps", 0)), seed=int(j.get("seed", 0)),
+              fresh=bool(j.get("fresh", False)))
     if j.get("gae") is not None:
         job.gae = _build(GAE, j["gae"], "gae")
     if kind == "actor":

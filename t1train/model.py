@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 import transformers
 from safetensors.torch import save_file
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
+from transformers import Qwen3MoeForCausalLM, Qwen3MoeForTokenClassification
 
 from .errors import Refused
 
@@ -267,47 +267,25 @@ def critic_from_policy(d: str, place=None):
     return m
 
 
-def seeded_critic(shape) -> torch.nn.Module:
-    """A fresh critic of the hyperparameters' model shape, its weights drawn from shape.seed (not
-    the Go reference's initialisation: only the shape and the seed's determinism are shared)."""
-    cfg = Qwen3MoeConfig(vocab_size=shape.vocab, hidden_size=shape.d_model, num_hidden_layers=shape.layers,
-                         num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-                         num_experts=shape.experts, num_experts_per_tok=shape.top_k, moe_intermediate_size=shape.d_ff,
-                         max_position_embeddings=shape.context, rope_theta=shape.rope_theta, rms_norm_eps=shape.rms_norm_eps,
-                         norm_topk_prob=shape.norm_topk_prob, tie_word_embeddings=shape.tie_embeddings, num_labels=1,
-                         decoder_sparse_step=1, mlp_only_layers=[])
-    attn, experts = implementations()
-    cfg._attn_implementation, cfg._experts_implementation = attn, experts
-    torch.manual_seed(shape.seed)
-    m = Qwen3MoeForTokenClassification(cfg).to(torch.float32)
-    with torch.no_grad():
-        m.score.weight.zero_()
-        m.score.bias.zero_()
-    install_replay(m)
-    m.eval()
-    return m
-
-
-def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
-    """Writes model (float32, save_pretrained), the tokenizer files of tokenizer_from and, when
-    given, the optimiser's state in t1's optimizer.safetensors layout; returns out, absolute."""
+def save(model, out: str, tokenizer_from: str | None, optimizer=None, shard_bytes: int | None = None) -> str:
+    """Writes model (float32, the files and tensor names save_pretrained writes), the tokenizer
+    files of tokenizer_from and, when given, the optimiser's state in t1's optimizer.safetensors
+    layout; returns out, absolute. A sharded model is written by every rank, each its own rows
+    (shards.write), never gathered: weight files of at most shard_bytes under
+    model.safetensors.index.json, and one optimizer.safetensors."""
     out = os.path.abspath(out)
     from .dist import is_rank0
 
-    sharded = any(isinstance(p, DTensor) for p in model.parameters())
-    sd = None
-    if sharded:  # every rank takes part in the gathers; rank 0 alone keeps and writes
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    opt = optimizer.state_tensors() if optimizer is not None else None
+    if any(isinstance(p, DTensor) for p in model.parameters()):
+        _save_sharded(model, out, optimizer, shard_bytes)
+    elif is_rank0():
+        os.makedirs(out, exist_ok=True)
+        model.to(torch.float32).save_pretrained(out)
+        if optimizer is not None:
+            tensors, meta = optimizer.state_tensors()
+            save_file(tensors, os.path.join(out, OPTIMIZER_FILE), metadata=meta)
     if not is_rank0():
         return out
-    os.makedirs(out, exist_ok=True)
-    if sd is not None:
-        model.save_pretrained(out, state_dict={k: v.float() for k, v in sd.items()})
-    else:
-        model.to(torch.float32).save_pretrained(out)
     if tokenizer_from:
         for name in sorted(os.listdir(tokenizer_from)):
             src = os.path.join(tokenizer_from, name)
@@ -316,10 +294,37 @@ def save(model, out: str, tokenizer_from: str | None, optimizer=None) -> str:
             shutil.copyfile(src, os.path.join(out, name))
     if not os.path.exists(os.path.join(out, "tokenizer.json")):
         raise Refused(f"no tokenizer.json to save with the checkpoint (from {tokenizer_from})")
-    if opt is not None:
-        tensors, meta = opt
-        save_file(tensors, os.path.join(out, OPTIMIZER_FILE), metadata=meta)
     return out
+
+
+def _save_sharded(model, out: str, optimizer, shard_bytes: int | None) -> None:
+    import json
+
+    from . import shards
+    from .dist import is_rank0
+
+    es = shards.entries(model.named_parameters())
+    files = shards.layout(es, None, shard_bytes or int(os.environ.get("T1TRAIN_SHARD_BYTES") or 0) or shards.SHARD_BYTES)
+    shards.write(out, es, files, {"format": "pt"})
+    if optimizer is not None:
+        meta = optimizer.meta()
+        oes = [e for kind, state in (("m", optimizer.m), ("v", optimizer.v))
+               for e in shards.entries(((n, state[n]) for n, _ in optimizer.params), key=lambda hub, kind=kind: f"{kind}.{hub}")]
+        shards.write(out, oes, shards.layout(oes, OPTIMIZER_FILE), meta)
+    if not is_rank0():
+        return
+    # What save_pretrained records of the model beside its weights.
+    model.config.dtype = "float32"
+    model.config.architectures = [type(model).__name__.removeprefix("FSDP")]
+    model.config.save_pretrained(out)
+    if model.can_generate():
+        model.generation_config.save_pretrained(out)
+    if len(files) > 1:
+        index = {"metadata": {"total_parameters": sum(p.numel() for p in model.parameters()),
+                              "total_size": sum(e.nbytes for e in es)},
+                 "weight_map": {e.name: e.file for e in es}}
+        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+            f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
 
 
 def load_optimizer_state(d: str):

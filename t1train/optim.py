@@ -10,8 +10,8 @@ names (the experts one matrix each), metadata step, lr, beta1, beta2, eps.
 
 Under FSDP2 the parameters, their gradients and the moments are DTensors sharded alike: the norm is
 each rank's float64 sum of squares over its shards, summed across ranks; the rest is elementwise and
-runs on the local shards. Loading reads each rank's rows of the state (shards.py); saving gathers it to
-rank 0.
+runs on the local shards. Loading reads each rank's rows of the state (shards.py), and saving writes
+them (model.save): nothing is gathered.
 """
 
 from __future__ import annotations
@@ -75,20 +75,19 @@ class Adam:
             raise Refused(f"optimizer.safetensors: tensors of no parameter: {extra[:5]}")
 
     def state_tensors(self) -> tuple[dict, dict]:
+        """The moments under the checkpoint's names, and the metadata, of an unsharded model (a
+        sharded one is written rank by rank: model.save)."""
         out = {}
         for n, p in self.params:
-            m, v = self.m[n], self.v[n]
-            if isinstance(m, DTensor):  # every rank gathers; rank 0 keeps
-                m, v = m.full_tensor().cpu(), v.full_tensor().cpu()
-                if not D.is_rank0():
-                    continue
             for hub, idx in hub_names(n, p):
-                out[f"m.{hub}"] = m[idx].contiguous().clone()
-                out[f"v.{hub}"] = v[idx].contiguous().clone()
+                out[f"m.{hub}"] = self.m[n][idx].contiguous().clone()
+                out[f"v.{hub}"] = self.v[n][idx].contiguous().clone()
+        return out, self.meta()
+
+    def meta(self) -> dict:
         c = self.cfg
-        meta = {"step": str(self.step), "lr": repr(float(c.lr)), "beta1": repr(float(c.beta1)),
+        return {"step": str(self.step), "lr": repr(float(c.lr)), "beta1": repr(float(c.beta1)),
                 "beta2": repr(float(c.beta2)), "eps": repr(float(c.eps))}
-        return out, meta
 
     def mark(self):
         """A function that puts the moments and step count back as they are now."""

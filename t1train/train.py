@@ -90,23 +90,24 @@ def run_critic(job: Job, store: Store, scratch: str, out: str) -> dict:
     b = load_batch(store, job.manifest, need_values=False)
     o = job.critic_opts
     if job.critic:
+        # A fresh seeded critic comes this way too (job.fresh): t1 writes it as its reference
+        # trainer initialises one, so both trainers start a run from the same critic.
         src = fetch(store, job.critic, scratch, "critic")
         model = load(M.load_critic, src)
     elif job.policy:
         src = fetch(store, job.policy, scratch, "policy")
         model = load(M.critic_from_policy, src)
     else:
-        model = prepare(M.seeded_critic(o.model))
-        # The tokenizer saved with it is the sampling policy's (policy_version, not the newer one a
-        # stale batch trains), the one a critic from the policy starts from in the critic stage.
-        src = fetch(store, f"runs/{job.run}/policy/v{int(job.manifest.get('policy_version', 0)):06d}", scratch, "policy")
+        raise Refused("critic job: neither a critic nor a policy to start from (t1 hands a fresh seeded critic over "
+                      "as \"critic\" with \"fresh\")")
     M.check_shape(model, job.manifest["model"], critic=True)
+    fresh = job.fresh or not job.critic
     opt = Adam(model, o.adam)
-    state = M.load_optimizer_state(src) if job.critic else None
+    state = None if fresh else M.load_optimizer_state(src)
     if state is not None:
         opt.load_state(state)
     opt.cfg = o.adam
-    values, met = critic.train(job, model, opt, b, fresh=not job.critic)
+    values, met = critic.train(job, model, opt, b, fresh=fresh)
     ck = M.save(model, out, src, opt)
     return {"kind": "critic", "checkpoint": ck, "values": values, "metrics": met}
 

@@ -47,7 +47,7 @@ func (r *Reference) TrainCritic(ctx context.Context, job CriticJob) (*CriticResu
 	if err != nil {
 		return nil, err
 	}
-	if job.Critic == "" && o.WarmupSteps > 0 {
+	if (job.Critic == "" || job.Fresh) && o.WarmupSteps > 0 {
 		res.Metrics.Warmup = true
 		if !cur.rewardsVary {
 			// Every attempt earned the same: fitting the returns teaches

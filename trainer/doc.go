@@ -114,10 +114,16 @@
 // left out when 0, and may report "staleness", which the stage sets from
 // the manifest whatever the trainer says),
 //
-// a critic job ("critic" absent: a fresh critic, from "policy" when the
-// run's critic_init is policy, else a seeded random one of the model
-// shape given; warmed up for at most warmup_steps; "policy" is the
-// batch's sampling policy, policy_version, whatever its staleness):
+// a critic job ("critic" absent: a fresh critic from "policy", the run's
+// critic_init being policy, "policy" the batch's sampling policy,
+// policy_version, whatever its staleness; with critic_init fresh, t1
+// itself writes the seeded critic the reference backend would start from,
+// moe.NewCritic of the model shape and seed given, with t1's tokenizer and
+// no optimiser state, at runs/<run>/critic/fresh-v<version>
+// (keys.FreshCritic), and names it in "critic" with "fresh": true, so that
+// every trainer starts the run from the same critic and none needs Go's
+// random numbers; a fresh critic either way is warmed up for at most
+// warmup_steps, its optimiser new):
 //
 //	{"kind": "critic", "run": "r1", "critic": "runs/r1/critic/v000002", "checkpoint": "runs/r1/critic/v000003", "version": 3,
 //	 "manifest": {"format": 1, "run": "r1", "iteration": 1, "policy_version": 2,
@@ -193,7 +199,10 @@
 // tokenizer_config.json and the files beside it) with no more ids than
 // vocab_size, and the weights must be there: model.safetensors, or
 // model.safetensors.index.json with every shard its weight_map names
-// (moe.WeightShards). The directory must be
+// (moe.WeightShards); Adam's state, when there, is one
+// optimizer.safetensors however the weights are sharded (m.<name> and
+// v.<name> under the weights' tensor names, which t1 resumes from;
+// t1train's ranks each write their rows of it). The directory must be
 // flat (hidden subdirectories, a download tool's cache, are skipped).
 // Its files are stored byte for byte, the weights last, and its claim
 // check is model.safetensors, else the shard index. A critic result holds every
@@ -210,6 +219,7 @@
 //	                                       (Hugging Face layout; a model t1 does not run, its files as they are,
 //	                                       version 0 its initial directory's: checkpoint.EnsureExternalPolicy)
 //	runs/<run>/critic/v<version, 6 digits>/…
+//	runs/<run>/critic/fresh-v<version, 6 digits>/…   the seeded critic an exec critic job starts from (keys.FreshCritic)
 //	runs/<run>/training/iter=<4 digits>/policy-v<6 digits>.json   TrainingReport of an actor update
 //
 // A checkpoint's claim check (checkpoint.Ref) is its prefix with the size

@@ -14,7 +14,10 @@ import (
 
 	"github.com/t1pipe/t1/batch"
 	"github.com/t1pipe/t1/infra/hostres"
+	"github.com/t1pipe/t1/keys"
+	"github.com/t1pipe/t1/moe"
 	"github.com/t1pipe/t1/schemas"
+	"github.com/t1pipe/t1/store"
 )
 
 // Exec runs every job as an external command (e.g. torchrun over the
@@ -26,7 +29,7 @@ import (
 //	{manifest}    a file holding the batch manifest (schemas.BatchManifest); "" for sft jobs
 //	{out}         the file the command must write its result to
 //	{policy}      the prefix of the policy the job (or a fresh critic) starts from; "" when there is none
-//	{critic}      the prefix of the critic a critic job starts from; "" for a fresh critic and other jobs
+//	{critic}      the prefix of the critic a critic job starts from (a seeded fresh one too); "" for a fresh critic from the policy and other jobs
 //	{checkpoint}  the object-store prefix the new checkpoint should go to
 //	{version}     the new checkpoint's version
 //
@@ -48,6 +51,9 @@ type Exec struct {
 	// training section, as the reference backend takes them); each job
 	// file carries those of its kind, defaults filled in.
 	Hyperparameters ReferenceOptions
+	// Store is the run's object store (New sets it), where a critic job
+	// that starts a seeded critic puts it first (TrainCritic).
+	Store store.ObjectStore
 }
 
 // The environment variables that hand an exec command the object store
@@ -159,12 +165,18 @@ type JobFile struct {
 	Kind Kind   `json:"kind"`
 	Run  string `json:"run"`
 	// Policy is the policy checkpoint the job starts from (actor, sft),
-	// or the one a fresh critic starts from (critic; absent: a seeded
-	// random critic of the critic hyperparameters' model shape).
+	// or the one a fresh critic starts from (critic; absent for a seeded
+	// fresh critic, which Critic names with Fresh).
 	Policy string `json:"policy,omitempty"`
 	// Critic is the critic checkpoint the job starts from; absent for a
-	// fresh critic, which the trainer initialises and warms up (critic).
+	// fresh critic from Policy, which the trainer makes and warms up
+	// (critic).
 	Critic string `json:"critic,omitempty"`
+	// Fresh says that Critic is a fresh, seeded critic, written for this
+	// job as the reference backend initialises one (moe.NewCritic of the
+	// critic hyperparameters' model): the trainer warms it up and starts
+	// its optimiser anew (critic).
+	Fresh bool `json:"fresh,omitempty"`
 	// Checkpoint is the object-store prefix the new checkpoint should go
 	// to, Version its version.
 	Checkpoint string `json:"checkpoint"`
@@ -199,8 +211,41 @@ func (e *Exec) TrainCritic(ctx context.Context, job CriticJob) (*CriticResult, e
 		return nil, errors.New("exec trainer: a critic job without a batch manifest")
 	}
 	gae := job.GAE
-	return execJob(ctx, e, JobFile{Kind: KindCritic, Run: job.Manifest.Run, Critic: job.Critic, Policy: job.Policy, Checkpoint: job.Out, Version: job.Version,
-		Manifest: job.Manifest, GAE: &gae}, ParseCriticResult)
+	jf := JobFile{Kind: KindCritic, Run: job.Manifest.Run, Critic: job.Critic, Fresh: job.Fresh, Policy: job.Policy, Checkpoint: job.Out,
+		Version: job.Version, Manifest: job.Manifest, GAE: &gae}
+	if job.Critic == "" && job.Policy == "" {
+		prefix, err := e.freshCritic(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		jf.Critic, jf.Fresh = prefix, true
+	}
+	return execJob(ctx, e, jf, ParseCriticResult)
+}
+
+// freshCritic stores the seeded critic the reference backend would start
+// job from (moe.NewCritic: the critic model's shape and seed, with t1's
+// tokenizer) at keys.FreshCritic, and returns that prefix. The external
+// trainer starts from it as from any critic, so a run's first critic is
+// the same whichever backend trains it, and no trainer needs Go's random
+// numbers.
+func (e *Exec) freshCritic(ctx context.Context, job CriticJob) (string, error) {
+	if e.Store == nil {
+		return "", errors.New("exec trainer: a seeded fresh critic needs the run's store")
+	}
+	m, err := moe.NewCritic(e.Hyperparameters.withDefaults().Critic.Model)
+	if err != nil {
+		return "", batch.Bad(fmt.Errorf("critic model: %w", err))
+	}
+	tok, err := moe.DefaultTokenizer()
+	if err != nil {
+		return "", err
+	}
+	prefix := keys.FreshCritic(job.Manifest.Run, job.Version)
+	if err := (&moe.Checkpoint{Model: m, Tokenizer: tok}).Save(ctx, e.Store, prefix); err != nil {
+		return "", fmt.Errorf("fresh critic: %w", err)
+	}
+	return prefix, nil
 }
 
 // TrainSFT implements Trainer.

@@ -30,7 +30,7 @@ func torchTrainer(t *testing.T, o ReferenceOptions) *Exec {
 	env := StoreAccess{Endpoint: c.Endpoint, Secure: c.Secure, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
 		AccessKey: c.AccessKey, SecretKey: c.SecretKey}.Env()
 	return &Exec{Argv: []string{py, "-m", "t1train", "--job", "{job}", "--out", "{out}"}, Dir: root,
-		Env: append(env, "T1TRAIN_WORKDIR="+t.TempDir()), Hyperparameters: o}
+		Env: append(env, "T1TRAIN_WORKDIR="+t.TempDir()), Hyperparameters: o, Store: testinfra.Store(t)}
 }
 
 // adopted stores the checkpoint an external trainer wrote in dir under
@@ -71,47 +71,19 @@ func TestTorchTrainerMatchesReference(t *testing.T) {
 	_, man, b := rewardedBatch(t, st)
 	opts := ReferenceOptions{
 		Actor: ActorOptions{Epochs: 2, Minibatches: 2, Clip: 0.2, Adam: adam(3e-3), MaxGradNorm: 1, Replay: true, NormalizeAdvantages: true},
-		Critic: CriticOptions{Model: moe.DefaultConfig(), Adam: adam(1e-3), ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1,
+		Critic: CriticOptions{Model: seededCritic(), Adam: adam(1e-3), ValueClip: 0.2, Epochs: 2, MaxGradNorm: 1,
 			WarmupSteps: 2, WarmupEV: 0.99},
 		SFT: SFTOptions{Adam: adam(1e-3), Schedule: ScheduleCosine, MaxGradNorm: 1, Batch: 2},
 	}
 	ref, torch := NewReference(st, opts), torchTrainer(t, opts)
 
-	t.Run("critic", func(t *testing.T) {
-		gae := GAE{Gamma: 1, Lambda: 0.95}
-		want, err := ref.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: gae})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := torch.TrainCritic(ctx, CriticJob{Manifest: man, Policy: keys.Policy(run, 0), Out: keys.Critic(run, 2), Version: 1, GAE: gae})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := batch.ValueRows(b, got.Values, 1); err != nil {
-			t.Fatalf("the torch critic's values do not fit the batch: %v", err)
-		}
-		var worst float64
-		for i, w := range want.Values {
-			g := got.Values[i]
-			if g.TaskID != w.TaskID || g.Attempt != w.Attempt || g.Chunk != w.Chunk {
-				t.Fatalf("chunk %d: torch %s/%d/%d, reference %s/%d/%d", i, g.TaskID, g.Attempt, g.Chunk, w.TaskID, w.Attempt, w.Chunk)
-			}
-			for _, p := range [][2][]float32{{w.Values, g.Values}, {w.Advantages, g.Advantages}, {w.Returns, g.Returns}} {
-				for j := range p[0] {
-					worst = math.Max(worst, math.Abs(float64(p[0][j])-float64(p[1][j])))
-				}
-			}
-		}
-		t.Logf("critic: largest difference of values, advantages, returns %.3g; reference %+v, torch %+v", worst, want.Metrics, got.Metrics)
-		if worst > 1e-5 {
-			t.Fatalf("values, advantages or returns differ by %g", worst)
-		}
-		wm, gm := want.Metrics, got.Metrics
-		if gm.Steps != wm.Steps || gm.Warmup != wm.Warmup || gm.WarmupSteps != wm.WarmupSteps || gm.WarmupEnd != wm.WarmupEnd ||
-			math.Abs(gm.ExplainedVariance-wm.ExplainedVariance) > 1e-4 || relDiff(wm.ValueLoss, gm.ValueLoss) > 1e-4 {
-			t.Fatalf("critic metrics: torch %+v, reference %+v", gm, wm)
-		}
-	})
+	// A fresh critic from the policy's backbone, and a seeded one (critic_init fresh): each warmed up.
+	// (Versions apart: the torch trainer's output directories are named by version.)
+	for i, c := range []struct{ name, policy string }{{"critic", keys.Policy(run, 0)}, {"seeded_critic", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			criticAgrees(t, ref, torch, man, b, c.policy, keys.Critic(run, 1)+"-"+c.name, int64(i+1))
+		})
+	}
 
 	var torchActor ActorMetrics
 	t.Run("actor", func(t *testing.T) {
@@ -288,6 +260,127 @@ func actorAgrees(t *testing.T, st store.ObjectStore, b *batch.Batch, want, got *
 	t.Logf("updated policies: largest log-prob difference %.3g", worst)
 	if worst > 1e-4 {
 		t.Fatalf("the updated policies' log-probs differ by %g", worst)
+	}
+}
+
+// Two ranks under torchrun save one checkpoint, each writing its own rows,
+// in weight shards under an index and one optimizer file: t1 adopts it,
+// loads it with its optimiser state, and resumes from it; its weights are
+// one process's.
+func TestTorchTrainerSavesAcrossRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the PyTorch trainer on two ranks: about a minute")
+	}
+	ctx := context.Background()
+	st := testinfra.Store(t)
+	_, man, _ := rewardedBatch(t, st)
+	opts := ReferenceOptions{Actor: ActorOptions{Epochs: 1, Minibatches: 1, Clip: 0.2, Adam: adam(3e-3), MaxGradNorm: 1, Replay: true}}
+	one, two := torchTrainer(t, opts), torchTrainer(t, opts)
+	py := testinfra.Python(t)
+	two.Argv = []string{filepath.Join(filepath.Dir(py), "torchrun"), "--standalone", "--nproc-per-node", "2", "-m", "t1train", "--job", "{job}", "--out", "{out}"}
+	// Shards of at most 200 kB: the test policy's weights take several.
+	two.Env = append(slices.Clone(two.Env), "T1TRAIN_DEVICE=cpu", "T1TRAIN_SHARD_BYTES=200000", "OMP_NUM_THREADS=1")
+	job := ActorJob{Manifest: man, Policy: keys.Policy(run, 0), Version: 1}
+	job.Out = keys.Policy(run, 1) + "-one-rank"
+	a, err := one.TrainActor(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Out = keys.Policy(run, 1) + "-two-ranks"
+	b, err := two.TrainActor(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Metrics.Steps != b.Metrics.Steps || relDiff(a.Metrics.PolicyLoss, b.Metrics.PolicyLoss) > 1e-5 {
+		t.Fatalf("two ranks %+v, one %+v", b.Metrics, a.Metrics)
+	}
+	ib, err := os.ReadFile(filepath.Join(b.Checkpoint, moe.WeightsIndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := moe.WeightShards(ib)
+	if err != nil || len(shards) < 2 {
+		t.Fatalf("two ranks wrote %d weight shards (%v), want several under an index", len(shards), err)
+	}
+	load := func(dir, prefix string) *moe.Checkpoint {
+		if err := checkpoint.Adopt(ctx, st, dir, prefix, nil); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := checkpoint.Load(ctx, st, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Optimizer == nil {
+			t.Fatalf("%s: no optimiser state", dir)
+		}
+		return ck
+	}
+	ca, cb := load(a.Checkpoint, keys.Policy(run, 1)+"-one-rank-adopted"), load(b.Checkpoint, keys.Policy(run, 1)+"-two-ranks-adopted")
+	var worst, largest float64
+	for i, ta := range ca.Model.W.Tensors {
+		tb := cb.Model.W.Tensors[i]
+		for j := range ta.Data {
+			worst = math.Max(worst, math.Abs(float64(ta.Data[j])-float64(tb.Data[j])))
+			largest = math.Max(largest, math.Abs(float64(ta.Data[j])))
+		}
+	}
+	t.Logf("%d weight shards; largest weight difference from one rank's %.3g (largest weight %.3g)", len(shards), worst, largest)
+	if worst > 1e-4*largest { // summation order, through one Adam step
+		t.Fatalf("two ranks' weights differ from one's by %g", worst)
+	}
+	// The reference resumes from it, optimiser state and all.
+	ref := NewReference(st, opts)
+	if _, err := ref.TrainActor(ctx, ActorJob{Manifest: man, Policy: keys.Policy(run, 1) + "-two-ranks-adopted", Out: keys.Policy(run, 2) + "-resumed", Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seededCritic is the shape of a fresh critic with a seed of its own, so
+// that it is not the policy's backbone under a zero head.
+func seededCritic() moe.Config {
+	c := moe.DefaultConfig()
+	c.Seed = 7
+	return c
+}
+
+// criticAgrees trains a fresh critic (from policy, or seeded when it is
+// "") with both trainers, to out-reference and out-torch, and holds the
+// torch one's values, advantages and returns to the reference's within
+// 1e-5, its metrics within 1e-4.
+func criticAgrees(t *testing.T, ref *Reference, torch *Exec, man *schemas.BatchManifest, b *batch.Batch, policy, out string, version int64) {
+	ctx := context.Background()
+	gae := GAE{Gamma: 1, Lambda: 0.95}
+	want, err := ref.TrainCritic(ctx, CriticJob{Manifest: man, Policy: policy, Out: out + "-reference", Version: version, GAE: gae})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := torch.TrainCritic(ctx, CriticJob{Manifest: man, Policy: policy, Out: out + "-torch", Version: version, GAE: gae})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.ValueRows(b, got.Values, 1); err != nil {
+		t.Fatalf("the torch critic's values do not fit the batch: %v", err)
+	}
+	var worst float64
+	for i, w := range want.Values {
+		g := got.Values[i]
+		if g.TaskID != w.TaskID || g.Attempt != w.Attempt || g.Chunk != w.Chunk {
+			t.Fatalf("chunk %d: torch %s/%d/%d, reference %s/%d/%d", i, g.TaskID, g.Attempt, g.Chunk, w.TaskID, w.Attempt, w.Chunk)
+		}
+		for _, p := range [][2][]float32{{w.Values, g.Values}, {w.Advantages, g.Advantages}, {w.Returns, g.Returns}} {
+			for j := range p[0] {
+				worst = math.Max(worst, math.Abs(float64(p[0][j])-float64(p[1][j])))
+			}
+		}
+	}
+	t.Logf("critic: largest difference of values, advantages, returns %.3g; reference %+v, torch %+v", worst, want.Metrics, got.Metrics)
+	if worst > 1e-5 {
+		t.Fatalf("values, advantages or returns differ by %g", worst)
+	}
+	wm, gm := want.Metrics, got.Metrics
+	if gm.Steps != wm.Steps || gm.Warmup != wm.Warmup || gm.WarmupSteps != wm.WarmupSteps || gm.WarmupEnd != wm.WarmupEnd ||
+		math.Abs(gm.ExplainedVariance-wm.ExplainedVariance) > 1e-4 || relDiff(wm.ValueLoss, gm.ValueLoss) > 1e-4 {
+		t.Fatalf("critic metrics: torch %+v, reference %+v", gm, wm)
 	}
 }
 

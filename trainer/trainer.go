@@ -151,6 +151,10 @@ type CriticJob struct {
 	// warm critics usually start. "" starts from a seeded random critic of
 	// Opt.Critic.Model's shape.
 	Policy string
+	// Fresh says that Critic is a fresh critic made for this job (the
+	// seeded one the exec backend writes, keys.FreshCritic): it is warmed
+	// up, with a new optimiser, as one made in place would be.
+	Fresh bool
 	// Out is the object-store prefix the new critic should go to, and
 	// Version its version (recorded in the checkpoint).
 	Out     string
@@ -259,6 +263,7 @@ func New(st store.ObjectStore, o Options) (Trainer, error) {
 		// The external trainer gets the settings the reference one would
 		// train with, in each job file.
 		e.Hyperparameters = o.Reference
+		e.Store = st
 		return &e, nil
 	}
 	return nil, fmt.Errorf("trainer: unknown backend %q (want %s or %s)", o.Backend, BackendReference, BackendExec)

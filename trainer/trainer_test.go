@@ -255,7 +255,7 @@ func TestExecTrainer(t *testing.T) {
 	// An actor-only trainer handed a critic job answers with an actor
 	// result, which is refused.
 	actorOnly := &Exec{Argv: []string{"sh", "-c", `printf '{"checkpoint": "%s"}' "$1" > "$0"`, "{out}", "{checkpoint}"}}
-	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
+	_, err = actorOnly.TrainCritic(ctx, CriticJob{Manifest: man, Critic: keys.Critic(run, 0), Out: keys.Critic(run, 1), Version: 1, GAE: GAE{Gamma: 1, Lambda: 1}})
 	if !batch.IsBad(err) || !strings.Contains(err.Error(), `answers a job of kind "", not "critic"`) {
 		t.Fatalf("actor result to a critic job: %v", err)
 	}
@@ -278,7 +278,7 @@ func TestExecTrainerMatchesReference(t *testing.T) {
 	opt := ReferenceOptions{Critic: CriticOptions{Model: cm, ValueClip: 0.2, MaxGradNorm: 1, WarmupSteps: 2, WarmupEV: 0.9},
 		SFT: SFTOptions{MaxGradNorm: 1, Batch: 2}}
 	ref := NewReference(st, opt)
-	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt}
+	ex := &Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: opt, Store: st}
 	same := func(what, a, b string) {
 		t.Helper()
 		ra, err := checkpoint.Ref(ctx, st, a)

@@ -163,7 +163,7 @@ func TestExecTrainerTrainsTheCritic(t *testing.T) {
 			st := testinfra.Store(t)
 			s := reference(st, 3, 0.9)
 			if name == "exec" {
-				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: options(3, 0.9)})
+				s = newStage(st, &trainer.Exec{Argv: testinfra.ExecTrainer(t), Hyperparameters: options(3, 0.9), Store: st})
 			}
 			p, err := s.Iterate(ctx, input(sampled(t, st, "c")))
 			if err != nil {

@@ -94,7 +94,7 @@ func train(job trainer.JobFile, refPath string) (any, error) {
 		}
 		return map[string]any{"kind": job.Kind, "checkpoint": r.Checkpoint, "metrics": r.Metrics}, nil
 	case trainer.KindCritic:
-		r, err := tr.TrainCritic(ctx, trainer.CriticJob{Manifest: job.Manifest, Critic: job.Critic, Policy: job.Policy, Out: at, Version: job.Version, GAE: *job.GAE})
+		r, err := tr.TrainCritic(ctx, trainer.CriticJob{Manifest: job.Manifest, Critic: job.Critic, Fresh: job.Fresh, Policy: job.Policy, Out: at, Version: job.Version, GAE: *job.GAE})
 		if err != nil {
 			return nil, err
 		}
