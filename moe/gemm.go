@@ -1,20 +1,23 @@
 package moe
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // gemm is the one matrix product both paths use:
 //
 //	C[i,j] = (acc ? C[i,j] : 0) + Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j]
 //
 // for i < M, j < N, with C row-major (row stride ldc). Its numerical
-// contract: every output element is summed in increasing k, one product at
-// a time, each product rounded to float32 before it is added (no fused
-// multiply-add). The order depends on neither M, N, the tiling nor the
+// contract: every output element is summed in increasing k, one fused
+// multiply-add at a time (the product and the sum rounded once, to
+// float32). The order depends on neither M, N, the tiling nor the
 // instruction set, so a one-row product (the sampler) gives the bits of
 // the same row inside a many-row product (the trainer), and the AVX path
-// and the portable one agree bit for bit. Splitting K into consecutive
-// calls with acc set gives the same bits as one call (the partial sums
-// are stored and reloaded exactly).
+// (VFMADD231PS) and the portable one (fma32) agree bit for bit. Splitting
+// K into consecutive calls with acc set gives the same bits as one call
+// (the partial sums are stored and reloaded exactly).
 func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	if M <= 0 || N <= 0 {
 		return
@@ -109,7 +112,6 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 }
 
 // gemmGo is the portable gemm: the same sums in the same order.
-// float32(x*y) keeps the compiler from fusing the multiply into the add.
 func gemmGo(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	for i := 0; i < M; i++ {
 		ci := c[i*ldc : i*ldc+N]
@@ -120,10 +122,36 @@ func gemmGo(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb i
 			av := a[i*ars+k*acs]
 			bk := b[k*ldb : k*ldb+N]
 			for j, bv := range bk {
-				ci[j] += float32(av * bv)
+				ci[j] = fma32(av, bv, ci[j])
 			}
 		}
 	}
+}
+
+// fma32 is x·y + z rounded once to float32, the bits of the hardware's
+// single-precision FMA. The product is exact in float64 (24+24 bits); the
+// sum is rounded to float64 with round-to-odd (the error of the sum, from
+// TwoSum, decides the last bit), so rounding that to float32 is rounding
+// the exact x·y + z: rounding to float64 with round-to-nearest instead
+// would round twice, wrongly at the float32 halfway points.
+func fma32(x, y, z float32) float32 {
+	p, c := float64(x)*float64(y), float64(z)
+	s := p + c
+	if s-s != 0 { // Inf or NaN
+		return float32(s)
+	}
+	d := s - p
+	if e := (p - (s - d)) + (c - d); e != 0 {
+		if b := math.Float64bits(s); b&1 == 0 {
+			if (e > 0) == (s > 0) {
+				b++
+			} else {
+				b--
+			}
+			s = math.Float64frombits(b)
+		}
+	}
+	return float32(s)
 }
 
 // gemmPar is gemm with the rows of C split over Workers goroutines (in
@@ -141,12 +169,18 @@ func gemmPar(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 	})
 }
 
-// axpyAt adds a·x to y with gemm's arithmetic (the product rounded before
-// the add), so a sum continued this way matches one gemm over more k.
+// axpyAt adds a·x to y with gemm's arithmetic (one fused multiply-add
+// per element), so a sum continued this way matches one gemm over more k.
 func axpyAt(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
+	if useAVX {
+		if len(y) > 0 {
+			axpyFMA(&y[0], a, &x[0], len(y))
+		}
+		return
+	}
 	for i := range y {
-		y[i] += float32(a * x[i])
+		y[i] = fma32(a, x[i], y[i])
 	}
 }
 

@@ -5,9 +5,10 @@ package moe
 import "golang.org/x/sys/cpu"
 
 // useAVX selects the assembly kernels at run time, so one GOAMD64=v1
-// binary runs everywhere and uses AVX where the CPU (and OS) have it.
-// Both paths give the same bits; tests flip it to check.
-var useAVX = cpu.X86.HasAVX
+// binary runs everywhere and uses them where the CPU (and OS) have AVX
+// and FMA (the gemm kernels fuse each multiply into its add). Both
+// paths give the same bits; tests flip it to check.
+var useAVX = cpu.X86.HasAVX && cpu.X86.HasFMA
 
 // useAVX2 selects the vector exponential (expfs), which needs AVX2's
 // integer lanes; it too gives the portable bits.
@@ -42,3 +43,6 @@ func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc b
 
 //go:noescape
 func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func axpyFMA(y *float32, a float32, x *float32, n int)

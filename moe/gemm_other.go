@@ -42,3 +42,7 @@ func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc b
 func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool) {
 	panic("moe: no assembly kernels in this build")
 }
+
+func axpyFMA(y *float32, a float32, x *float32, n int) {
+	panic("moe: no assembly kernels in this build")
+}
