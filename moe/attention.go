@@ -164,10 +164,7 @@ func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config) 
 					gemm(false, b1-b0, b1, hd, dA[b0*dq+lo:], dq, 1, vt, T, dS[b0*T:], T)
 					for t := b0; t < b1; t++ {
 						p, d := ph[t*T:t*T+t+1], dS[t*T:t*T+t+1]
-						var sum float32
-						for j := range p {
-							sum += p[j] * d[j]
-						}
+						sum := dot(p, d)
 						for j := range p {
 							d[j] = p[j] * (d[j] - sum) * scale
 						}

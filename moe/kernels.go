@@ -95,7 +95,7 @@ func rows(n int, par bool, f func(lo, hi int)) {
 }
 
 // dot is the inner product of the value head and of the backward pass's
-// gate gradients (matrix products go through gemm): four interleaved
+// gate and attention-weight gradients (matrix products go through gemm): four interleaved
 // partial sums, then a fixed reduction.
 func dot(a, b []float32) float32 {
 	n := len(a)
@@ -130,8 +130,8 @@ func expfs(dst, src []float32) {
 	}
 }
 
-// softmax writes the softmax of x into p (which may alias x); the sum runs
-// in index order.
+// softmax writes the softmax of x into p (which may alias x). The
+// denominator is sumf's fixed-order sum.
 func softmax(p, x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
@@ -141,14 +141,33 @@ func softmax(p, x []float32) {
 		p[i] = v - mx
 	}
 	expfs(p, p)
-	var sum float32
-	for _, e := range p {
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / sumf(p)
 	for i := range p {
 		p[i] *= inv
 	}
+}
+
+// sumf is the float32 sum of x in eight interleaved partial sums (index
+// mod 8), reduced pairwise: a fixed order, with eight additions in flight
+// where one running sum would wait on each.
+func sumf(x []float32) float32 {
+	var s [8]float32
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		c := x[i : i+8]
+		s[0] += c[0]
+		s[1] += c[1]
+		s[2] += c[2]
+		s[3] += c[3]
+		s[4] += c[4]
+		s[5] += c[5]
+		s[6] += c[6]
+		s[7] += c[7]
+	}
+	for j, v := range x[i:] {
+		s[j] += v
+	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
 // softmaxTemp is softmax(x/temp); temp 1 is softmax.
@@ -191,20 +210,30 @@ func logSoftmaxAtTemp(logits []float32, target int, temp float64) float32 {
 	return float32(float64(logits[target]-mx)/temp - math.Log(sum))
 }
 
-// logSoftmaxAt returns log softmax(logits)[target], computed in float64.
+// logSoftmaxAt returns log softmax(logits)[target] in float64 (logSumExp).
 func logSoftmaxAt(logits []float32, target int) float32 {
 	lse := logSumExp(logits)
 	return float32(float64(logits[target]) - lse)
 }
 
+// logSumExp is log Σ e^x in float64, the terms e^(x−max) by expf (eight
+// lanes at a time) in chunks of a stack buffer, added in index order.
 func logSumExp(x []float32) float64 {
 	mx := x[0]
 	for _, v := range x[1:] {
 		mx = max(mx, v)
 	}
+	var buf [256]float32
 	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v - mx))
+	for i := 0; i < len(x); i += len(buf) {
+		c := buf[:min(len(buf), len(x)-i)]
+		for j := range c {
+			c[j] = x[i+j] - mx
+		}
+		expfs(c, c)
+		for _, e := range c {
+			sum += float64(e)
+		}
 	}
 	return float64(mx) + math.Log(sum)
 }
