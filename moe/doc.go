@@ -107,7 +107,7 @@
 // many-row product of the trainer. The exponential of softmax and silu is
 // expf, a float32 polynomial (within 2 ulp of e^x), again the same
 // operations in its eight-lane AVX2 form and in Go; Adam's step runs in
-// float64 lanes with the scalar code's operations. Sums outside gemm
+// float32 lanes with the scalar code's operations. Sums outside gemm
 // (softmax's denominator, norms, the gate gradients) run in a fixed
 // order. So a run's results are the same with and without AVX (tests
 // flip the kernels off and compare bits) and on any number of workers; the

@@ -33,7 +33,7 @@ func kern1x16(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc b
 func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bool)
 
 //go:noescape
-func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)
+func adam8(w, grad, mom, vel *float32, n int, k *[8]float32, zero bool)
 
 //go:noescape
 func kern4x8m(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool, mask *int32)

@@ -333,60 +333,60 @@ expf8_loop:
 expf8_done:
 	RET
 
-// func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)
-// One Adam step over n elements (a multiple of 4), in float64 lanes with
-// the scalar Step's operations in its order (k: β1, 1−β1, β2, 1−β2, lr,
-// bias corrections 1 and 2, ε), so the bits are the scalar code's.
-TEXT ·adam4(SB), NOSPLIT, $0-48
+// func adam8(w, grad, mom, vel *float32, n int, k *[8]float32, zero bool)
+// One Adam step over n elements (a multiple of 8) with adamStep's scalar
+// operations in its order (k: β1, 1−β1, β2, 1−β2, lr/bc1, 1/√bc2, ε, the
+// gradient's scale), so the bits are the scalar code's; zero clears grad.
+TEXT ·adam8(SB), NOSPLIT, $0-49
 	MOVQ w+0(FP), DI
 	MOVQ grad+8(FP), SI
 	MOVQ mom+16(FP), R8
 	MOVQ vel+24(FP), R9
 	MOVQ n+32(FP), CX
 	MOVQ k+40(FP), AX
-	SHRQ $2, CX
-	JZ adam4_done
-	VBROADCASTSD 0(AX), Y8
-	VBROADCASTSD 8(AX), Y9
-	VBROADCASTSD 16(AX), Y10
-	VBROADCASTSD 24(AX), Y11
-	VBROADCASTSD 32(AX), Y12
-	VBROADCASTSD 40(AX), Y13
-	VBROADCASTSD 48(AX), Y14
-	VBROADCASTSD 56(AX), Y15
-adam4_loop:
-	VCVTPS2PD (SI), Y0
-	VCVTPS2PD (R8), Y1
-	VCVTPS2PD (R9), Y2
-	VMULPD Y8, Y1, Y1     // β1·m
-	VMULPD Y9, Y0, Y3     // (1−β1)·g
-	VADDPD Y3, Y1, Y1     // m'
-	VMULPD Y10, Y2, Y2    // β2·v
-	VMULPD Y11, Y0, Y3    // (1−β2)·g
-	VMULPD Y0, Y3, Y3     // ·g
-	VADDPD Y3, Y2, Y2     // v'
-	VCVTPD2PSY Y1, X4
-	VMOVUPS X4, (R8)
-	VCVTPD2PSY Y2, X4
-	VMOVUPS X4, (R9)
-	VDIVPD Y13, Y1, Y1    // m'/bc1
-	VMULPD Y1, Y12, Y1    // lr·(m'/bc1)
-	VDIVPD Y14, Y2, Y2    // v'/bc2
-	VSQRTPD Y2, Y2
-	VADDPD Y15, Y2, Y2    // + ε
-	VDIVPD Y2, Y1, Y1
-	VCVTPD2PSY Y1, X5
-	VMOVUPS (DI), X6
-	VSUBPS X5, X6, X6
-	VMOVUPS X6, (DI)
-	ADDQ $16, DI
-	ADDQ $16, SI
-	ADDQ $16, R8
-	ADDQ $16, R9
+	MOVBLZX zero+48(FP), DX
+	SHRQ $3, CX
+	JZ adam8_done
+	VBROADCASTSS 0(AX), Y8
+	VBROADCASTSS 4(AX), Y9
+	VBROADCASTSS 8(AX), Y10
+	VBROADCASTSS 12(AX), Y11
+	VBROADCASTSS 16(AX), Y12
+	VBROADCASTSS 20(AX), Y13
+	VBROADCASTSS 24(AX), Y14
+	VBROADCASTSS 28(AX), Y15
+	VXORPS Y7, Y7, Y7
+adam8_loop:
+	VMULPS (SI), Y15, Y0  // g·scale
+	VMULPS (R8), Y8, Y1   // β1·m
+	VMULPS Y0, Y9, Y3     // (1−β1)·g
+	VADDPS Y3, Y1, Y1     // m'
+	VMULPS (R9), Y10, Y2  // β2·v
+	VMULPS Y0, Y11, Y3    // (1−β2)·g
+	VMULPS Y0, Y3, Y3     // ·g
+	VADDPS Y3, Y2, Y2     // v'
+	VMOVUPS Y1, (R8)
+	VMOVUPS Y2, (R9)
+	VSQRTPS Y2, Y2
+	VMULPS Y13, Y2, Y2    // √v'/√bc2
+	VADDPS Y14, Y2, Y2    // + ε
+	VDIVPS Y2, Y1, Y1     // m'/(…)
+	VMULPS Y1, Y12, Y1    // lr/bc1 · m'/(…)
+	VMOVUPS (DI), Y4
+	VSUBPS Y1, Y4, Y4
+	VMOVUPS Y4, (DI)
+	TESTQ DX, DX
+	JZ adam8_next
+	VMOVUPS Y7, (SI)
+adam8_next:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
 	DECQ CX
-	JNZ adam4_loop
+	JNZ adam8_loop
 	VZEROUPPER
-adam4_done:
+adam8_done:
 	RET
 
 // The same kernels for the last N mod 8 columns: B and C are read and

@@ -27,7 +27,7 @@ func kern1x8(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc bo
 	panic("moe: no assembly kernels in this build")
 }
 
-func adam4(w, grad, mom, vel *float32, n int, k *[8]float64) {
+func adam8(w, grad, mom, vel *float32, n int, k *[8]float32, zero bool) {
 	panic("moe: no assembly kernels in this build")
 }
 

@@ -78,15 +78,24 @@ func TestAdamPathsAgree(t *testing.T) {
 	for i := range v {
 		v[i] = v[i] * v[i]
 	}
-	k := [8]float64{0.9, 1 - 0.9, 0.95, 1 - 0.95, 1e-3, 1 - math.Pow(0.9, 3), 1 - math.Pow(0.95, 3), 1e-8}
-	w2, m2, v2 := slices.Clone(w), slices.Clone(m), slices.Clone(v)
-	adamStep(w, g, m, v, &k)
-	useAVX = false
-	adamStep(w2, g, m2, v2, &k)
-	useAVX = true
-	for i := range w {
-		if math.Float32bits(w[i]) != math.Float32bits(w2[i]) || m[i] != m2[i] || v[i] != v2[i] {
-			t.Fatalf("element %d: vector (%v, %v, %v), scalar (%v, %v, %v)", i, w[i], m[i], v[i], w2[i], m2[i], v2[i])
+	for _, c := range []struct {
+		scale float32
+		zero  bool
+	}{{1, false}, {0.37, true}} {
+		k := [8]float32{0.9, 1 - 0.9, 0.95, 1 - 0.95, float32(1e-3 / (1 - math.Pow(0.9, 3))), float32(1 / math.Sqrt(1-math.Pow(0.95, 3))), 1e-8, c.scale}
+		w1, g1, m1, v1 := slices.Clone(w), slices.Clone(g), slices.Clone(m), slices.Clone(v)
+		w2, g2, m2, v2 := slices.Clone(w), slices.Clone(g), slices.Clone(m), slices.Clone(v)
+		adamStep(w1, g1, m1, v1, &k, c.zero)
+		useAVX = false
+		adamStep(w2, g2, m2, v2, &k, c.zero)
+		useAVX = true
+		for i := range w {
+			if math.Float32bits(w1[i]) != math.Float32bits(w2[i]) || m1[i] != m2[i] || v1[i] != v2[i] || g1[i] != g2[i] {
+				t.Fatalf("scale %v, element %d: vector (%v, %v, %v, %v), scalar (%v, %v, %v, %v)", c.scale, i, w1[i], m1[i], v1[i], g1[i], w2[i], m2[i], v2[i], g2[i])
+			}
+			if c.zero && g1[i] != 0 || !c.zero && g1[i] != g[i] {
+				t.Fatalf("scale %v, zero %v: gradient %d is %v after the step", c.scale, c.zero, i, g1[i])
+			}
 		}
 	}
 }
