@@ -259,19 +259,24 @@ DATA expfC<>+52(SB)/4, $127
 DATA expfC<>+56(SB)/4, $0x7f800000
 GLOBL expfC<>(SB), RODATA|NOPTR, $60
 
-// func expf8(dst, src *float32, n int)
-// dst[i] = expf(src[i]) for n a multiple of 8, with expf's operations
-// (kernels.go) lane by lane, so the bits are the scalar function's.
-TEXT ·expf8(SB), NOSPLIT, $0-24
+// func expf8(dst, src *float32, n int, shift float32, sums *[8]float32)
+// dst[i] = expf(src[i] − shift) for n a multiple of 8, with expf's
+// operations (kernels.go) lane by lane, so the bits are the scalar
+// function's; lane j of sums adds dst[8q+j] in increasing q.
+TEXT ·expf8(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
+	MOVQ sums+32(FP), DX
 	SHRQ $3, CX
 	JZ expf8_done
+	VBROADCASTSS shift+24(FP), Y13
+	VMOVUPS (DX), Y12
 	VBROADCASTSS expfC<>+44(SB), Y14 // hi
 	VBROADCASTSS expfC<>+48(SB), Y15 // lo
 expf8_loop:
-	VMOVUPS (SI), Y0                 // x
+	VMOVUPS (SI), Y0
+	VSUBPS Y13, Y0, Y0               // x
 	VMAXPS Y15, Y0, Y1
 	VMINPS Y14, Y1, Y1               // x clamped, so the integer part stays small
 	VBROADCASTSS expfC<>+0(SB), Y2
@@ -325,10 +330,12 @@ expf8_loop:
 	VCMPPS $3, Y0, Y0, Y10           // NaN: x
 	VBLENDVPS Y10, Y0, Y5, Y5
 	VMOVUPS Y5, (DI)
+	VADDPS Y5, Y12, Y12
 	ADDQ $32, SI
 	ADDQ $32, DI
 	DECQ CX
 	JNZ expf8_loop
+	VMOVUPS Y12, (DX)
 	VZEROUPPER
 expf8_done:
 	RET

@@ -114,60 +114,63 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// expfs sets dst[i] = expf(src[i]) (dst may alias src), eight lanes at a
-// time where the CPU has AVX2, with the same bits either way.
-func expfs(dst, src []float32) {
+// expfs sets dst[i] = expf(src[i]) (dst may alias src).
+func expfs(dst, src []float32) { expShiftSum(dst, src, 0) }
+
+// expShiftSum sets dst[i] = expf(src[i] − shift) (dst may alias src) and
+// returns their sum: eight partial sums (lane i mod 8, each in increasing
+// i), reduced pairwise, so eight additions are in flight where one running
+// sum would wait on each. Eight lanes at a time where the CPU has AVX2,
+// with the same bits either way.
+func expShiftSum(dst, src []float32, shift float32) float32 {
 	src = src[:len(dst)]
+	var s [8]float32
 	i := 0
 	if useAVX2 {
 		i = len(dst) &^ 7
 		if i > 0 {
-			expf8(&dst[0], &src[0], i)
+			expf8(&dst[0], &src[0], i, shift, &s)
 		}
 	}
 	for ; i < len(dst); i++ {
-		dst[i] = expf(src[i])
+		dst[i] = expf(src[i] - shift)
+		s[i&7] += dst[i]
 	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-// softmax writes the softmax of x into p (which may alias x). The
-// denominator is sumf's fixed-order sum.
-func softmax(p, x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
+// maxf is the largest element of x (NaN if any is), in eight running
+// maxima: max is exact, so their order does not change the result.
+func maxf(x []float32) float32 {
+	var m [8]float32
+	for j := range m {
+		m[j] = x[0]
 	}
-	for i, v := range x {
-		p[i] = v - mx
-	}
-	expfs(p, p)
-	inv := 1 / sumf(p)
-	for i := range p {
-		p[i] *= inv
-	}
-}
-
-// sumf is the float32 sum of x in eight interleaved partial sums (index
-// mod 8), reduced pairwise: a fixed order, with eight additions in flight
-// where one running sum would wait on each.
-func sumf(x []float32) float32 {
-	var s [8]float32
 	i := 0
 	for ; i+8 <= len(x); i += 8 {
 		c := x[i : i+8]
-		s[0] += c[0]
-		s[1] += c[1]
-		s[2] += c[2]
-		s[3] += c[3]
-		s[4] += c[4]
-		s[5] += c[5]
-		s[6] += c[6]
-		s[7] += c[7]
+		m[0] = max(m[0], c[0])
+		m[1] = max(m[1], c[1])
+		m[2] = max(m[2], c[2])
+		m[3] = max(m[3], c[3])
+		m[4] = max(m[4], c[4])
+		m[5] = max(m[5], c[5])
+		m[6] = max(m[6], c[6])
+		m[7] = max(m[7], c[7])
 	}
-	for j, v := range x[i:] {
-		s[j] += v
+	for _, v := range x[i:] {
+		m[0] = max(m[0], v)
 	}
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+	return max(max(max(m[0], m[1]), max(m[2], m[3])), max(max(m[4], m[5]), max(m[6], m[7])))
+}
+
+// softmax writes the softmax of x into p (which may alias x); the
+// denominator is expShiftSum's.
+func softmax(p, x []float32) {
+	inv := 1 / expShiftSum(p, x, maxf(x))
+	for i := range p {
+		p[i] *= inv
+	}
 }
 
 // softmaxTemp is softmax(x/temp); temp 1 is softmax.
@@ -219,18 +222,12 @@ func logSoftmaxAt(logits []float32, target int) float32 {
 // logSumExp is log Σ e^x in float64, the terms e^(x−max) by expf (eight
 // lanes at a time) in chunks of a stack buffer, added in index order.
 func logSumExp(x []float32) float64 {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
+	mx := maxf(x)
 	var buf [256]float32
 	var sum float64
 	for i := 0; i < len(x); i += len(buf) {
 		c := buf[:min(len(buf), len(x)-i)]
-		for j := range c {
-			c[j] = x[i+j] - mx
-		}
-		expfs(c, c)
+		expShiftSum(c, x[i:i+len(c)], mx)
 		for _, e := range c {
 			sum += float64(e)
 		}
