@@ -5,7 +5,9 @@ package moe
 // Without the assembly kernels gemm runs gemmGo, which gives the same bits.
 var useAVX, useAVX2 = false, false
 
-func expf8(dst, src *float32, n int, shift float32, sums *[8]float32) { panic("moe: no assembly kernels in this build") }
+func expf8(dst, src *float32, n int, shift float32, sums *[8]float32) {
+	panic("moe: no assembly kernels in this build")
+}
 
 func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool) {
 	panic("moe: no assembly kernels in this build")
