@@ -138,14 +138,12 @@ func attendOne(out, q, Kt, V []float32, pos, capacity int, cfg Config, s []float
 // heads run in parallel, each owning its columns and walking its query
 // heads in order, so the sums of a group do not depend on Workers; the
 // products skip the all-zero blocks above the diagonal.
-func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config) {
+func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config, sc *scratch) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	dq, dkv, group := H*hd, KV*hd, H/KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	parallel(KV, func(g0, g1 int) {
-		vt := make([]float32, hd*T)
-		vh := make([]float32, T*hd)
-		dS := make([]float32, T*T)
+		vt, vh, dS := sc.take(hd*T), sc.take(T*hd), sc.take(T*T)
 		for g := g0; g < g1; g++ {
 			klo := g * hd
 			for t := 0; t < T; t++ {

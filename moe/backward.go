@@ -3,6 +3,7 @@ package moe
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Backward accumulates into m.G the gradient of a loss L given by the
@@ -23,7 +24,8 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	case dValues != nil && len(dValues) != T:
 		return fmt.Errorf("moe backward: %d value gradients for %d positions", len(dValues), T)
 	}
-	f := func(n int) []float32 { return make([]float32, n) }
+	m.bw.reset()
+	f := m.bw.take
 	g := m.G
 	dxf := f(T * D)
 	if dLogProbs != nil {
@@ -59,7 +61,7 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 // rows with a non-zero dlogp only (masked tokens add nothing).
 func (m *Model) lmHeadBackward(p *Pass, dLogProbs, dxf []float32) {
 	D, V := m.Cfg.DModel, m.Cfg.Vocab
-	f := func(n int) []float32 { return make([]float32, n) }
+	f := m.bw.take
 	var tgt []int
 	for t, d := range dLogProbs {
 		if d != 0 {
@@ -97,16 +99,16 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 	cfg := m.Cfg
 	T, D, dq, dkv, hd := len(p.IDs), cfg.DModel, cfg.qDim(), cfg.kvDim(), cfg.HeadDim
 	H, KV := cfg.Heads, cfg.KVHeads
-	f := func(n int) []float32 { return make([]float32, n) }
+	f := m.bw.take
 	lw, gl, pl := &m.W.Layers[l], &m.G.Layers[l], &p.layers[l]
 	at := &pl.att
 	dx2 := f(T * D)
-	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2)
+	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2, &m.bw)
 	// Attention half: x2 = x + Wo a.
 	da := f(T * dq)
 	linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, dq)
 	dq1, dk1, dv := f(T*dq), f(T*dkv), f(T*dkv)
-	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg)
+	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg, &m.bw)
 	// Through RoPE (its inverse rotation), then the head norms.
 	dqp, dkp := f(T*dq), f(T*dkv)
 	parallel(T, func(lo, hi int) {
@@ -139,4 +141,38 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 		}
 	})
 	return ndx
+}
+
+// scratch lends Backward its temporaries out of one slab kept from pass
+// to pass, so that a training step does not hand the allocator and the
+// collector tens of megabytes to zero and sweep. A pass that needs more
+// than the slab holds allocates the rest and leaves a slab that big for
+// the next; take is safe for Backward's goroutines.
+type scratch struct {
+	mu         sync.Mutex
+	slab       []float32
+	used, need int
+}
+
+// reset reclaims everything taken: the previous Backward's temporaries
+// are dead by the time the next one starts.
+func (s *scratch) reset() {
+	if s.need > len(s.slab) {
+		s.slab = make([]float32, s.need)
+	}
+	s.used, s.need = 0, 0
+}
+
+// take returns n zeroed floats.
+func (s *scratch) take(n int) []float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.need += n
+	if s.used+n > len(s.slab) {
+		return make([]float32, n)
+	}
+	b := s.slab[s.used : s.used+n : s.used+n]
+	s.used += n
+	clear(b)
+	return b
 }

@@ -264,9 +264,9 @@ func groupExperts(ma *moeAct, E int) {
 // sets dx2 (residual and norm paths) and adds the router, expert and norm
 // gain gradients to gl. Each expert's gradients come from one goroutine
 // walking its rows in token order, so sums do not depend on Workers.
-func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32) {
+func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32, sc *scratch) {
 	D, E, F, K := cfg.DModel, cfg.Experts, cfg.DFF, cfg.TopK
-	f := func(k int) []float32 { return make([]float32, k) }
+	f := sc.take
 	dS, dh2 := f(T*E), f(T*D)
 	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
 	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
