@@ -59,8 +59,9 @@ func headNorm(out, pre, g, rms []float32, eps float32) {
 }
 
 // attnBlock is the query-row block of the trainer's attention: scores
-// and weights are computed for rows [t0, t0+attnBlock) at once.
-const attnBlock = 8
+// and weights are computed for rows [t0, t0+attnBlock) at once. Two
+// heights of gemm's 6-row kernel, so no row falls to its one-row edge.
+const attnBlock = 12
 
 // attnWeights turns one query's raw scores q·k_j (j ≤ pos) into its
 // attention weights, in place: scaled, then softmax. Both paths call it.
