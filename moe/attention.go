@@ -144,7 +144,7 @@ func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config, 
 	dq, dkv, group := H*hd, KV*hd, H/KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	parallel(KV, func(g0, g1 int) {
-		vt, vh, dS := sc.take(hd*T), sc.take(T*hd), sc.take(T*T)
+		vt, vh, dS := sc.takeDirty(hd*T), sc.takeDirty(T*hd), sc.takeDirty(T*T) // dS cleared per head
 		for g := g0; g < g1; g++ {
 			klo := g * hd
 			for t := 0; t < T; t++ {

@@ -69,7 +69,7 @@ func (m *Model) lmHeadBackward(p *Pass, dLogProbs, dxf []float32) {
 		}
 	}
 	n := len(tgt)
-	dlogits, xfR, dxfR := f(n*V), f(n*D), f(n*D)
+	dlogits, xfR, dxfR := m.bw.takeDirty(n*V), m.bw.takeDirty(n*D), f(n*D)
 	parallel(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t := tgt[i]
@@ -102,12 +102,12 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 	f := m.bw.take
 	lw, gl, pl := &m.W.Layers[l], &m.G.Layers[l], &p.layers[l]
 	at := &pl.att
-	dx2 := f(T * D)
+	dx2 := m.bw.takeDirty(T * D) // moeBackward copies dx into it first
 	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2, &m.bw)
 	// Attention half: x2 = x + Wo a.
 	da := f(T * dq)
 	linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, dq)
-	dq1, dk1, dv := f(T*dq), f(T*dkv), f(T*dkv)
+	dq1, dk1, dv := m.bw.takeDirty(T*dq), f(T*dkv), f(T*dkv) // attentionBackward sets dQ
 	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg, &m.bw)
 	// Through RoPE (its inverse rotation), then the head norms.
 	dqp, dkp := f(T*dq), f(T*dkv)
@@ -165,6 +165,14 @@ func (s *scratch) reset() {
 
 // take returns n zeroed floats.
 func (s *scratch) take(n int) []float32 {
+	b := s.takeDirty(n)
+	clear(b)
+	return b
+}
+
+// takeDirty returns n floats holding whatever an earlier pass left there:
+// for a buffer written in full before it is read.
+func (s *scratch) takeDirty(n int) []float32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.need += n
@@ -173,6 +181,5 @@ func (s *scratch) take(n int) []float32 {
 	}
 	b := s.slab[s.used : s.used+n : s.used+n]
 	s.used += n
-	clear(b)
 	return b
 }

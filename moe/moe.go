@@ -268,8 +268,10 @@ func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout,
 	D, E, F, K := cfg.DModel, cfg.Experts, cfg.DFF, cfg.TopK
 	f := sc.take
 	dS, dh2 := f(T*E), f(T*D)
-	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
-	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
+	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows. Every
+	// slot's row of each is written before it is read.
+	dirty := sc.takeDirty
+	dO, dact, d1, d3, dhg := dirty(T*K*D), dirty(T*K*F), dirty(T*K*F), dirty(T*K*F), dirty(T*K*D)
 	// With dg_j = dxout·eout_j (the expert output gradient is g_j dxout):
 	// normalised, gate_j is a softmax over the used set of the router
 	// scores, so dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0
