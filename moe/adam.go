@@ -139,19 +139,23 @@ func (m *Model) GradNorm() float64 {
 	var s float64
 	for _, t := range m.G.Tensors {
 		d := t.Data
-		var s0, s1, s2, s3 float64
+		var p [4]float64
 		i := 0
+		if useAVX {
+			i = len(d) &^ 3
+			if i > 0 {
+				sumSquares4(&d[0], i, &p)
+			}
+		}
 		for ; i+4 <= len(d); i += 4 {
-			a, b, c, e := float64(d[i]), float64(d[i+1]), float64(d[i+2]), float64(d[i+3])
-			s0 += float64(a * a)
-			s1 += float64(b * b)
-			s2 += float64(c * c)
-			s3 += float64(e * e)
+			for j, v := range d[i : i+4] {
+				p[j] += float64(float64(v) * float64(v))
+			}
 		}
 		for ; i < len(d); i++ {
-			s0 += float64(float64(d[i]) * float64(d[i]))
+			p[0] += float64(float64(d[i]) * float64(d[i]))
 		}
-		s += (s0 + s1) + (s2 + s3)
+		s += (p[0] + p[1]) + (p[2] + p[3])
 	}
 	return math.Sqrt(s)
 }

@@ -45,4 +45,7 @@ func kern1x8m(k int, a *float32, acs int, b *float32, ldb int, c *float32, acc b
 func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 //go:noescape
+func sumSquares4(x *float32, n int, s *[4]float64)
+
+//go:noescape
 func axpyFMA(y *float32, a float32, x *float32, n int)

@@ -657,3 +657,26 @@ axpyFMA_tail:
 axpyFMA_done:
 	VZEROUPPER
 	RET
+
+// func sumSquares4(x *float32, n int, s *[4]float64)
+// s[j] += x[i]² in float64 for i ≡ j mod 4, i < n (a multiple of 4), in
+// increasing i, each square rounded before it is added: GradNorm's
+// scalar partial sums, four lanes at a time.
+TEXT ·sumSquares4(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ s+16(FP), DX
+	VMOVUPD (DX), Y0
+	SHRQ $2, CX
+	JZ sumSquares4_done
+sumSquares4_loop:
+	VCVTPS2PD (SI), Y1
+	VMULPD Y1, Y1, Y1
+	VADDPD Y1, Y0, Y0
+	ADDQ $16, SI
+	DECQ CX
+	JNZ sumSquares4_loop
+sumSquares4_done:
+	VMOVUPD Y0, (DX)
+	VZEROUPPER
+	RET

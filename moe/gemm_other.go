@@ -48,3 +48,5 @@ func kern6x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, 
 func axpyFMA(y *float32, a float32, x *float32, n int) {
 	panic("moe: no assembly kernels in this build")
 }
+
+func sumSquares4(x *float32, n int, s *[4]float64) { panic("moe: no assembly kernels in this build") }

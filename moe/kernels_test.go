@@ -113,3 +113,25 @@ func TestAdamPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestGradNormPathsAgree: the vector sum of squares gives the scalar
+// partial sums' bits, over tensors of every length mod 4.
+func TestGradNormPathsAgree(t *testing.T) {
+	if !useAVX {
+		t.Skip("no AVX on this machine: only the scalar sum exists")
+	}
+	m := roughModel(t, wideConfig())
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, g := range m.G.Tensors {
+		for i := range g.Data {
+			g.Data[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()*4))
+		}
+	}
+	vec := m.GradNorm()
+	useAVX = false
+	one := m.GradNorm()
+	useAVX = true
+	if math.Float64bits(vec) != math.Float64bits(one) {
+		t.Fatalf("gradient norm %v with AVX, %v without", vec, one)
+	}
+}
