@@ -3,6 +3,7 @@ package moe
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // gemm is the one matrix product both paths use:
@@ -40,10 +41,104 @@ func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int
 	}
 	// K in blocks so that a B panel of kc×16 stays in L1; the partial
 	// sums go through C, which does not change any bit.
-	const kc = 256
-	for k0 := 0; k0 < K; k0 += kc {
-		kb := min(kc, K-k0)
-		gemmAVX(acc || k0 > 0, M, N, kb, a[k0*acs:], ars, acs, b[k0*ldb:], ldb, c, ldc)
+	for k0 := 0; k0 < K; k0 += packK {
+		kb := min(packK, K-k0)
+		ak, bk, acck := a[k0*acs:], b[k0*ldb:], acc || k0 > 0
+		m6 := 0
+		if M >= packMinRows && N >= 16 && (N%16 != 0 || acs%64 == 0) {
+			m6 = M - M%6
+			gemmPacked(acck, m6, N, kb, ak, ars, acs, bk, ldb, c, ldc)
+		}
+		if m6 < M {
+			gemmAVX(acck, M-m6, N, kb, ak[m6*ars:], ars, acs, bk, ldb, c[m6*ldc:], ldc)
+		}
+	}
+}
+
+// Packing: B in blocks of packK rows × packN columns, copied into
+// contiguous 16-column strips (zero-padded past N) that the 6×16 kernel
+// streams for every 6-row block, and A six rows at a time where its
+// stride defeats L1. It pays where gemmAVX's tiles lose most: N not a
+// multiple of 16 (the edge kernels run a few columns at a fraction of
+// the rate, and rows straddle lines) and a transposed A at a stride of
+// a multiple of 256 bytes, in products of at least packMinRows rows (fewer
+// pay more for the copy than they gain).
+const (
+	packK       = 256
+	packN       = 256
+	packMinRows = 48
+)
+
+type packBuf struct{ a, b []float32 }
+
+var packPool = sync.Pool{New: func() any {
+	return &packBuf{a: make([]float32, 6*packK), b: make([]float32, packK*packN)}
+}}
+
+// gemmPacked is gemm's AVX path for M a multiple of 6 and K ≤ packK. Each
+// element gets the same fused multiply-adds in the same order as in
+// gemmAVX: packing moves operands, not arithmetic, and the last strip's
+// padded columns are computed into a scratch tile and dropped.
+func gemmPacked(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
+	buf := packPool.Get().(*packBuf)
+	defer packPool.Put(buf)
+	for j0 := 0; j0 < N; j0 += packN {
+		nb := min(packN, N-j0)
+		strips := (nb + 15) / 16
+		bp := buf.b[:strips*16*K]
+		for s := range strips {
+			w := min(16, nb-16*s)
+			for k := 0; k < K; k++ {
+				row := bp[(s*K+k)*16 : (s*K+k+1)*16]
+				src := b[k*ldb+j0+16*s:]
+				if w == 16 {
+					*(*[16]float32)(row) = *(*[16]float32)(src)
+					continue
+				}
+				copy(row, src[:w])
+				clear(row[w:])
+			}
+		}
+		for i := 0; i < M; i += 6 {
+			ai, aRow, aCol := a[i*ars:], ars, acs
+			if acs%64 == 0 {
+				// A transposed at a row stride of 256 bytes or a multiple:
+				// the lines of successive k fall in a few L1 sets and
+				// evict each other before the next strip reads them, so
+				// the six rows are copied out once per block.
+				ap := buf.a[:6*K]
+				for k := 0; k < K; k++ {
+					d := ap[k*6 : k*6+6 : k*6+6]
+					if ars == 1 {
+						s := ai[k*acs : k*acs+6 : k*acs+6]
+						d[0], d[1], d[2], d[3], d[4], d[5] = s[0], s[1], s[2], s[3], s[4], s[5]
+						continue
+					}
+					for r := range d {
+						d[r] = ai[r*ars+k*acs]
+					}
+				}
+				ai, aRow, aCol = ap, 1, 6
+			}
+			ci := c[i*ldc+j0:]
+			for s := range strips {
+				w := min(16, nb-16*s)
+				if w == 16 {
+					kern6x16(K, &ai[0], aRow, aCol, &bp[s*K*16], 16, &ci[16*s], ldc, acc)
+					continue
+				}
+				var t [6 * 16]float32
+				if acc {
+					for r := 0; r < 6; r++ {
+						copy(t[r*16:r*16+w], ci[r*ldc+16*s:])
+					}
+				}
+				kern6x16(K, &ai[0], aRow, aCol, &bp[s*K*16], 16, &t[0], 16, acc)
+				for r := 0; r < 6; r++ {
+					copy(ci[r*ldc+16*s:r*ldc+16*s+w], t[r*16:])
+				}
+			}
+		}
 	}
 }
 
