@@ -143,25 +143,24 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 	return ndx
 }
 
-// scratch lends Backward its temporaries out of one slab kept from pass
-// to pass, so that a training step does not hand the allocator and the
-// collector tens of megabytes to zero and sweep. A pass that needs more
-// than the slab holds allocates the rest and leaves a slab that big for
-// the next; take is safe for Backward's goroutines.
+// scratch lends Backward its temporaries out of chunks kept from pass to
+// pass, so that a training step does not hand the allocator and the
+// collector tens of megabytes to fault in, zero and sweep. Each pass
+// carves the same sizes in the same order, so from the second pass on
+// everything comes from memory the first one touched; take is safe for
+// Backward's goroutines.
 type scratch struct {
-	mu         sync.Mutex
-	slab       []float32
-	used, need int
+	mu       sync.Mutex
+	chunks   [][]float32
+	cur, off int // the chunk being carved and how far
 }
+
+// scratchChunk is the smallest chunk, in floats.
+const scratchChunk = 1 << 20
 
 // reset reclaims everything taken: the previous Backward's temporaries
 // are dead by the time the next one starts.
-func (s *scratch) reset() {
-	if s.need > len(s.slab) {
-		s.slab = make([]float32, s.need)
-	}
-	s.used, s.need = 0, 0
-}
+func (s *scratch) reset() { s.cur, s.off = 0, 0 }
 
 // take returns n zeroed floats.
 func (s *scratch) take(n int) []float32 {
@@ -175,11 +174,13 @@ func (s *scratch) take(n int) []float32 {
 func (s *scratch) takeDirty(n int) []float32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.need += n
-	if s.used+n > len(s.slab) {
-		return make([]float32, n)
+	for ; s.cur < len(s.chunks); s.cur, s.off = s.cur+1, 0 {
+		if c := s.chunks[s.cur]; s.off+n <= len(c) {
+			s.off += n
+			return c[s.off-n : s.off : s.off]
+		}
 	}
-	b := s.slab[s.used : s.used+n : s.used+n]
-	s.used += n
-	return b
+	s.chunks = append(s.chunks, make([]float32, max(n, scratchChunk)))
+	s.off = n
+	return s.chunks[s.cur][:n:n]
 }

@@ -231,10 +231,10 @@ func TestAdamWeightDecayShrinksMatrices(t *testing.T) {
 	}
 }
 
-// TestBackwardIgnoresStaleScratch: Backward's temporaries come from a slab
-// kept between passes; poisoning it with NaN changes no gradient bit, so
-// nothing reads a buffer before writing it. The second pass is shorter,
-// then longer, than the one that sized the slab.
+// TestBackwardIgnoresStaleScratch: Backward's temporaries come from
+// chunks kept between passes; poisoning them with NaN changes no gradient
+// bit, so nothing reads a buffer before writing it. The second pass is
+// shorter, then longer, than the one before.
 func TestBackwardIgnoresStaleScratch(t *testing.T) {
 	cfg := wideConfig()
 	m := roughModel(t, cfg)
@@ -258,14 +258,16 @@ func TestBackwardIgnoresStaleScratch(t *testing.T) {
 		seq := samplePrompt(cfg, n)
 		want := grads(m.Clone(), seq)
 		grads(m, samplePrompt(cfg, 31))
-		for i := range m.bw.slab {
-			m.bw.slab[i] = float32(math.NaN())
+		for _, c := range m.bw.chunks {
+			for i := range c {
+				c[i] = float32(math.NaN())
+			}
 		}
 		got := grads(m, seq)
 		for i, g := range got {
 			for j, v := range g {
 				if math.Float32bits(v) != math.Float32bits(want[i][j]) {
-					t.Fatalf("%d tokens: %s[%d] = %v after a poisoned slab, %v fresh", n, m.G.Tensors[i].Name, j, v, want[i][j])
+					t.Fatalf("%d tokens: %s[%d] = %v after poisoned scratch, %v fresh", n, m.G.Tensors[i].Name, j, v, want[i][j])
 				}
 			}
 		}
