@@ -49,3 +49,6 @@ func sumSquares4(x *float32, n int, s *[4]float64)
 
 //go:noescape
 func axpyFMA(y *float32, a float32, x *float32, n int)
+
+//go:noescape
+func max8(x *float32, n int) (m float32, ok bool)

@@ -680,3 +680,36 @@ sumSquares4_done:
 	VMOVUPD Y0, (DX)
 	VZEROUPPER
 	RET
+
+// func max8(x *float32, n int) (m float32, ok bool)
+// The largest of x[:n] (n a multiple of 8, at least 8) by VMAXPS lanes;
+// ok is false where any element is NaN.
+TEXT ·max8(SB), NOSPLIT, $0-21
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VCMPPS $3, Y0, Y0, Y2 // unordered: NaN lanes
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JZ max8_reduce
+max8_loop:
+	VMOVUPS (SI), Y3
+	VMAXPS Y3, Y0, Y0
+	VCMPPS $3, Y3, Y3, Y4
+	VORPS Y4, Y2, Y2
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ max8_loop
+max8_reduce:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVSS X0, m+16(FP)
+	VMOVMSKPS Y2, AX
+	TESTL AX, AX
+	SETEQ ok+20(FP)
+	VZEROUPPER
+	RET

@@ -50,3 +50,5 @@ func axpyFMA(y *float32, a float32, x *float32, n int) {
 }
 
 func sumSquares4(x *float32, n int, s *[4]float64) { panic("moe: no assembly kernels in this build") }
+
+func max8(x *float32, n int) (m float32, ok bool) { panic("moe: no assembly kernels in this build") }

@@ -139,9 +139,19 @@ func expShiftSum(dst, src []float32, shift float32) float32 {
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-// maxf is the largest element of x (NaN if any is), in eight running
-// maxima: max is exact, so their order does not change the result.
+// maxf is the largest element of x (NaN if any is). max is exact, so the
+// order of comparisons does not change the result: eight lanes at a time
+// where the CPU has AVX, falling back to the loop where the lanes saw a
+// NaN or the maximum is a zero (VMAXPS orders neither as Go's max does).
 func maxf(x []float32) float32 {
+	if n := len(x) &^ 7; useAVX && n > 0 {
+		if mx, ok := max8(&x[0], n); ok && mx != 0 {
+			for _, v := range x[n:] {
+				mx = max(mx, v)
+			}
+			return mx
+		}
+	}
 	var m [8]float32
 	for j := range m {
 		m[j] = x[0]

@@ -135,3 +135,32 @@ func TestGradNormPathsAgree(t *testing.T) {
 		t.Fatalf("gradient norm %v with AVX, %v without", vec, one)
 	}
 }
+
+// TestMaxfPathsAgree: the vector maximum gives the loop's bits, NaN, ±0
+// and infinities among the elements included.
+func TestMaxfPathsAgree(t *testing.T) {
+	if !useAVX {
+		t.Skip("no AVX on this machine: only the loop exists")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	nan, inf, negz := float32(math.NaN()), float32(math.Inf(1)), float32(math.Copysign(0, -1))
+	for _, n := range []int{1, 7, 8, 9, 16, 31, 512} {
+		for _, special := range []float32{1, nan, inf, -inf, 0, negz} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+				if special == 0 || special == negz {
+					x[i] = -float32(math.Abs(float64(x[i]))) // a zero is the largest
+				}
+			}
+			x[rng.IntN(n)] = special
+			vec := maxf(x)
+			useAVX = false
+			one := maxf(x)
+			useAVX = true
+			if math.Float32bits(vec) != math.Float32bits(one) && !(vec != vec && one != one) {
+				t.Fatalf("%d elements with %v: max %v with AVX, %v without", n, special, vec, one)
+			}
+		}
+	}
+}
