@@ -88,13 +88,18 @@ func attendCausal(out, Q, K, V, P []float32, T int, cfg Config) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	parallel(H, func(h0, h1 int) {
 		kt := make([]float32, hd*T)
-		kh := make([]float32, T*hd)
+		kg := -1
 		for h := h0; h < h1; h++ {
-			lo, klo := h*hd, (h/(H/KV))*hd
-			for t := 0; t < T; t++ {
-				copy(kh[t*hd:(t+1)*hd], K[t*dkv+klo:t*dkv+klo+hd])
+			g := h / (H / KV)
+			lo, klo := h*hd, g*hd
+			if g != kg { // the group's keys, transposed once for its query heads
+				for t := 0; t < T; t++ {
+					for d, v := range K[t*dkv+klo : t*dkv+klo+hd] {
+						kt[d*T+t] = v
+					}
+				}
+				kg = g
 			}
-			transpose(kt, kh, T, hd)
 			ph := P[h*T*T : (h+1)*T*T]
 			for t0 := 0; t0 < T; t0 += attnBlock {
 				t1 := min(t0+attnBlock, T)
