@@ -39,13 +39,13 @@ func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int
 		gemmGo(acc, M, N, K, a, ars, acs, b, ldb, c, ldc)
 		return
 	}
-	// K in blocks so that a B panel of kc×16 stays in L1; the partial
+	// K in blocks of packK so that a B strip of packK×16 stays in L1; the partial
 	// sums go through C, which does not change any bit.
 	for k0 := 0; k0 < K; k0 += packK {
 		kb := min(packK, K-k0)
 		ak, bk, acck := a[k0*acs:], b[k0*ldb:], acc || k0 > 0
 		m6 := 0
-		if M >= packMinRows && N >= 16 && (N%16 != 0 || acs%64 == 0) {
+		if M >= packMinRows && N >= 16 && (N%16 != 0 || aliasedA(acs, N)) {
 			m6 = M - M%6
 			gemmPacked(acck, m6, N, kb, ak, ars, acs, bk, ldb, c, ldc)
 		}
@@ -58,16 +58,23 @@ func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int
 // Packing: B in blocks of packK rows × packN columns, copied into
 // contiguous 16-column strips (zero-padded past N) that the 6×16 kernel
 // streams for every 6-row block, and A six rows at a time where its
-// stride defeats L1. It pays where gemmAVX's tiles lose most: N not a
-// multiple of 16 (the edge kernels run a few columns at a fraction of
-// the rate, and rows straddle lines) and a transposed A at a stride of
-// a multiple of 256 bytes, in products of at least packMinRows rows (fewer
-// pay more for the copy than they gain).
+// stride defeats L1 (aliasedA). It pays where gemmAVX's tiles lose most:
+// N not a multiple of 16 (the edge kernels run a few columns at a
+// fraction of the rate, and rows straddle lines) and an aliased A, in
+// products of at least packMinRows rows (fewer pay more for the copy than
+// they gain).
 const (
 	packK       = 256
 	packN       = 256
-	packMinRows = 48
+	packMinRows = 192
 )
+
+// aliasedA reports whether A's column stride (a transposed operand's row
+// stride) is a multiple of 1 KiB, so that the lines of successive k fall
+// in a few L1 sets and evict each other before the next strip reads
+// them, in a product wide enough (eight strips) to repay copying its six
+// rows out once per block.
+func aliasedA(acs, N int) bool { return acs%256 == 0 && N >= 128 }
 
 type packBuf struct{ a, b []float32 }
 
@@ -101,11 +108,7 @@ func gemmPacked(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, l
 		}
 		for i := 0; i < M; i += 6 {
 			ai, aRow, aCol := a[i*ars:], ars, acs
-			if acs%64 == 0 {
-				// A transposed at a row stride of 256 bytes or a multiple:
-				// the lines of successive k fall in a few L1 sets and
-				// evict each other before the next strip reads them, so
-				// the six rows are copied out once per block.
+			if aliasedA(acs, N) {
 				ap := buf.a[:6*K]
 				for k := 0; k < K; k++ {
 					d := ap[k*6 : k*6+6 : k*6+6]
