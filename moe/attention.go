@@ -65,11 +65,13 @@ const attnBlock = 12
 
 // attnWeights turns one query's raw scores q·k_j (j ≤ pos) into its
 // attention weights, in place: scaled, then softmax. Both paths call it.
+// Rounding is monotonic, so the largest scaled score is the largest score
+// scaled, and the scaling happens inside the exponential's pass.
 func attnWeights(s []float32, scale float32) {
+	inv := 1 / expScaleShiftSum(s, s, scale, float32(maxf(s)*scale))
 	for j := range s {
-		s[j] *= scale
+		s[j] *= inv
 	}
-	softmax(s, s)
 }
 
 // attendCausal is the trainer's causal grouped-query attention over T

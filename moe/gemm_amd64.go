@@ -15,7 +15,7 @@ var useAVX = cpu.X86.HasAVX && cpu.X86.HasFMA
 var useAVX2 = cpu.X86.HasAVX2
 
 //go:noescape
-func expf8(dst, src *float32, n int, shift float32, sums *[8]float32)
+func expf8(dst, src *float32, n int, scale, shift float32, sums *[8]float32)
 
 //go:noescape
 func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)

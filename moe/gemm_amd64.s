@@ -259,10 +259,11 @@ DATA expfC<>+52(SB)/4, $127
 DATA expfC<>+56(SB)/4, $0x7f800000
 GLOBL expfC<>(SB), RODATA|NOPTR, $60
 
-// func expf8(dst, src *float32, n int, shift float32, sums *[8]float32)
-// dst[i] = expf(src[i] − shift) for n a multiple of 8, with expf's
-// operations (kernels.go) lane by lane, so the bits are the scalar
-// function's; lane j of sums adds dst[8q+j] in increasing q.
+// func expf8(dst, src *float32, n int, scale, shift float32, sums *[8]float32)
+// dst[i] = expf(src[i]·scale − shift) for n a multiple of 8 (product and
+// difference each rounded), with expf's operations (kernels.go) lane by
+// lane, so the bits are the scalar function's; lane j of sums adds
+// dst[8q+j] in increasing q.
 TEXT ·expf8(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -270,12 +271,13 @@ TEXT ·expf8(SB), NOSPLIT, $0-40
 	MOVQ sums+32(FP), DX
 	SHRQ $3, CX
 	JZ expf8_done
-	VBROADCASTSS shift+24(FP), Y13
+	VBROADCASTSS shift+28(FP), Y13
 	VMOVUPS (DX), Y12
 	VBROADCASTSS expfC<>+44(SB), Y14 // hi
 	VBROADCASTSS expfC<>+48(SB), Y15 // lo
 expf8_loop:
-	VMOVUPS (SI), Y0
+	VBROADCASTSS scale+24(FP), Y3
+	VMULPS (SI), Y3, Y0
 	VSUBPS Y13, Y0, Y0               // x
 	VMAXPS Y15, Y0, Y1
 	VMINPS Y14, Y1, Y1               // x clamped, so the integer part stays small

@@ -5,7 +5,7 @@ package moe
 // Without the assembly kernels gemm runs gemmGo, which gives the same bits.
 var useAVX, useAVX2 = false, false
 
-func expf8(dst, src *float32, n int, shift float32, sums *[8]float32) {
+func expf8(dst, src *float32, n int, scale, shift float32, sums *[8]float32) {
 	panic("moe: no assembly kernels in this build")
 }
 

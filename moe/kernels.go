@@ -115,25 +115,26 @@ func dot(a, b []float32) float32 {
 }
 
 // expfs sets dst[i] = expf(src[i]) (dst may alias src).
-func expfs(dst, src []float32) { expShiftSum(dst, src, 0) }
+func expfs(dst, src []float32) { expScaleShiftSum(dst, src, 1, 0) }
 
-// expShiftSum sets dst[i] = expf(src[i] − shift) (dst may alias src) and
-// returns their sum: eight partial sums (lane i mod 8, each in increasing
-// i), reduced pairwise, so eight additions are in flight where one running
-// sum would wait on each. Eight lanes at a time where the CPU has AVX2,
-// with the same bits either way.
-func expShiftSum(dst, src []float32, shift float32) float32 {
+// expScaleShiftSum sets dst[i] = expf(src[i]·scale − shift), the product
+// and the difference each rounded (dst may alias src), and returns their
+// sum: eight partial sums (lane i mod 8, each in increasing i), reduced
+// pairwise, so eight additions are in flight where one running sum would
+// wait on each. Eight lanes at a time where the CPU has AVX2, with the
+// same bits either way.
+func expScaleShiftSum(dst, src []float32, scale, shift float32) float32 {
 	src = src[:len(dst)]
 	var s [8]float32
 	i := 0
 	if useAVX2 {
 		i = len(dst) &^ 7
 		if i > 0 {
-			expf8(&dst[0], &src[0], i, shift, &s)
+			expf8(&dst[0], &src[0], i, scale, shift, &s)
 		}
 	}
 	for ; i < len(dst); i++ {
-		dst[i] = expf(src[i] - shift)
+		dst[i] = expf(float32(src[i]*scale) - shift)
 		s[i&7] += dst[i]
 	}
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
@@ -175,9 +176,9 @@ func maxf(x []float32) float32 {
 }
 
 // softmax writes the softmax of x into p (which may alias x); the
-// denominator is expShiftSum's.
+// denominator is expScaleShiftSum's.
 func softmax(p, x []float32) {
-	inv := 1 / expShiftSum(p, x, maxf(x))
+	inv := 1 / expScaleShiftSum(p, x, 1, maxf(x))
 	for i := range p {
 		p[i] *= inv
 	}
@@ -237,7 +238,7 @@ func logSumExp(x []float32) float64 {
 	var sum float64
 	for i := 0; i < len(x); i += len(buf) {
 		c := buf[:min(len(buf), len(x)-i)]
-		expShiftSum(c, x[i:i+len(c)], mx)
+		expScaleShiftSum(c, x[i:i+len(c)], 1, mx)
 		for _, e := range c {
 			sum += float64(e)
 		}
@@ -248,10 +249,7 @@ func logSumExp(x []float32) float64 {
 // silus sets dst[i] = silu(x[i]) = x/(1 + e^−x) (dst must not alias x).
 func silus(dst, x []float32) {
 	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] = -v
-	}
-	expfs(dst, dst)
+	expScaleShiftSum(dst, x, -1, 0)
 	for i, v := range x {
 		dst[i] = v / (1 + dst[i])
 	}
@@ -260,10 +258,7 @@ func silus(dst, x []float32) {
 // sigmoids sets dst[i] = 1/(1 + e^−x[i]) (dst must not alias x).
 func sigmoids(dst, x []float32) {
 	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] = -v
-	}
-	expfs(dst, dst)
+	expScaleShiftSum(dst, x, -1, 0)
 	for i := range dst {
 		dst[i] = 1 / (1 + dst[i])
 	}

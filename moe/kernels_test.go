@@ -60,16 +60,16 @@ func TestExpfsMatchesExpf(t *testing.T) {
 	}
 	for _, n := range []int{3, 8, 13, 64, 517} {
 		x := xs[len(xs)-n:]
-		shift := float32(2.5)
+		scale, shift := float32(-0.7), float32(2.5)
 		vec := make([]float32, n)
-		sv := expShiftSum(vec, x, shift)
+		sv := expScaleShiftSum(vec, x, scale, shift)
 		useAVX2 = false
 		one := make([]float32, n)
-		so := expShiftSum(one, x, shift)
+		so := expScaleShiftSum(one, x, scale, shift)
 		useAVX2 = true
 		same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
 		if !slices.EqualFunc(vec, one, same) || !same(sv, so) {
-			t.Fatalf("expShiftSum of %d: vector sum %v, scalar %v", n, sv, so)
+			t.Fatalf("expScaleShiftSum of %d: vector sum %v, scalar %v", n, sv, so)
 		}
 	}
 }
