@@ -316,11 +316,13 @@ func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout,
 			// dactᵀ = W2ᵀ dOᵀ, [F, m].
 			gemm(false, F, m, D, lw.W2[e], 1, F, dO[r0*D:], m, bF(dact), m)
 			// silu'(x) = s (1 + x (1 − s)) with s = sigmoid(x).
-			sigmoids(bF(d1), bF(ma.e1))
-			for i := r0 * F; i < r1*F; i++ {
-				x, s := ma.e1[i], d1[i]
-				d1[i] = dact[i] * ma.e3[i] * (s * (1 + x*(1-s)))
-				d3[i] = dact[i] * (x * s)
+			e1, e3, da, g1, g3 := bF(ma.e1), bF(ma.e3), bF(dact), bF(d1), bF(d3)
+			sigmoids(g1, e1)
+			e3, da, g3 = e3[:len(e1)], da[:len(e1)], g3[:len(e1)]
+			for i, x := range e1 {
+				s := g1[i]
+				g1[i] = da[i] * e3[i] * (s * (1 + x*(1-s)))
+				g3[i] = da[i] * (x * s)
 			}
 			gemm(false, m, D, F, d1[r0*F:], 1, m, lw.W1[e], D, dhg[r0*D:], D)
 			gemm(true, m, D, F, d3[r0*F:], 1, m, lw.W3[e], D, dhg[r0*D:], D)
