@@ -65,12 +65,19 @@ func (a *Adam) Steps() int { return a.step }
 
 // Step applies one bias-corrected Adam update from m.G to m.W. It does not
 // clear the gradients.
-func (a *Adam) Step() {
+func (a *Adam) Step() { a.stepScaled(1, false) }
+
+// stepScaled is Step with every gradient first multiplied by scale (in
+// float32, the bits of scaling m.G in place), clearing each gradient
+// once it is used when zero is set: Update's clip, step and ZeroGrad in
+// one pass over the parameters.
+func (a *Adam) stepScaled(scale float32, zero bool) {
 	a.step++
 	c := a.Cfg
 	bc1 := 1 - math.Pow(c.Beta1, float64(a.step))
 	bc2 := 1 - math.Pow(c.Beta2, float64(a.step))
-	k := [8]float64{c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.LR, bc1, bc2, c.Eps}
+	k := [8]float32{float32(c.Beta1), float32(1 - c.Beta1), float32(c.Beta2), float32(1 - c.Beta2),
+		float32(c.LR / bc1), float32(1 / math.Sqrt(bc2)), float32(c.Eps), scale}
 	shrink := float32(1 - c.LR*c.WeightDecay)
 	for i, t := range a.m.W.Tensors {
 		if c.WeightDecay > 0 && len(t.Shape) > 1 {
@@ -78,39 +85,50 @@ func (a *Adam) Step() {
 				t.Data[j] *= shrink
 			}
 		}
-		adamStep(t.Data, a.m.G.Tensors[i].Data, a.mom.Tensors[i].Data, a.vel.Tensors[i].Data, &k)
+		adamStep(t.Data, a.m.G.Tensors[i].Data, a.mom.Tensors[i].Data, a.vel.Tensors[i].Data, &k, zero)
 	}
 }
 
-// adamStep updates w and the moments m, v from the gradient g, in float64
-// (k as adam4 takes it), four lanes at a time where the CPU has AVX: the
-// same operations in the same order either way, products rounded before
-// they are added, so the bits do not depend on the path.
-func adamStep(w, g, m, v []float32, k *[8]float64) {
+// adamStep updates w and the moments m, v from the gradient g in float32,
+// as torch.optim.Adam does: m' = β1·m + (1−β1)·g, v' = β2·v + (1−β2)·g·g,
+// w −= lr/bc1 · m' / (√v'/√bc2 + ε), with k = β1, 1−β1, β2, 1−β2, lr/bc1,
+// 1/√bc2, ε and the gradient's scale. Eight lanes at a time where the CPU
+// has AVX, the same operations in the same order either way, each
+// product rounded before it is added, so the bits do not depend on the
+// path. zero clears g.
+func adamStep(w, g, m, v []float32, k *[8]float32, zero bool) {
 	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
 	j := 0
 	if useAVX {
-		j = len(w) &^ 3
+		j = len(w) &^ 7
 		if j > 0 {
-			adam4(&w[0], &g[0], &m[0], &v[0], j, k)
+			adam8(&w[0], &g[0], &m[0], &v[0], j, k, zero)
 		}
 	}
 	for ; j < len(w); j++ {
-		gj := float64(g[j])
-		mj := float64(k[0]*float64(m[j])) + float64(k[1]*gj)
-		vj := float64(k[2]*float64(v[j])) + float64(float64(k[3]*gj)*gj)
-		m[j], v[j] = float32(mj), float32(vj)
-		w[j] -= float32(float64(k[4]*(mj/k[5])) / (math.Sqrt(vj/k[6]) + k[7]))
+		gj := float32(g[j] * k[7])
+		mj := float32(k[0]*m[j]) + float32(k[1]*gj)
+		vj := float32(k[2]*v[j]) + float32(float32(k[3]*gj)*gj)
+		m[j], v[j] = mj, vj
+		d := float32(float32(math.Sqrt(float64(vj)))*k[5]) + k[6]
+		w[j] -= float32(k[4] * (mj / d))
+		if zero {
+			g[j] = 0
+		}
 	}
 }
 
 // Update ends one optimiser step of every trainer: it clips m.G's global
 // norm to maxNorm (0: no clipping), applies Step and clears the
-// gradients. It returns the norm before clipping.
+// gradients, in one pass after the norm's. It returns the norm before
+// clipping.
 func (a *Adam) Update(maxNorm float64) float64 {
-	n := a.m.ClipGradNorm(maxNorm)
-	a.Step()
-	a.m.ZeroGrad()
+	n := a.m.GradNorm()
+	scale := float32(1)
+	if maxNorm > 0 && n > maxNorm {
+		scale = float32(maxNorm / n)
+	}
+	a.stepScaled(scale, true)
 	return n
 }
 
@@ -121,19 +139,23 @@ func (m *Model) GradNorm() float64 {
 	var s float64
 	for _, t := range m.G.Tensors {
 		d := t.Data
-		var s0, s1, s2, s3 float64
+		var p [4]float64
 		i := 0
+		if useAVX {
+			i = len(d) &^ 3
+			if i > 0 {
+				sumSquares4(&d[0], i, &p)
+			}
+		}
 		for ; i+4 <= len(d); i += 4 {
-			a, b, c, e := float64(d[i]), float64(d[i+1]), float64(d[i+2]), float64(d[i+3])
-			s0 += float64(a * a)
-			s1 += float64(b * b)
-			s2 += float64(c * c)
-			s3 += float64(e * e)
+			for j, v := range d[i : i+4] {
+				p[j] += float64(float64(v) * float64(v))
+			}
 		}
 		for ; i < len(d); i++ {
-			s0 += float64(float64(d[i]) * float64(d[i]))
+			p[0] += float64(float64(d[i]) * float64(d[i]))
 		}
-		s += (s0 + s1) + (s2 + s3)
+		s += (p[0] + p[1]) + (p[2] + p[3])
 	}
 	return math.Sqrt(s)
 }

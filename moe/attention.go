@@ -59,16 +59,19 @@ func headNorm(out, pre, g, rms []float32, eps float32) {
 }
 
 // attnBlock is the query-row block of the trainer's attention: scores
-// and weights are computed for rows [t0, t0+attnBlock) at once.
-const attnBlock = 8
+// and weights are computed for rows [t0, t0+attnBlock) at once. Two
+// heights of gemm's 6-row kernel, so no row falls to its one-row edge.
+const attnBlock = 12
 
 // attnWeights turns one query's raw scores q·k_j (j ≤ pos) into its
 // attention weights, in place: scaled, then softmax. Both paths call it.
+// Rounding is monotonic, so the largest scaled score is the largest score
+// scaled, and the scaling happens inside the exponential's pass.
 func attnWeights(s []float32, scale float32) {
+	inv := 1 / expScaleShiftSum(s, s, scale, float32(maxf(s)*scale))
 	for j := range s {
-		s[j] *= scale
+		s[j] *= inv
 	}
-	softmax(s, s)
 }
 
 // attendCausal is the trainer's causal grouped-query attention over T
@@ -87,13 +90,18 @@ func attendCausal(out, Q, K, V, P []float32, T int, cfg Config) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	parallel(H, func(h0, h1 int) {
 		kt := make([]float32, hd*T)
-		kh := make([]float32, T*hd)
+		kg := -1
 		for h := h0; h < h1; h++ {
-			lo, klo := h*hd, (h/(H/KV))*hd
-			for t := 0; t < T; t++ {
-				copy(kh[t*hd:(t+1)*hd], K[t*dkv+klo:t*dkv+klo+hd])
+			g := h / (H / KV)
+			lo, klo := h*hd, g*hd
+			if g != kg { // the group's keys, transposed once for its query heads
+				for t := 0; t < T; t++ {
+					for d, v := range K[t*dkv+klo : t*dkv+klo+hd] {
+						kt[d*T+t] = v
+					}
+				}
+				kg = g
 			}
-			transpose(kt, kh, T, hd)
 			ph := P[h*T*T : (h+1)*T*T]
 			for t0 := 0; t0 < T; t0 += attnBlock {
 				t1 := min(t0+attnBlock, T)
@@ -138,14 +146,12 @@ func attendOne(out, q, Kt, V []float32, pos, capacity int, cfg Config, s []float
 // heads run in parallel, each owning its columns and walking its query
 // heads in order, so the sums of a group do not depend on Workers; the
 // products skip the all-zero blocks above the diagonal.
-func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config) {
+func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config, sc *scratch) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	dq, dkv, group := H*hd, KV*hd, H/KV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	parallel(KV, func(g0, g1 int) {
-		vt := make([]float32, hd*T)
-		vh := make([]float32, T*hd)
-		dS := make([]float32, T*T)
+		vt, vh, dS := sc.takeDirty(hd*T), sc.takeDirty(T*hd), sc.takeDirty(T*T) // dS cleared per head
 		for g := g0; g < g1; g++ {
 			klo := g * hd
 			for t := 0; t < T; t++ {
@@ -164,10 +170,7 @@ func attentionBackward(dQ, dK, dV, dA, Q, K, V, P []float32, T int, cfg Config) 
 					gemm(false, b1-b0, b1, hd, dA[b0*dq+lo:], dq, 1, vt, T, dS[b0*T:], T)
 					for t := b0; t < b1; t++ {
 						p, d := ph[t*T:t*T+t+1], dS[t*T:t*T+t+1]
-						var sum float32
-						for j := range p {
-							sum += p[j] * d[j]
-						}
+						sum := dot(p, d)
 						for j := range p {
 							d[j] = p[j] * (d[j] - sum) * scale
 						}

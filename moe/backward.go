@@ -3,6 +3,7 @@ package moe
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Backward accumulates into m.G the gradient of a loss L given by the
@@ -23,7 +24,8 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 	case dValues != nil && len(dValues) != T:
 		return fmt.Errorf("moe backward: %d value gradients for %d positions", len(dValues), T)
 	}
-	f := func(n int) []float32 { return make([]float32, n) }
+	m.bw.reset()
+	f := m.bw.take
 	g := m.G
 	dxf := f(T * D)
 	if dLogProbs != nil {
@@ -59,7 +61,7 @@ func (m *Model) Backward(p *Pass, dLogProbs, dValues []float32) error {
 // rows with a non-zero dlogp only (masked tokens add nothing).
 func (m *Model) lmHeadBackward(p *Pass, dLogProbs, dxf []float32) {
 	D, V := m.Cfg.DModel, m.Cfg.Vocab
-	f := func(n int) []float32 { return make([]float32, n) }
+	f := m.bw.take
 	var tgt []int
 	for t, d := range dLogProbs {
 		if d != 0 {
@@ -67,7 +69,7 @@ func (m *Model) lmHeadBackward(p *Pass, dLogProbs, dxf []float32) {
 		}
 	}
 	n := len(tgt)
-	dlogits, xfR, dxfR := f(n*V), f(n*D), f(n*D)
+	dlogits, xfR, dxfR := m.bw.takeDirty(n*V), m.bw.takeDirty(n*D), f(n*D)
 	parallel(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t := tgt[i]
@@ -97,16 +99,16 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 	cfg := m.Cfg
 	T, D, dq, dkv, hd := len(p.IDs), cfg.DModel, cfg.qDim(), cfg.kvDim(), cfg.HeadDim
 	H, KV := cfg.Heads, cfg.KVHeads
-	f := func(n int) []float32 { return make([]float32, n) }
+	f := m.bw.take
 	lw, gl, pl := &m.W.Layers[l], &m.G.Layers[l], &p.layers[l]
 	at := &pl.att
-	dx2 := f(T * D)
-	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2)
+	dx2 := m.bw.takeDirty(T * D) // moeBackward copies dx into it first
+	moeBackward(cfg, lw, gl, pl.moe, T, pl.x2, dx, dx2, &m.bw)
 	// Attention half: x2 = x + Wo a.
 	da := f(T * dq)
 	linearBackward(da, gl.Wo, dx2, pl.a, lw.Wo, T, D, dq)
-	dq1, dk1, dv := f(T*dq), f(T*dkv), f(T*dkv)
-	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg)
+	dq1, dk1, dv := m.bw.takeDirty(T*dq), f(T*dkv), f(T*dkv) // attentionBackward sets dQ
+	attentionBackward(dq1, dk1, dv, da, at.q, at.k, pl.v, pl.p, T, cfg, &m.bw)
 	// Through RoPE (its inverse rotation), then the head norms.
 	dqp, dkp := f(T*dq), f(T*dkv)
 	parallel(T, func(lo, hi int) {
@@ -139,4 +141,46 @@ func (m *Model) layerBackward(l int, p *Pass, dx []float32) []float32 {
 		}
 	})
 	return ndx
+}
+
+// scratch lends Backward its temporaries out of chunks kept from pass to
+// pass, so that a training step does not hand the allocator and the
+// collector tens of megabytes to fault in, zero and sweep. Each pass
+// carves the same sizes in the same order, so from the second pass on
+// everything comes from memory the first one touched; take is safe for
+// Backward's goroutines.
+type scratch struct {
+	mu       sync.Mutex
+	chunks   [][]float32
+	cur, off int // the chunk being carved and how far
+}
+
+// scratchChunk is the smallest chunk, in floats.
+const scratchChunk = 1 << 20
+
+// reset reclaims everything taken: the previous Backward's temporaries
+// are dead by the time the next one starts.
+func (s *scratch) reset() { s.cur, s.off = 0, 0 }
+
+// take returns n zeroed floats.
+func (s *scratch) take(n int) []float32 {
+	b := s.takeDirty(n)
+	clear(b)
+	return b
+}
+
+// takeDirty returns n floats holding whatever an earlier pass left there:
+// for a buffer written in full before it is read.
+func (s *scratch) takeDirty(n int) []float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ; s.cur < len(s.chunks); s.cur, s.off = s.cur+1, 0 {
+		if c := s.chunks[s.cur]; s.off+n <= len(c) {
+			s.off += n
+			return c[s.off-n : s.off : s.off]
+		}
+	}
+	s.chunks = append(s.chunks, make([]float32, max(n, scratchChunk)))
+	s.off = n
+	return s.chunks[s.cur][:n:n]
 }

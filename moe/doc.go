@@ -100,15 +100,14 @@
 // # Numerics
 //
 // Every matrix product is gemm: each output element is summed in
-// increasing k, one product at a time, each product rounded to float32
-// before it is added. No fused multiply-add is used anywhere, because an
-// FMA rounds once where the portable code rounds twice: the AVX kernels
-// (VMULPS then VADDPS) and the portable Go (float32(a*b) added) give the
-// same bits, and so does the one-row product of the sampler against the
+// increasing k, one fused multiply-add at a time (product and sum rounded
+// once to float32). The AVX kernels (VFMADD231PS) and the portable Go
+// (fma32, exact in float64 arithmetic with round-to-odd) give the same
+// bits, and so does the one-row product of the sampler against the
 // many-row product of the trainer. The exponential of softmax and silu is
 // expf, a float32 polynomial (within 2 ulp of e^x), again the same
 // operations in its eight-lane AVX2 form and in Go; Adam's step runs in
-// float64 lanes with the scalar code's operations. Sums outside gemm
+// float32 lanes with the scalar code's operations. Sums outside gemm
 // (softmax's denominator, norms, the gate gradients) run in a fixed
 // order. So a run's results are the same with and without AVX (tests
 // flip the kernels off and compare bits) and on any number of workers; the

@@ -1,20 +1,24 @@
 package moe
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"sync"
+)
 
 // gemm is the one matrix product both paths use:
 //
 //	C[i,j] = (acc ? C[i,j] : 0) + Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j]
 //
 // for i < M, j < N, with C row-major (row stride ldc). Its numerical
-// contract: every output element is summed in increasing k, one product at
-// a time, each product rounded to float32 before it is added (no fused
-// multiply-add). The order depends on neither M, N, the tiling nor the
+// contract: every output element is summed in increasing k, one fused
+// multiply-add at a time (the product and the sum rounded once, to
+// float32). The order depends on neither M, N, the tiling nor the
 // instruction set, so a one-row product (the sampler) gives the bits of
 // the same row inside a many-row product (the trainer), and the AVX path
-// and the portable one agree bit for bit. Splitting K into consecutive
-// calls with acc set gives the same bits as one call (the partial sums
-// are stored and reloaded exactly).
+// (VFMADD231PS) and the portable one (fma32) agree bit for bit. Splitting
+// K into consecutive calls with acc set gives the same bits as one call
+// (the partial sums are stored and reloaded exactly).
 func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	if M <= 0 || N <= 0 {
 		return
@@ -35,12 +39,109 @@ func gemm(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int
 		gemmGo(acc, M, N, K, a, ars, acs, b, ldb, c, ldc)
 		return
 	}
-	// K in blocks so that a B panel of kc×16 stays in L1; the partial
+	// K in blocks of packK so that a B strip of packK×16 stays in L1; the partial
 	// sums go through C, which does not change any bit.
-	const kc = 256
-	for k0 := 0; k0 < K; k0 += kc {
-		kb := min(kc, K-k0)
-		gemmAVX(acc || k0 > 0, M, N, kb, a[k0*acs:], ars, acs, b[k0*ldb:], ldb, c, ldc)
+	for k0 := 0; k0 < K; k0 += packK {
+		kb := min(packK, K-k0)
+		ak, bk, acck := a[k0*acs:], b[k0*ldb:], acc || k0 > 0
+		m6 := 0
+		if M >= packMinRows && N >= 16 && (N%16 != 0 || aliasedA(acs, N)) {
+			m6 = M - M%6
+			gemmPacked(acck, m6, N, kb, ak, ars, acs, bk, ldb, c, ldc)
+		}
+		if m6 < M {
+			gemmAVX(acck, M-m6, N, kb, ak[m6*ars:], ars, acs, bk, ldb, c[m6*ldc:], ldc)
+		}
+	}
+}
+
+// Packing: B in blocks of packK rows × packN columns, copied into
+// contiguous 16-column strips (zero-padded past N) that the 6×16 kernel
+// streams for every 6-row block, and A six rows at a time where its
+// stride defeats L1 (aliasedA). It pays where gemmAVX's tiles lose most:
+// N not a multiple of 16 (the edge kernels run a few columns at a
+// fraction of the rate, and rows straddle lines) and an aliased A, in
+// products of at least packMinRows rows (fewer pay more for the copy than
+// they gain).
+const (
+	packK       = 256
+	packN       = 256
+	packMinRows = 192
+)
+
+// aliasedA reports whether A's column stride (a transposed operand's row
+// stride) is a multiple of 1 KiB, so that the lines of successive k fall
+// in a few L1 sets and evict each other before the next strip reads
+// them, in a product wide enough (eight strips) to repay copying its six
+// rows out once per block.
+func aliasedA(acs, N int) bool { return acs%256 == 0 && N >= 128 }
+
+type packBuf struct{ a, b []float32 }
+
+var packPool = sync.Pool{New: func() any {
+	return &packBuf{a: make([]float32, 6*packK), b: make([]float32, packK*packN)}
+}}
+
+// gemmPacked is gemm's AVX path for M a multiple of 6 and K ≤ packK. Each
+// element gets the same fused multiply-adds in the same order as in
+// gemmAVX: packing moves operands, not arithmetic, and the last strip's
+// padded columns are computed into a scratch tile and dropped.
+func gemmPacked(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
+	buf := packPool.Get().(*packBuf)
+	defer packPool.Put(buf)
+	for j0 := 0; j0 < N; j0 += packN {
+		nb := min(packN, N-j0)
+		strips := (nb + 15) / 16
+		bp := buf.b[:strips*16*K]
+		for s := range strips {
+			w := min(16, nb-16*s)
+			for k := 0; k < K; k++ {
+				row := bp[(s*K+k)*16 : (s*K+k+1)*16]
+				src := b[k*ldb+j0+16*s:]
+				if w == 16 {
+					*(*[16]float32)(row) = *(*[16]float32)(src)
+					continue
+				}
+				copy(row, src[:w])
+				clear(row[w:])
+			}
+		}
+		for i := 0; i < M; i += 6 {
+			ai, aRow, aCol := a[i*ars:], ars, acs
+			if aliasedA(acs, N) {
+				ap := buf.a[:6*K]
+				for k := 0; k < K; k++ {
+					d := ap[k*6 : k*6+6 : k*6+6]
+					if ars == 1 {
+						s := ai[k*acs : k*acs+6 : k*acs+6]
+						d[0], d[1], d[2], d[3], d[4], d[5] = s[0], s[1], s[2], s[3], s[4], s[5]
+						continue
+					}
+					for r := range d {
+						d[r] = ai[r*ars+k*acs]
+					}
+				}
+				ai, aRow, aCol = ap, 1, 6
+			}
+			ci := c[i*ldc+j0:]
+			for s := range strips {
+				w := min(16, nb-16*s)
+				if w == 16 {
+					kern6x16(K, &ai[0], aRow, aCol, &bp[s*K*16], 16, &ci[16*s], ldc, acc)
+					continue
+				}
+				var t [6 * 16]float32
+				if acc {
+					for r := 0; r < 6; r++ {
+						copy(t[r*16:r*16+w], ci[r*ldc+16*s:])
+					}
+				}
+				kern6x16(K, &ai[0], aRow, aCol, &bp[s*K*16], 16, &t[0], 16, acc)
+				for r := 0; r < 6; r++ {
+					copy(ci[r*ldc+16*s:r*ldc+16*s+w], t[r*16:])
+				}
+			}
+		}
 	}
 }
 
@@ -109,7 +210,6 @@ func gemmAVX(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 }
 
 // gemmGo is the portable gemm: the same sums in the same order.
-// float32(x*y) keeps the compiler from fusing the multiply into the add.
 func gemmGo(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb int, c []float32, ldc int) {
 	for i := 0; i < M; i++ {
 		ci := c[i*ldc : i*ldc+N]
@@ -120,10 +220,36 @@ func gemmGo(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb i
 			av := a[i*ars+k*acs]
 			bk := b[k*ldb : k*ldb+N]
 			for j, bv := range bk {
-				ci[j] += float32(av * bv)
+				ci[j] = fma32(av, bv, ci[j])
 			}
 		}
 	}
+}
+
+// fma32 is x·y + z rounded once to float32, the bits of the hardware's
+// single-precision FMA. The product is exact in float64 (24+24 bits); the
+// sum is rounded to float64 with round-to-odd (the error of the sum, from
+// TwoSum, decides the last bit), so rounding that to float32 is rounding
+// the exact x·y + z: rounding to float64 with round-to-nearest instead
+// would round twice, wrongly at the float32 halfway points.
+func fma32(x, y, z float32) float32 {
+	p, c := float64(x)*float64(y), float64(z)
+	s := p + c
+	if s-s != 0 { // Inf or NaN
+		return float32(s)
+	}
+	d := s - p
+	if e := (p - (s - d)) + (c - d); e != 0 {
+		if b := math.Float64bits(s); b&1 == 0 {
+			if (e > 0) == (s > 0) {
+				b++
+			} else {
+				b--
+			}
+			s = math.Float64frombits(b)
+		}
+	}
+	return float32(s)
 }
 
 // gemmPar is gemm with the rows of C split over Workers goroutines (in
@@ -141,12 +267,18 @@ func gemmPar(acc bool, M, N, K int, a []float32, ars, acs int, b []float32, ldb 
 	})
 }
 
-// axpyAt adds a·x to y with gemm's arithmetic (the product rounded before
-// the add), so a sum continued this way matches one gemm over more k.
+// axpyAt adds a·x to y with gemm's arithmetic (one fused multiply-add
+// per element), so a sum continued this way matches one gemm over more k.
 func axpyAt(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
+	if useAVX {
+		if len(y) > 0 {
+			axpyFMA(&y[0], a, &x[0], len(y))
+		}
+		return
+	}
 	for i := range y {
-		y[i] += float32(a * x[i])
+		y[i] = fma32(a, x[i], y[i])
 	}
 }
 

@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// AVX kernels for gemm (gemm.go). Each output element is summed in increasing k,
-// one VMULPS-rounded product added by VADDPS at a time: no FMA, so the bits
-// equal gemmGo's.
+// AVX2 kernels for gemm (gemm.go). Each output element is summed in increasing k,
+// one VFMADD231PS (product and sum rounded once) at a time, so the bits
+// equal gemmGo's fma32.
 
 // func kern4x16(k int, a *float32, ars, acs int, b *float32, ldb int, c *float32, ldc int, acc bool)
 TEXT ·kern4x16(SB), NOSPLIT, $0-65
@@ -47,25 +47,17 @@ kern4x16_loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
-	VMULPS Y1, Y2, Y12
-	VADDPS Y12, Y5, Y5
+	VFMADD231PS Y0, Y2, Y4
+	VFMADD231PS Y1, Y2, Y5
 	VBROADCASTSS (SI)(R8*1), Y13
-	VMULPS Y0, Y13, Y3
-	VADDPS Y3, Y6, Y6
-	VMULPS Y1, Y13, Y12
-	VADDPS Y12, Y7, Y7
+	VFMADD231PS Y0, Y13, Y6
+	VFMADD231PS Y1, Y13, Y7
 	VBROADCASTSS (R9), Y14
-	VMULPS Y0, Y14, Y3
-	VADDPS Y3, Y8, Y8
-	VMULPS Y1, Y14, Y12
-	VADDPS Y12, Y9, Y9
+	VFMADD231PS Y0, Y14, Y8
+	VFMADD231PS Y1, Y14, Y9
 	VBROADCASTSS (R9)(R8*1), Y15
-	VMULPS Y0, Y15, Y3
-	VADDPS Y3, Y10, Y10
-	VMULPS Y1, Y15, Y12
-	VADDPS Y12, Y11, Y11
+	VFMADD231PS Y0, Y15, Y10
+	VFMADD231PS Y1, Y15, Y11
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
@@ -114,17 +106,13 @@ kern4x8_zero:
 kern4x8_loop:
 	VMOVUPS (DI), Y0
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
+	VFMADD231PS Y0, Y2, Y4
 	VBROADCASTSS (SI)(R8*1), Y8
-	VMULPS Y0, Y8, Y11
-	VADDPS Y11, Y5, Y5
+	VFMADD231PS Y0, Y8, Y5
 	VBROADCASTSS (R9), Y9
-	VMULPS Y0, Y9, Y3
-	VADDPS Y3, Y6, Y6
+	VFMADD231PS Y0, Y9, Y6
 	VBROADCASTSS (R9)(R8*1), Y10
-	VMULPS Y0, Y10, Y11
-	VADDPS Y11, Y7, Y7
+	VFMADD231PS Y0, Y10, Y7
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
@@ -170,22 +158,14 @@ kern1x64_zero:
 	VXORPS Y11, Y11, Y11
 kern1x64_loop:
 	VBROADCASTSS (SI), Y2
-	VMULPS (DI), Y2, Y12
-	VADDPS Y12, Y4, Y4
-	VMULPS 32(DI), Y2, Y13
-	VADDPS Y13, Y5, Y5
-	VMULPS 64(DI), Y2, Y14
-	VADDPS Y14, Y6, Y6
-	VMULPS 96(DI), Y2, Y15
-	VADDPS Y15, Y7, Y7
-	VMULPS 128(DI), Y2, Y12
-	VADDPS Y12, Y8, Y8
-	VMULPS 160(DI), Y2, Y13
-	VADDPS Y13, Y9, Y9
-	VMULPS 192(DI), Y2, Y14
-	VADDPS Y14, Y10, Y10
-	VMULPS 224(DI), Y2, Y15
-	VADDPS Y15, Y11, Y11
+	VFMADD231PS (DI), Y2, Y4
+	VFMADD231PS 32(DI), Y2, Y5
+	VFMADD231PS 64(DI), Y2, Y6
+	VFMADD231PS 96(DI), Y2, Y7
+	VFMADD231PS 128(DI), Y2, Y8
+	VFMADD231PS 160(DI), Y2, Y9
+	VFMADD231PS 192(DI), Y2, Y10
+	VFMADD231PS 224(DI), Y2, Y11
 	ADDQ R10, SI
 	ADDQ R11, DI
 	DECQ CX
@@ -222,10 +202,8 @@ kern1x16_zero:
 	VXORPS Y5, Y5, Y5
 kern1x16_loop:
 	VBROADCASTSS (SI), Y2
-	VMULPS (DI), Y2, Y12
-	VADDPS Y12, Y4, Y4
-	VMULPS 32(DI), Y2, Y13
-	VADDPS Y13, Y5, Y5
+	VFMADD231PS (DI), Y2, Y4
+	VFMADD231PS 32(DI), Y2, Y5
 	ADDQ R10, SI
 	ADDQ R11, DI
 	DECQ CX
@@ -254,8 +232,7 @@ kern1x8_zero:
 	VXORPS Y4, Y4, Y4
 kern1x8_loop:
 	VBROADCASTSS (SI), Y2
-	VMULPS (DI), Y2, Y12
-	VADDPS Y12, Y4, Y4
+	VFMADD231PS (DI), Y2, Y4
 	ADDQ R10, SI
 	ADDQ R11, DI
 	DECQ CX
@@ -282,19 +259,26 @@ DATA expfC<>+52(SB)/4, $127
 DATA expfC<>+56(SB)/4, $0x7f800000
 GLOBL expfC<>(SB), RODATA|NOPTR, $60
 
-// func expf8(dst, src *float32, n int)
-// dst[i] = expf(src[i]) for n a multiple of 8, with expf's operations
-// (kernels.go) lane by lane, so the bits are the scalar function's.
-TEXT ·expf8(SB), NOSPLIT, $0-24
+// func expf8(dst, src *float32, n int, scale, shift float32, sums *[8]float32)
+// dst[i] = expf(src[i]·scale − shift) for n a multiple of 8 (product and
+// difference each rounded), with expf's operations (kernels.go) lane by
+// lane, so the bits are the scalar function's; lane j of sums adds
+// dst[8q+j] in increasing q.
+TEXT ·expf8(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
+	MOVQ sums+32(FP), DX
 	SHRQ $3, CX
 	JZ expf8_done
+	VBROADCASTSS shift+28(FP), Y13
+	VMOVUPS (DX), Y12
 	VBROADCASTSS expfC<>+44(SB), Y14 // hi
 	VBROADCASTSS expfC<>+48(SB), Y15 // lo
 expf8_loop:
-	VMOVUPS (SI), Y0                 // x
+	VBROADCASTSS scale+24(FP), Y3
+	VMULPS (SI), Y3, Y0
+	VSUBPS Y13, Y0, Y0               // x
 	VMAXPS Y15, Y0, Y1
 	VMINPS Y14, Y1, Y1               // x clamped, so the integer part stays small
 	VBROADCASTSS expfC<>+0(SB), Y2
@@ -348,68 +332,70 @@ expf8_loop:
 	VCMPPS $3, Y0, Y0, Y10           // NaN: x
 	VBLENDVPS Y10, Y0, Y5, Y5
 	VMOVUPS Y5, (DI)
+	VADDPS Y5, Y12, Y12
 	ADDQ $32, SI
 	ADDQ $32, DI
 	DECQ CX
 	JNZ expf8_loop
+	VMOVUPS Y12, (DX)
 	VZEROUPPER
 expf8_done:
 	RET
 
-// func adam4(w, grad, mom, vel *float32, n int, k *[8]float64)
-// One Adam step over n elements (a multiple of 4), in float64 lanes with
-// the scalar Step's operations in its order (k: β1, 1−β1, β2, 1−β2, lr,
-// bias corrections 1 and 2, ε), so the bits are the scalar code's.
-TEXT ·adam4(SB), NOSPLIT, $0-48
+// func adam8(w, grad, mom, vel *float32, n int, k *[8]float32, zero bool)
+// One Adam step over n elements (a multiple of 8) with adamStep's scalar
+// operations in its order (k: β1, 1−β1, β2, 1−β2, lr/bc1, 1/√bc2, ε, the
+// gradient's scale), so the bits are the scalar code's; zero clears grad.
+TEXT ·adam8(SB), NOSPLIT, $0-49
 	MOVQ w+0(FP), DI
 	MOVQ grad+8(FP), SI
 	MOVQ mom+16(FP), R8
 	MOVQ vel+24(FP), R9
 	MOVQ n+32(FP), CX
 	MOVQ k+40(FP), AX
-	SHRQ $2, CX
-	JZ adam4_done
-	VBROADCASTSD 0(AX), Y8
-	VBROADCASTSD 8(AX), Y9
-	VBROADCASTSD 16(AX), Y10
-	VBROADCASTSD 24(AX), Y11
-	VBROADCASTSD 32(AX), Y12
-	VBROADCASTSD 40(AX), Y13
-	VBROADCASTSD 48(AX), Y14
-	VBROADCASTSD 56(AX), Y15
-adam4_loop:
-	VCVTPS2PD (SI), Y0
-	VCVTPS2PD (R8), Y1
-	VCVTPS2PD (R9), Y2
-	VMULPD Y8, Y1, Y1     // β1·m
-	VMULPD Y9, Y0, Y3     // (1−β1)·g
-	VADDPD Y3, Y1, Y1     // m'
-	VMULPD Y10, Y2, Y2    // β2·v
-	VMULPD Y11, Y0, Y3    // (1−β2)·g
-	VMULPD Y0, Y3, Y3     // ·g
-	VADDPD Y3, Y2, Y2     // v'
-	VCVTPD2PSY Y1, X4
-	VMOVUPS X4, (R8)
-	VCVTPD2PSY Y2, X4
-	VMOVUPS X4, (R9)
-	VDIVPD Y13, Y1, Y1    // m'/bc1
-	VMULPD Y1, Y12, Y1    // lr·(m'/bc1)
-	VDIVPD Y14, Y2, Y2    // v'/bc2
-	VSQRTPD Y2, Y2
-	VADDPD Y15, Y2, Y2    // + ε
-	VDIVPD Y2, Y1, Y1
-	VCVTPD2PSY Y1, X5
-	VMOVUPS (DI), X6
-	VSUBPS X5, X6, X6
-	VMOVUPS X6, (DI)
-	ADDQ $16, DI
-	ADDQ $16, SI
-	ADDQ $16, R8
-	ADDQ $16, R9
+	MOVBLZX zero+48(FP), DX
+	SHRQ $3, CX
+	JZ adam8_done
+	VBROADCASTSS 0(AX), Y8
+	VBROADCASTSS 4(AX), Y9
+	VBROADCASTSS 8(AX), Y10
+	VBROADCASTSS 12(AX), Y11
+	VBROADCASTSS 16(AX), Y12
+	VBROADCASTSS 20(AX), Y13
+	VBROADCASTSS 24(AX), Y14
+	VBROADCASTSS 28(AX), Y15
+	VXORPS Y7, Y7, Y7
+adam8_loop:
+	VMULPS (SI), Y15, Y0  // g·scale
+	VMULPS (R8), Y8, Y1   // β1·m
+	VMULPS Y0, Y9, Y3     // (1−β1)·g
+	VADDPS Y3, Y1, Y1     // m'
+	VMULPS (R9), Y10, Y2  // β2·v
+	VMULPS Y0, Y11, Y3    // (1−β2)·g
+	VMULPS Y0, Y3, Y3     // ·g
+	VADDPS Y3, Y2, Y2     // v'
+	VMOVUPS Y1, (R8)
+	VMOVUPS Y2, (R9)
+	VSQRTPS Y2, Y2
+	VMULPS Y13, Y2, Y2    // √v'/√bc2
+	VADDPS Y14, Y2, Y2    // + ε
+	VDIVPS Y2, Y1, Y1     // m'/(…)
+	VMULPS Y1, Y12, Y1    // lr/bc1 · m'/(…)
+	VMOVUPS (DI), Y4
+	VSUBPS Y1, Y4, Y4
+	VMOVUPS Y4, (DI)
+	TESTQ DX, DX
+	JZ adam8_next
+	VMOVUPS Y7, (SI)
+adam8_next:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
 	DECQ CX
-	JNZ adam4_loop
+	JNZ adam8_loop
 	VZEROUPPER
-adam4_done:
+adam8_done:
 	RET
 
 // The same kernels for the last N mod 8 columns: B and C are read and
@@ -450,17 +436,13 @@ kern4x8m_zero:
 kern4x8m_loop:
 	VMASKMOVPS (DI), Y12, Y0
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
+	VFMADD231PS Y0, Y2, Y4
 	VBROADCASTSS (SI)(R8*1), Y8
-	VMULPS Y0, Y8, Y11
-	VADDPS Y11, Y5, Y5
+	VFMADD231PS Y0, Y8, Y5
 	VBROADCASTSS (R9), Y9
-	VMULPS Y0, Y9, Y3
-	VADDPS Y3, Y6, Y6
+	VFMADD231PS Y0, Y9, Y6
 	VBROADCASTSS (R9)(R8*1), Y10
-	VMULPS Y0, Y10, Y11
-	VADDPS Y11, Y7, Y7
+	VFMADD231PS Y0, Y10, Y7
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
@@ -495,8 +477,7 @@ kern1x8m_zero:
 kern1x8m_loop:
 	VBROADCASTSS (SI), Y2
 	VMASKMOVPS (DI), Y12, Y13
-	VMULPS Y13, Y2, Y14
-	VADDPS Y14, Y4, Y4
+	VFMADD231PS Y13, Y2, Y4
 	ADDQ R10, SI
 	ADDQ R11, DI
 	DECQ CX
@@ -561,70 +542,46 @@ kern6x16_loop:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y5, Y5
+	VFMADD231PS Y0, Y2, Y4
+	VFMADD231PS Y1, Y2, Y5
 	VBROADCASTSS (SI)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y6, Y6
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y7, Y7
+	VFMADD231PS Y0, Y2, Y6
+	VFMADD231PS Y1, Y2, Y7
 	VBROADCASTSS (SI)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y8, Y8
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y9, Y9
+	VFMADD231PS Y0, Y2, Y8
+	VFMADD231PS Y1, Y2, Y9
 	VBROADCASTSS (R9), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y10, Y10
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y11, Y11
+	VFMADD231PS Y0, Y2, Y10
+	VFMADD231PS Y1, Y2, Y11
 	VBROADCASTSS (R9)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y12, Y12
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y13, Y13
+	VFMADD231PS Y0, Y2, Y12
+	VFMADD231PS Y1, Y2, Y13
 	VBROADCASTSS (R9)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y14, Y14
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y15, Y15
+	VFMADD231PS Y0, Y2, Y14
+	VFMADD231PS Y1, Y2, Y15
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y5, Y5
+	VFMADD231PS Y0, Y2, Y4
+	VFMADD231PS Y1, Y2, Y5
 	VBROADCASTSS (SI)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y6, Y6
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y7, Y7
+	VFMADD231PS Y0, Y2, Y6
+	VFMADD231PS Y1, Y2, Y7
 	VBROADCASTSS (SI)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y8, Y8
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y9, Y9
+	VFMADD231PS Y0, Y2, Y8
+	VFMADD231PS Y1, Y2, Y9
 	VBROADCASTSS (R9), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y10, Y10
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y11, Y11
+	VFMADD231PS Y0, Y2, Y10
+	VFMADD231PS Y1, Y2, Y11
 	VBROADCASTSS (R9)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y12, Y12
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y13, Y13
+	VFMADD231PS Y0, Y2, Y12
+	VFMADD231PS Y1, Y2, Y13
 	VBROADCASTSS (R9)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y14, Y14
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y15, Y15
+	VFMADD231PS Y0, Y2, Y14
+	VFMADD231PS Y1, Y2, Y15
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
@@ -636,35 +593,23 @@ kern6x16_tail:
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VBROADCASTSS (SI), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y4, Y4
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y5, Y5
+	VFMADD231PS Y0, Y2, Y4
+	VFMADD231PS Y1, Y2, Y5
 	VBROADCASTSS (SI)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y6, Y6
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y7, Y7
+	VFMADD231PS Y0, Y2, Y6
+	VFMADD231PS Y1, Y2, Y7
 	VBROADCASTSS (SI)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y8, Y8
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y9, Y9
+	VFMADD231PS Y0, Y2, Y8
+	VFMADD231PS Y1, Y2, Y9
 	VBROADCASTSS (R9), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y10, Y10
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y11, Y11
+	VFMADD231PS Y0, Y2, Y10
+	VFMADD231PS Y1, Y2, Y11
 	VBROADCASTSS (R9)(R8*1), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y12, Y12
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y13, Y13
+	VFMADD231PS Y0, Y2, Y12
+	VFMADD231PS Y1, Y2, Y13
 	VBROADCASTSS (R9)(R8*2), Y2
-	VMULPS Y0, Y2, Y3
-	VADDPS Y3, Y14, Y14
-	VMULPS Y1, Y2, Y3
-	VADDPS Y3, Y15, Y15
+	VFMADD231PS Y0, Y2, Y14
+	VFMADD231PS Y1, Y2, Y15
 	ADDQ R10, SI
 	ADDQ R10, R9
 	ADDQ R11, DI
@@ -681,5 +626,92 @@ kern6x16_store:
 	VMOVUPS Y13, 32(R13)(R12*1)
 	VMOVUPS Y14, (R13)(R12*2)
 	VMOVUPS Y15, 32(R13)(R12*2)
+	VZEROUPPER
+	RET
+
+// func axpyFMA(y *float32, a float32, x *float32, n int)
+// y[i] = fma(a, x[i], y[i]) for i < n: axpyAt's arithmetic, gemm's per element.
+TEXT ·axpyFMA(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	VBROADCASTSS a+8(FP), Y0
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+axpyFMA_loop8:
+	CMPQ CX, $8
+	JLT axpyFMA_tail
+	VMOVUPS (DI), Y1
+	VFMADD231PS (SI), Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP axpyFMA_loop8
+axpyFMA_tail:
+	TESTQ CX, CX
+	JZ axpyFMA_done
+	VMOVSS (DI), X1
+	VFMADD231SS (SI), X0, X1
+	VMOVSS X1, (DI)
+	ADDQ $4, DI
+	ADDQ $4, SI
+	DECQ CX
+	JMP axpyFMA_tail
+axpyFMA_done:
+	VZEROUPPER
+	RET
+
+// func sumSquares4(x *float32, n int, s *[4]float64)
+// s[j] += x[i]² in float64 for i ≡ j mod 4, i < n (a multiple of 4), in
+// increasing i, each square rounded before it is added: GradNorm's
+// scalar partial sums, four lanes at a time.
+TEXT ·sumSquares4(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ s+16(FP), DX
+	VMOVUPD (DX), Y0
+	SHRQ $2, CX
+	JZ sumSquares4_done
+sumSquares4_loop:
+	VCVTPS2PD (SI), Y1
+	VMULPD Y1, Y1, Y1
+	VADDPD Y1, Y0, Y0
+	ADDQ $16, SI
+	DECQ CX
+	JNZ sumSquares4_loop
+sumSquares4_done:
+	VMOVUPD Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func max8(x *float32, n int) (m float32, ok bool)
+// The largest of x[:n] (n a multiple of 8, at least 8) by VMAXPS lanes;
+// ok is false where any element is NaN.
+TEXT ·max8(SB), NOSPLIT, $0-21
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VCMPPS $3, Y0, Y0, Y2 // unordered: NaN lanes
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JZ max8_reduce
+max8_loop:
+	VMOVUPS (SI), Y3
+	VMAXPS Y3, Y0, Y0
+	VCMPPS $3, Y3, Y3, Y4
+	VORPS Y4, Y2, Y2
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ max8_loop
+max8_reduce:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVSS X0, m+16(FP)
+	VMOVMSKPS Y2, AX
+	TESTL AX, AX
+	SETEQ ok+20(FP)
 	VZEROUPPER
 	RET

@@ -27,7 +27,8 @@ func TestGemmPathsAgree(t *testing.T) {
 		}
 		return s
 	}
-	for _, sh := range [][3]int{{1, 1, 1}, {4, 16, 8}, {5, 23, 7}, {7, 130, 300}, {13, 72, 64}, {1, 200, 33}, {9, 8, 600}, {3, 5, 2}, {6, 32, 9}, {12, 53, 257}, {16, 17, 1}} {
+	for _, sh := range [][3]int{{1, 1, 1}, {4, 16, 8}, {5, 23, 7}, {7, 130, 300}, {13, 72, 64}, {1, 200, 33}, {9, 8, 600}, {3, 5, 2}, {6, 32, 9}, {12, 53, 257}, {16, 17, 1},
+		{192, 16, 5}, {197, 131, 300}, {194, 300, 20}, {200, 520, 9}, {193, 23, 513}, {198, 144, 40}} {
 		M, N, K := sh[0], sh[1], sh[2]
 		for _, trans := range []bool{false, true} {
 			ars, acs := K+3, 1
@@ -106,5 +107,44 @@ func TestTrainingSameWithoutAVX(t *testing.T) {
 	}
 	if !slices.Equal(ga.OutputIDs, gb.OutputIDs) || !slices.Equal(ga.LogProbs, gb.LogProbs) || !slices.Equal(ga.Routing.Experts, gb.Routing.Experts) {
 		t.Fatal("bf16 generation differs between the AVX and the portable path")
+	}
+}
+
+// TestFMA32MatchesHardware: the portable fused multiply-add rounds as the
+// CPU's does, at the cases where rounding the float64 sum to nearest and
+// then to float32 would not (exact value a hair off a float32 halfway
+// point, subnormal results, cancellation), and over random operands.
+func TestFMA32MatchesHardware(t *testing.T) {
+	if !useAVX {
+		t.Skip("no FMA on this machine")
+	}
+	f := math.Float32frombits
+	one, ulp := float32(1), float32(math.Ldexp(1, -23))
+	cases := [][3]float32{
+		{1 + ulp, float32(math.Ldexp(1, -24)) * (1 - ulp), 1 + ulp}, // just below a halfway point
+		{1 + ulp, float32(math.Ldexp(1, -24)) * (1 + ulp), 1},       // just above one
+		{-(1 + ulp), float32(math.Ldexp(1, -24)) * (1 - ulp), -(1 + ulp)},
+		{f(1), f(0x3f000000), f(0x00000001)}, // subnormals
+		{float32(math.Ldexp(1, -75)), float32(math.Ldexp(1.5, -75)) * (1 - ulp), float32(math.Ldexp(1, -149))},
+		{3, 1.0 / 3, -1},
+		{one, float32(math.Inf(1)), 1}, {0, float32(math.Inf(1)), 1}, {float32(math.NaN()), 1, 1},
+		{f(0x80000000), 1, 0}, {f(0x80000000), 1, f(0x80000000)},
+		{math.MaxFloat32, 2, -math.MaxFloat32},
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 200000; i++ {
+		x, y := float32(rng.NormFloat64()*math.Exp(rng.NormFloat64()*20)), float32(rng.NormFloat64())
+		z := float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()*20))
+		if i%2 == 0 {
+			z = -x * y * (1 + float32(rng.NormFloat64())*1e-6) // near cancellation
+		}
+		cases = append(cases, [3]float32{x, y, z})
+	}
+	for _, c := range cases {
+		want := []float32{c[2]}
+		axpyFMA(&want[0], c[0], &c[1], 1)
+		if got := fma32(c[0], c[1], c[2]); math.Float32bits(got) != math.Float32bits(want[0]) {
+			t.Fatalf("fma32(%g, %g, %g) = %g (%#x), hardware %g (%#x)", c[0], c[1], c[2], got, math.Float32bits(got), want[0], math.Float32bits(want[0]))
+		}
 	}
 }

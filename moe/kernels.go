@@ -95,7 +95,7 @@ func rows(n int, par bool, f func(lo, hi int)) {
 }
 
 // dot is the inner product of the value head and of the backward pass's
-// gate gradients (matrix products go through gemm): four interleaved
+// gate and attention-weight gradients (matrix products go through gemm): four interleaved
 // partial sums, then a fixed reduction.
 func dot(a, b []float32) float32 {
 	n := len(a)
@@ -114,38 +114,71 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// expfs sets dst[i] = expf(src[i]) (dst may alias src), eight lanes at a
-// time where the CPU has AVX2, with the same bits either way.
-func expfs(dst, src []float32) {
+// expfs sets dst[i] = expf(src[i]) (dst may alias src).
+func expfs(dst, src []float32) { expScaleShiftSum(dst, src, 1, 0) }
+
+// expScaleShiftSum sets dst[i] = expf(src[i]·scale − shift), the product
+// and the difference each rounded (dst may alias src), and returns their
+// sum: eight partial sums (lane i mod 8, each in increasing i), reduced
+// pairwise, so eight additions are in flight where one running sum would
+// wait on each. Eight lanes at a time where the CPU has AVX2, with the
+// same bits either way.
+func expScaleShiftSum(dst, src []float32, scale, shift float32) float32 {
 	src = src[:len(dst)]
+	var s [8]float32
 	i := 0
 	if useAVX2 {
 		i = len(dst) &^ 7
 		if i > 0 {
-			expf8(&dst[0], &src[0], i)
+			expf8(&dst[0], &src[0], i, scale, shift, &s)
 		}
 	}
 	for ; i < len(dst); i++ {
-		dst[i] = expf(src[i])
+		dst[i] = expf(float32(src[i]*scale) - shift)
+		s[i&7] += dst[i]
 	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-// softmax writes the softmax of x into p (which may alias x); the sum runs
-// in index order.
+// maxf is the largest element of x (NaN if any is). max is exact, so the
+// order of comparisons does not change the result: eight lanes at a time
+// where the CPU has AVX, falling back to the loop where the lanes saw a
+// NaN or the maximum is a zero (VMAXPS orders neither as Go's max does).
+func maxf(x []float32) float32 {
+	if n := len(x) &^ 7; useAVX && n > 0 {
+		if mx, ok := max8(&x[0], n); ok && mx != 0 {
+			for _, v := range x[n:] {
+				mx = max(mx, v)
+			}
+			return mx
+		}
+	}
+	var m [8]float32
+	for j := range m {
+		m[j] = x[0]
+	}
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		c := x[i : i+8]
+		m[0] = max(m[0], c[0])
+		m[1] = max(m[1], c[1])
+		m[2] = max(m[2], c[2])
+		m[3] = max(m[3], c[3])
+		m[4] = max(m[4], c[4])
+		m[5] = max(m[5], c[5])
+		m[6] = max(m[6], c[6])
+		m[7] = max(m[7], c[7])
+	}
+	for _, v := range x[i:] {
+		m[0] = max(m[0], v)
+	}
+	return max(max(max(m[0], m[1]), max(m[2], m[3])), max(max(m[4], m[5]), max(m[6], m[7])))
+}
+
+// softmax writes the softmax of x into p (which may alias x); the
+// denominator is expScaleShiftSum's.
 func softmax(p, x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
-	for i, v := range x {
-		p[i] = v - mx
-	}
-	expfs(p, p)
-	var sum float32
-	for _, e := range p {
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / expScaleShiftSum(p, x, 1, maxf(x))
 	for i := range p {
 		p[i] *= inv
 	}
@@ -191,20 +224,24 @@ func logSoftmaxAtTemp(logits []float32, target int, temp float64) float32 {
 	return float32(float64(logits[target]-mx)/temp - math.Log(sum))
 }
 
-// logSoftmaxAt returns log softmax(logits)[target], computed in float64.
+// logSoftmaxAt returns log softmax(logits)[target] in float64 (logSumExp).
 func logSoftmaxAt(logits []float32, target int) float32 {
 	lse := logSumExp(logits)
 	return float32(float64(logits[target]) - lse)
 }
 
+// logSumExp is log Σ e^x in float64, the terms e^(x−max) by expf (eight
+// lanes at a time) in chunks of a stack buffer, added in index order.
 func logSumExp(x []float32) float64 {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
+	mx := maxf(x)
+	var buf [256]float32
 	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v - mx))
+	for i := 0; i < len(x); i += len(buf) {
+		c := buf[:min(len(buf), len(x)-i)]
+		expScaleShiftSum(c, x[i:i+len(c)], 1, mx)
+		for _, e := range c {
+			sum += float64(e)
+		}
 	}
 	return float64(mx) + math.Log(sum)
 }
@@ -212,10 +249,7 @@ func logSumExp(x []float32) float64 {
 // silus sets dst[i] = silu(x[i]) = x/(1 + e^−x) (dst must not alias x).
 func silus(dst, x []float32) {
 	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] = -v
-	}
-	expfs(dst, dst)
+	expScaleShiftSum(dst, x, -1, 0)
 	for i, v := range x {
 		dst[i] = v / (1 + dst[i])
 	}
@@ -224,10 +258,7 @@ func silus(dst, x []float32) {
 // sigmoids sets dst[i] = 1/(1 + e^−x[i]) (dst must not alias x).
 func sigmoids(dst, x []float32) {
 	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] = -v
-	}
-	expfs(dst, dst)
+	expScaleShiftSum(dst, x, -1, 0)
 	for i := range dst {
 		dst[i] = 1 / (1 + dst[i])
 	}

@@ -117,7 +117,7 @@ type moeAct struct {
 	off              []int     // [E+1]
 	hg               []float32 // [n·K, D] h2 of each row (rows, not blocks)
 	e1, e3, act      []float32 // per expert [F, m]: W1 h2, W3 h2, silu(e1) ⊙ e3
-	eout             []float32 // per expert [D, m]: W2 act
+	eout             []float32 // [n·K, D] W2 act of each row (rows, not blocks)
 }
 
 func newMoEAct(cfg Config, n int) *moeAct {
@@ -198,17 +198,21 @@ func moeForward(cfg Config, lw *LayerWeights, lt *layerT, p Precision, n int, x2
 				gemm(false, F, m, D, lw.W3[e], D, 1, hgT, m, e3, m)
 				expertAct(p, e1, e3, act)
 				gemm(false, D, m, F, lw.W2[e], F, 1, act, m, o, m)
+				// Back to rows: the gate sums and their gradients read
+				// each token's output whole.
+				transpose(hgT, o, D, m)
+				copy(o, hgT)
 			}
 			p.round(o)
 		}
 	})
 	rows(n, par, func(lo, hi int) {
-		eo := make([]float32, D)
 		for t := lo; t < hi; t++ {
 			xo := xout[t*D : (t+1)*D]
 			clear(xo)
 			for j := 0; j < K; j++ {
-				axpyAt(xo, ma.gates[t*K+j], ma.blockRow(eo, ma.eout, t*K+j))
+				r := int(ma.row[t*K+j])
+				axpyAt(xo, ma.gates[t*K+j], ma.eout[r*D:(r+1)*D])
 			}
 			for i, v := range x2[t*D : (t+1)*D] {
 				xo[i] += v
@@ -227,20 +231,6 @@ func expertAct(p Precision, e1, e3, act []float32) {
 		act[i] *= v
 	}
 	p.round(act)
-}
-
-// blockRow gathers slot s's row out of the per-expert blocks of buf (row
-// width len(dst)) into dst and returns it.
-func (ma *moeAct) blockRow(dst, buf []float32, s int) []float32 {
-	r := int(ma.row[s])
-	e := ma.sel[s]
-	r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
-	W := len(dst)
-	blk := buf[r0*W : (r0+m)*W]
-	for i := range dst {
-		dst[i] = blk[i*m+r-r0]
-	}
-	return dst
 }
 
 // groupExperts fills ma.off and ma.row from ma.sel: a counting sort of the
@@ -264,12 +254,15 @@ func groupExperts(ma *moeAct, E int) {
 // sets dx2 (residual and norm paths) and adds the router, expert and norm
 // gain gradients to gl. Each expert's gradients come from one goroutine
 // walking its rows in token order, so sums do not depend on Workers.
-func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32) {
+func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout, dx2 []float32, sc *scratch) {
 	D, E, F, K := cfg.DModel, cfg.Experts, cfg.DFF, cfg.TopK
-	f := func(k int) []float32 { return make([]float32, k) }
+	f := sc.take
 	dS, dh2 := f(T*E), f(T*D)
-	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows.
-	dO, dact, d1, d3, dhg := f(T*K*D), f(T*K*F), f(T*K*F), f(T*K*F), f(T*K*D)
+	// dO, dact, d1, d3 are per-expert blocks like ma.e1; dhg rows. Every
+	// slot's row of each is written before it is read.
+	dirty := sc.takeDirty
+	dO, dact, d1, d3, dhg := dirty(T*K*D), dirty(T*K*F), dirty(T*K*F), dirty(T*K*F), dirty(T*K*D)
+	dOr := dirty(T * K * D) // dO's rows, written whole, then transposed into blocks per expert
 	// With dg_j = dxout·eout_j (the expert output gradient is g_j dxout):
 	// normalised, gate_j is a softmax over the used set of the router
 	// scores, so dS_e = g_j (dg_j − Σ_i g_i dg_i) at used experts and 0
@@ -277,19 +270,16 @@ func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout,
 	// experts, so dS_e = p_e ([e used] dg_e − Σ_i g_i dg_i) at every e.
 	parallel(T, func(lo, hi int) {
 		dg := make([]float32, K)
-		eo := make([]float32, D)
 		for t := lo; t < hi; t++ {
 			dx := dxout[t*D : (t+1)*D]
 			var gdg float32
 			for j := 0; j < K; j++ {
 				s := t*K + j
-				r, e, g := int(ma.row[s]), ma.sel[s], ma.gates[s]
-				dg[j] = dot(dx, ma.blockRow(eo, ma.eout, s))
+				r, g := int(ma.row[s]), ma.gates[s]
+				dg[j] = dot(dx, ma.eout[r*D:(r+1)*D])
 				gdg += g * dg[j]
-				r0, m := ma.off[e], ma.off[e+1]-ma.off[e]
-				blk := dO[r0*D : (r0+m)*D]
 				for i, v := range dx {
-					blk[i*m+r-r0] = g * v
+					dOr[r*D+i] = g * v
 				}
 			}
 			if !cfg.NormTopKProb {
@@ -311,14 +301,17 @@ func moeBackward(cfg Config, lw, gl *LayerWeights, ma *moeAct, T int, x2, dxout,
 				continue
 			}
 			bF := func(s []float32) []float32 { return s[r0*F : r1*F] }
+			transpose(dO[r0*D:r1*D], dOr[r0*D:r1*D], m, D)
 			// dactᵀ = W2ᵀ dOᵀ, [F, m].
 			gemm(false, F, m, D, lw.W2[e], 1, F, dO[r0*D:], m, bF(dact), m)
 			// silu'(x) = s (1 + x (1 − s)) with s = sigmoid(x).
-			sigmoids(bF(d1), bF(ma.e1))
-			for i := r0 * F; i < r1*F; i++ {
-				x, s := ma.e1[i], d1[i]
-				d1[i] = dact[i] * ma.e3[i] * (s * (1 + x*(1-s)))
-				d3[i] = dact[i] * (x * s)
+			e1, e3, da, g1, g3 := bF(ma.e1), bF(ma.e3), bF(dact), bF(d1), bF(d3)
+			sigmoids(g1, e1)
+			e3, da, g3 = e3[:len(e1)], da[:len(e1)], g3[:len(e1)]
+			for i, x := range e1 {
+				s := g1[i]
+				g1[i] = da[i] * e3[i] * (s * (1 + x*(1-s)))
+				g3[i] = da[i] * (x * s)
 			}
 			gemm(false, m, D, F, d1[r0*F:], 1, m, lw.W1[e], D, dhg[r0*D:], D)
 			gemm(true, m, D, F, d3[r0*F:], 1, m, lw.W3[e], D, dhg[r0*D:], D)

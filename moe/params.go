@@ -238,6 +238,7 @@ type Model struct {
 	W    *Weights // parameters
 	G    *Weights // gradients, accumulated by Backward
 	rope ropeTable
+	bw   scratch // Backward's temporaries
 }
 
 // NewModel builds a policy with weights initialised from cfg.Seed.
