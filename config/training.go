@@ -125,7 +125,7 @@ func defaultTraining() Training {
 	return Training{
 		Gamma: 1, Lambda: 0.95, Clip: 0.2, ValueClip: 0.2, LR: 2e-4, CriticLR: 5e-4, SFTLR: 1e-3, SFTBatch: 8, SFTSchedule: ScheduleConstant, Epochs: 2, Minibatches: 4, CriticEpochs: 1, NormalizeAdvantages: true,
 		Baseline: BaselineGroup, LossWeighting: LossPerToken,
-		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, ImportanceCap: 2, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
+		MaxGradNorm: 1, CriticInit: CriticFromPolicy, Replay: true, MaxLiveKL: 0.02, ImportanceCap: 2, Warmup: CriticWarmup{Steps: 4, EV: 0.1},
 		Trainer: TrainerBackend{Backend: "reference", Command: []string{}},
 	}
 }
