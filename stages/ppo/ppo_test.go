@@ -401,7 +401,7 @@ func TestExecTrainerStage(t *testing.T) {
 	if err := (&moe.Checkpoint{Model: trained, Tokenizer: e.tok}).SaveDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	ex := &trainer.Exec{Argv: append(testinfra.ExecTrainer(t), "-manifest", "{manifest}", "-checkpoint", dir), Hyperparameters: options()}
+	ex := &trainer.Exec{Argv: append(testinfra.ExecTrainer(t), "-manifest", "{manifest}", "-checkpoint", dir), Hyperparameters: options(), Store: e.st}
 	e.stages(t, ex, ex)
 	e.batch(t, 0, 0, rollouts(t, e.run, e.m, e.tok, 0))
 	var pu schemas.PolicyUpdatedPayload
