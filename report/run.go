@@ -503,10 +503,10 @@ func (r *Run) loadMetrics(ctx context.Context, st store.ObjectStore) error {
 	for i := range r.Metrics.Rows {
 		it := &r.Metrics.Rows[i]
 		met, err := trainingReport(ctx, st, r.ID, it.Iteration, it.PolicyVersion)
-		if err != nil || met == nil {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if met == nil {
 			continue
 		}
 		it.Replay = &met.Replay
