@@ -53,12 +53,18 @@ deps:
 # The project's Python environment: .venv from the pinned, hashed
 # requirements.txt, made again only when that file changes. It needs
 # CPython 3.11 (the wheels pinned are its) with venv (Debian: python3-venv).
+# Each large wheel (torch, the CUDA libraries) is installed by itself and
+# the rest together, none cached: the disk holds at most the environment
+# and one wheel.
 VENV := .venv/.installed
 venv: $(VENV)
 $(VENV): requirements.txt
 	@python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
 		echo "note: the Python environment needs CPython 3.11 with venv (Debian: python3-venv); until then the tests that read tables with pyarrow, polars and DuckDB skip"; exit 0; }; \
-	rm -rf .venv && python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.txt && touch $@
+	rm -rf .venv && python3 -m venv .venv && reqs=$$(mktemp -d) && \
+	awk -v d="$$reqs" '/^[A-Za-z]/ { f = d "/" ($$1 ~ /^(torch|nvidia-|cuda-toolkit)/ ? substr($$1, 1, index($$1, "=") - 1) : "rest") ".txt" } f && !/^#/ { print > f }' requirements.txt && \
+	for r in "$$reqs"/*.txt; do .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps --require-hashes -r "$$r" || { rm -rf "$$reqs"; exit 1; }; done; \
+	rm -rf "$$reqs" && touch $@
 
 # The tokenizer tests' reference: installed again only when its lock changes.
 TOKREF := tokenizer/testdata/node_modules/.installed
