@@ -26,7 +26,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/infra/s3"
-	"github.com/t1pipe/t1/infra/s3/gateway"
+	"github.com/t1pipe/t1/infra/s3/embedded"
 	"github.com/t1pipe/t1/infra/telemetry"
 	"github.com/t1pipe/t1/store"
 )
@@ -61,10 +61,8 @@ type Infra struct {
 	Endpoints Endpoints
 	// Owner is true when this process runs the embedded servers.
 	Owner bool
-	// WorkDir is the working directory Open was called in. The embedded S3
-	// gateway changes the process's working directory to its store root,
-	// so relative paths of the configuration resolve against WorkDir, not
-	// against what os.Getwd says once Open returns.
+	// WorkDir is the working directory Open was called in, against which
+	// relative paths of the configuration resolve.
 	WorkDir string
 
 	closers []func()
@@ -92,8 +90,6 @@ func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err erro
 	if log == nil {
 		log = slog.Default()
 	}
-	// The embedded S3 gateway pins the working directory to its store root,
-	// so every path must be absolute before anything starts.
 	dataDir, err := filepath.Abs(cfg.Data)
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -249,20 +245,19 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = peer.S3, peer.Bucket, peer.Credentials
 	default:
 		dir := filepath.Join(in.DataDir, "s3")
-		var gw *gateway.Gateway
-		err := quietStdout(func() error {
-			var err error
-			gw, err = gateway.Start(ctx, gateway.Options{
-				Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
-			})
-			return err
+		gw, err := embedded.Start(ctx, embedded.Options{
+			Dir: dir, Host: cfg.Embedded.Host, Port: cfg.Embedded.Port, Bucket: cfg.Bucket,
 		})
 		if err != nil {
 			return err
 		}
-		in.closers = append(in.closers, func() { _ = gw.Close() })
+		in.closers = append(in.closers, func() {
+			if err := gw.Close(); err != nil {
+				slog.Warn("closing the object store", "err", err)
+			}
+		})
 		sc = gw.Config()
-		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, gateway.CredentialsPath(dir)
+		in.Endpoints.S3, in.Endpoints.Bucket, in.Endpoints.Credentials = gw.Endpoint(), cfg.Bucket, embedded.CredentialsPath(dir)
 	}
 	s, err := s3.Open(ctx, sc)
 	if err != nil {
@@ -273,21 +268,6 @@ func (in *Infra) openStore(ctx context.Context, peer *Endpoints) error {
 		in.Endpoints.S3, in.Endpoints.Bucket = sc.Endpoint, sc.Bucket
 	}
 	return nil
-}
-
-// quietStdout runs f with standard output discarded: the gateway announces
-// its IAM mode with a bare print at start-up, which would corrupt --json
-// output. Nothing else writes to stdout while infrastructure starts.
-func quietStdout(f func() error) error {
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return f()
-	}
-	defer null.Close()
-	saved := os.Stdout
-	os.Stdout = null
-	defer func() { os.Stdout = saved }()
-	return f()
 }
 
 // Close releases everything in reverse order of acquisition.

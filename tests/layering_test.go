@@ -108,6 +108,15 @@ func TestLayering(t *testing.T) {
 				}
 			}
 		}
+		// The gateway runs in a process of its own (package embedded):
+		// only the programs that serve it link it.
+		if name != "cmd/t1" && name != "internal/testinfra/gatewayd" && name != "infra/s3/gateway" {
+			for _, dep := range append(append([]string(nil), p.Imports...), p.TestImports...) {
+				if dep == module+"infra/s3/gateway" {
+					t.Errorf("%s imports infra/s3/gateway: start the store with infra/s3/embedded", name)
+				}
+			}
+		}
 		core := name == "schemas" || under(name, "schemas/") || name == "engine" || name == "rl" || name == "keys"
 		if !core {
 			continue

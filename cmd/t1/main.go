@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/t1pipe/t1/infra/s3/gateway"
 	"io"
 	"log/slog"
 	"os"
@@ -36,6 +37,7 @@ type globals struct {
 }
 
 func main() {
+	gateway.ServeChild() // this executable serves the embedded object store (package embedded)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,6 +93,26 @@ func runningGateway(dir string) (s3.Config, error) {
 	_, err = s3.Open(ctx, cfg)
 	return cfg, err
 }
+
+// Gatewayd is the program that serves the embedded gateway of t1 code a
+// test runs in process (embedded.Start): a test binary cannot, so it is
+// testinfra's gatewayd, built once per test binary under the start lock,
+// to a name of its own: the shared gateway may be running its binary.
+var Gatewayd = sync.OnceValues(func() (string, error) {
+	dir := gatewayDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", err
+	}
+	return build(dir, "gatewayd-embedded", "./internal/testinfra/gatewayd")
+})
 
 // startGateway builds gatewayd (go build relinks only what changed) and
 // starts it in a session of its own, so that it outlives this process

@@ -30,6 +30,7 @@ import (
 	"github.com/t1pipe/t1/infra/bus"
 	"github.com/t1pipe/t1/infra/hostres"
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/embedded"
 	"github.com/t1pipe/t1/infra/sandbox"
 	"github.com/t1pipe/t1/store"
 )
@@ -100,6 +101,7 @@ func build(dir, name, pkg string) (string, error) {
 // Like Run, it runs parallel tests four at a time unless -parallel is
 // given.
 func Main(m *testing.M) int {
+	embedded.Executable = Gatewayd
 	if err := parallelDefault(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -130,6 +132,7 @@ func Main(m *testing.M) int {
 // at the default of one per core a package of them leaves its cores
 // mostly idle.
 func Run(m *testing.M) int {
+	embedded.Executable = Gatewayd
 	if err := parallelDefault(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

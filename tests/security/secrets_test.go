@@ -27,7 +27,7 @@ import (
 	"github.com/t1pipe/t1/engine"
 	"github.com/t1pipe/t1/harbor"
 	"github.com/t1pipe/t1/infra/s3"
-	"github.com/t1pipe/t1/infra/s3/gateway"
+	"github.com/t1pipe/t1/infra/s3/embedded"
 	"github.com/t1pipe/t1/internal/testinfra"
 	"github.com/t1pipe/t1/internal/testinfra/pipelinetest"
 	"github.com/t1pipe/t1/local"
@@ -46,7 +46,7 @@ const (
 
 var (
 	t1Bin   string
-	gw      *gateway.Gateway
+	gw      *embedded.Store
 	s3Root  string // the gateway's directory: the bucket's objects as files
 	workDir string
 )
@@ -56,6 +56,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	embedded.Executable = testinfra.Gatewayd
 	var err error
 	if workDir, err = os.Getwd(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,11 +76,11 @@ func run(m *testing.M) int {
 	}
 	s3Root = filepath.Join(tmp, "s3")
 	creds, _ := json.Marshal(map[string]string{"access_key": s3Access, "secret_key": s3Secret})
-	if err := os.WriteFile(gateway.CredentialsPath(s3Root), creds, 0o600); err != nil {
+	if err := os.WriteFile(embedded.CredentialsPath(s3Root), creds, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if gw, err = gateway.Start(context.Background(), gateway.Options{Dir: s3Root}); err != nil {
+	if gw, err = embedded.Start(context.Background(), embedded.Options{Dir: s3Root}); err != nil {
 		fmt.Fprintln(os.Stderr, "embedded S3:", err)
 		return 1
 	}
@@ -317,7 +318,7 @@ func scanObjects(t *testing.T, ctx context.Context) int {
 func scanFiles(t *testing.T, root string) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || p == gateway.CredentialsPath(s3Root) || p == t1Bin {
+		if err != nil || !d.Type().IsRegular() || p == embedded.CredentialsPath(s3Root) || p == t1Bin {
 			return err
 		}
 		data, err := os.ReadFile(p)

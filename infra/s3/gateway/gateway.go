@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/embedded"
 	"github.com/versity/versitygw/backend/meta"
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
 )
 
 // DefaultBucket is the bucket Start serves when none is named.
-const DefaultBucket = "t1-data"
+const DefaultBucket = embedded.DefaultBucket
 
 // region is what the gateway reports; clients must sign with it.
 const region = "us-east-1"
@@ -37,17 +38,8 @@ const startTimeout = 30 * time.Second
 // state (including the working directory), so there can be only one.
 var ErrRunning = errors.New("store: an embedded S3 gateway is already running in this process")
 
-// Options configures Start.
-type Options struct {
-	// Dir holds the objects, e.g. <data>/s3. It is created if missing.
-	Dir string
-	// Host is the address to listen on; default 127.0.0.1.
-	Host string
-	// Port to listen on; 0 picks a free one.
-	Port int
-	// Bucket to serve; default DefaultBucket. It is created if missing.
-	Bucket string
-}
+// Options configures Start: the same as a gateway process's.
+type Options = embedded.Options
 
 // Gateway is an S3 endpoint served from a local directory by an in-process
 // gateway.
@@ -84,7 +76,7 @@ var forceSidecar bool
 // directory .<base of Dir>-meta.
 //
 // Credentials are generated on the first start and kept in the file
-// CredentialsPath(Dir), i.e. <Dir>-credentials.json next to Dir (mode 0600);
+// embedded.CredentialsPath(Dir), i.e. <Dir>-credentials.json next to Dir (mode 0600);
 // later starts on the same Dir reuse them, so configurations handed to other
 // processes stay valid across restarts.
 //
@@ -128,7 +120,7 @@ func start(ctx context.Context, dir string, opts Options) (*Gateway, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: start embedded: %w", err)
 	}
-	access, secret, err := loadOrCreateCredentials(CredentialsPath(dir))
+	access, secret, err := loadOrCreateCredentials(embedded.CredentialsPath(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -294,14 +286,6 @@ func restoreWD(dir string) {
 	if err := os.Chdir(dir); err != nil {
 		slog.Warn("store: cannot restore working directory after embedded gateway", "dir", dir, "err", err)
 	}
-}
-
-// CredentialsPath returns the file in which Start keeps the
-// gateway's credentials for dir: <dir>-credentials.json, outside dir so
-// that it can never be served as an object. Pass an absolute dir: while a
-// gateway runs, relative paths resolve against the store directory.
-func CredentialsPath(dir string) string {
-	return filepath.Clean(dir) + "-credentials.json"
 }
 
 type credentialsFile struct {

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/t1pipe/t1/infra/s3"
+	"github.com/t1pipe/t1/infra/s3/embedded"
 	"github.com/t1pipe/t1/infra/s3/gateway"
 	"github.com/t1pipe/t1/store"
 	"github.com/t1pipe/t1/store/storetest"
@@ -175,7 +176,7 @@ func TestSecondEmbeddedFails(t *testing.T) {
 }
 
 func TestCredentialsFile(t *testing.T) {
-	path := gateway.CredentialsPath(sharedDir)
+	path := embedded.CredentialsPath(sharedDir)
 	if filepath.Dir(path) != filepath.Dir(sharedDir) {
 		t.Errorf("credentials file %s is not next to %s", path, sharedDir)
 	}

@@ -26,6 +26,9 @@ import (
 )
 
 func main() {
+	// Also the embedded gateway of t1 code run in a test binary
+	// (testinfra sets embedded.Executable).
+	gateway.ServeChild()
 	dir := flag.String("dir", "", "state directory: lock, users, gateway.json and the objects under s3/")
 	idle := flag.Duration("idle", 30*time.Second, "stop once no test binary has used the gateway for this long")
 	flag.Parse()
