@@ -34,6 +34,7 @@ func shell(t *testing.T) Shell {
 // A scripted agent runs commands whose state carries over, sees their
 // output, and completes.
 func TestEpisodeScripted(t *testing.T) {
+	t.Parallel()
 	tp := template(t)
 	sh := shell(t)
 	pol := NewScripted(OwnChat(tp), []string{
@@ -70,6 +71,7 @@ func TestEpisodeScripted(t *testing.T) {
 // The reference model: every sampled token keeps its log-prob and the
 // routing covers every processed token of every chunk.
 func TestEpisodeReferenceModel(t *testing.T) {
+	t.Parallel()
 	tp := template(t)
 	sh := shell(t)
 	tok, _ := moe.DefaultTokenizer()

@@ -100,6 +100,7 @@ func TestFormatDemo(t *testing.T) {
 // counted, a reply without a call completes, and every boundary is a
 // strict prefix (the sampled text is kept as written).
 func TestEpisodeQwen3ToolCalls(t *testing.T) {
+	t.Parallel()
 	tp := qwen3(t, "template")
 	pol := NewScripted(tp, []string{
 		"<think>\nMake the file.\n</think>\n\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"echo hi > /tmp/a.txt\"}}\n</tool_call>",
@@ -254,6 +255,7 @@ func TestModelSettingsCheck(t *testing.T) {
 // tokenizer decides: t1's own renders with t1's template, a Hugging Face
 // model's with the template its files carry.
 func TestConfigChat(t *testing.T) {
+	t.Parallel()
 	own := template(t).Tokenizer()
 	c, err := Config{}.Chat(own)
 	if err != nil || c.Tools() != nil || c.ObservationRole() != "user" {
@@ -312,6 +314,7 @@ func TestConfigChat(t *testing.T) {
 // file; a checkpoint holding only tokenizer.json takes the directory's
 // template, the purpose of the setting.
 func TestConfigChatRefusesAnotherModelsTokenizer(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Model: ModelSettings{Tokenizer: qwen3Dir, ActionFormat: FormatToolCalls}}
 	tokJSON, tokCfg := mustRead(t, qwen3Dir+"/tokenizer.json"), mustRead(t, qwen3Dir+"/tokenizer_config.json")
 	other := bytes.Replace(tokCfg, []byte("<|im_start|>assistant"), []byte("<|im_start|>model"), 1)

@@ -123,6 +123,7 @@ const lsCall = "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \
 
 // Each drift case Qwen3's template produces, with the repair it gets.
 func TestTITOQwen3Drift(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		role string // the message after the sample: tool (default) or user
 		ids  func(tp *Template) []int

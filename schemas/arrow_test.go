@@ -21,6 +21,7 @@ import (
 // every value of every column, streamed as record batches, and conformed
 // to this build's schema.
 func TestArrowReadsEveryTable(t *testing.T) {
+	t.Parallel()
 	const n = 13
 	for _, tc := range []struct {
 		name string

@@ -29,6 +29,7 @@ type toolRead struct {
 // them and every value equal to the row t1 wrote, lists of every length,
 // unsigned 64-bit integers, float32s and binary columns included.
 func TestArrowToolsReadEveryTable(t *testing.T) {
+	t.Parallel()
 	py := testinfra.Python(t)
 	st := openStore(t)
 	dir := t.TempDir()

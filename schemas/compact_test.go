@@ -17,6 +17,7 @@ import (
 // own rows, a listing reader reads each row once, in between as after,
 // and the partition ends as one object.
 func TestCompactionCrashAtEveryCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	base := openStore(t)
 	const files = 5

@@ -33,6 +33,7 @@ type toolTable struct {
 // the same types, and the partition column a data column whose value the
 // directory names — one partition compacted, one not.
 func TestToolsReadEveryTableAlike(t *testing.T) {
+	t.Parallel()
 	py := testinfra.Python(t)
 	ctx := context.Background()
 	st := testinfra.Store(t)

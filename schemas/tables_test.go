@@ -148,6 +148,7 @@ func roundTrip[T Row](t *testing.T, rows []T) {
 }
 
 func TestRoundTripEveryTable(t *testing.T) {
+	t.Parallel()
 	const n = 13
 	for _, tc := range []struct {
 		name string

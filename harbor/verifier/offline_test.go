@@ -140,6 +140,7 @@ func shimmed(t *testing.T, root, script string) (int, string) {
 // on the stand-ins: one CTRF result per test, and its last step, the
 // reward file, is kept.
 func TestShimsRunTestScript(t *testing.T) {
+	t.Parallel()
 	needPytest(t)
 	task := loadSample(t, "word-freq")
 	root := stage(t, task)
@@ -170,6 +171,7 @@ func TestShimsRunTestScript(t *testing.T) {
 // Each stand-in succeeds when what it is asked for is on the image and
 // otherwise fails with one line naming what is missing.
 func TestShimInstalls(t *testing.T) {
+	t.Parallel()
 	needPytest(t)
 	cases := []struct {
 		script string
@@ -207,6 +209,7 @@ func TestShimInstalls(t *testing.T) {
 // A test file whose import fails is one failed result whose message names
 // the missing module, in CTRF (the stand-in's plugin) and in JUnit.
 func TestShimCollectionError(t *testing.T) {
+	t.Parallel()
 	needPytest(t)
 	root := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(root, "tests"), 0o755))
@@ -230,6 +233,7 @@ func TestShimCollectionError(t *testing.T) {
 // version satisfies it. pluggy (pytest's own dependency) is the other
 // distribution, at whatever version the image has.
 func TestShimVersionPins(t *testing.T) {
+	t.Parallel()
 	needPytest(t)
 	v, err := exec.Command("/usr/bin/python3", "-c", "from importlib import metadata as m; print(m.version('pluggy'))").Output()
 	if err != nil {

@@ -287,6 +287,16 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 		// A single PUT, which the client sends with the condition intact.
 		po.SetMatchETagExcept("*")
 		up, err = s.client.PutObject(ctx, s.bucket, name, r, size, po)
+		if err != nil && !isPreconditionFailed(err) && ctx.Err() == nil && size > 0 {
+			// A server refuses the condition as soon as it has the
+			// headers and may close the connection while the body is
+			// still on its way: the client then reports the reset, not
+			// the refusal. An object there now is the refusal's reason
+			// (or this write, landed before its answer was lost).
+			if _, serr := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{}); serr == nil {
+				err = store.ErrExists
+			}
+		}
 	default:
 		up, err = s.putIfAbsentParts(ctx, name, r, size, po)
 	}

@@ -396,17 +396,31 @@ func testDelete(t *testing.T, s store.ObjectStore, p string) {
 }
 
 func testPutIfAbsent(t *testing.T, s store.ObjectStore, p string) {
-	for _, size := range []int64{5, -1} {
-		key := fmt.Sprintf("%sobj-%d", p, size)
-		if _, err := s.PutIfAbsent(t.Context(), key, strings.NewReader("first"), size, store.PutOptions{}); err != nil {
+	// A refused body of a few MiB: an S3 server refuses as soon as it has
+	// the headers, and may close the connection while the body is still
+	// being sent.
+	large := strings.Repeat("x", 4<<20)
+	for _, tc := range []struct {
+		size         int64
+		first, other string
+	}{{5, "first", "other"}, {-1, "first", "other"}, {int64(len(large)), "first", large}} {
+		key := fmt.Sprintf("%sobj-%d", p, tc.size)
+		size := tc.size
+		if size >= 0 {
+			size = int64(len(tc.first))
+		}
+		if _, err := s.PutIfAbsent(t.Context(), key, strings.NewReader(tc.first), size, store.PutOptions{}); err != nil {
 			t.Fatalf("PutIfAbsent(new, size %d): %v", size, err)
 		}
-		_, err := s.PutIfAbsent(t.Context(), key, strings.NewReader("other"), size, store.PutOptions{})
+		if size >= 0 {
+			size = int64(len(tc.other))
+		}
+		_, err := s.PutIfAbsent(t.Context(), key, strings.NewReader(tc.other), size, store.PutOptions{})
 		if !errors.Is(err, store.ErrExists) {
 			t.Errorf("PutIfAbsent(existing, size %d) = %v, want ErrExists", size, err)
 		}
-		if got, _ := get(t, s, key); string(got) != "first" {
-			t.Errorf("after refused PutIfAbsent Get = %q, want %q", got, "first")
+		if got, _ := get(t, s, key); string(got) != tc.first {
+			t.Errorf("after refused PutIfAbsent Get = %q, want %q", got, tc.first)
 		}
 	}
 }
