@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -292,7 +294,25 @@ func lock(dataDir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("data directory lock: %w", err)
 	}
+	// Who holds it, for the message of whoever finds it held.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
 	return f, nil
+}
+
+// holder names the process that holds the data directory's lock, as
+// it wrote itself there.
+func holder(dataDir string) string {
+	b, _ := os.ReadFile(filepath.Join(dataDir, "lock"))
+	pid := strings.TrimSpace(string(b))
+	if _, err := strconv.Atoi(pid); err != nil {
+		return "another t1 process"
+	}
+	if cmd, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline")); err == nil && len(cmd) > 0 {
+		return fmt.Sprintf("process %s (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(cmd), "\x00", " ")), " "))
+	}
+	return "process " + pid
 }
 
 // waitLock polls for the data directory's lock until d has passed.
@@ -339,7 +359,7 @@ func readEndpoints(dataDir string) (*Endpoints, error) {
 			return &e, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("data directory %s is locked by another t1 process but it published no endpoints: %w", dataDir, err)
+			return nil, fmt.Errorf("data directory %s is locked by %s, which published no endpoints: %w", dataDir, holder(dataDir), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

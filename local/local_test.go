@@ -2,6 +2,10 @@ package local
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +68,22 @@ func TestServeWaitsForTransientOwner(t *testing.T) {
 	ep, err = readEndpoints(r.in.DataDir)
 	if err != nil || ep.Transient {
 		t.Fatalf("endpoints of a serving owner: %+v, %v", ep, err)
+	}
+}
+
+// Whoever finds the data directory held can say by whom.
+func TestLockNamesItsHolder(t *testing.T) {
+	dir := t.TempDir()
+	f, err := lock(dir)
+	if err != nil || f == nil {
+		t.Fatalf("lock: %v, %v", f, err)
+	}
+	defer f.Close()
+	if again, err := lock(dir); err != nil || again != nil {
+		t.Fatalf("second lock: %v, %v", again, err)
+	}
+	got, pid := holder(dir), strconv.Itoa(os.Getpid())
+	if !strings.HasPrefix(got, "process "+pid+" (") || !strings.Contains(got, filepath.Base(os.Args[0])) {
+		t.Fatalf("holder = %q, want process %s and its command line", got, pid)
 	}
 }

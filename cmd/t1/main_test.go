@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -18,7 +17,7 @@ import (
 func t1(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := newRoot()
-	var out bytes.Buffer
+	var out lockedBuffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)

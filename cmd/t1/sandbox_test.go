@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -21,7 +20,7 @@ func t1Sandbox(t *testing.T, stdin string, args ...string) (string, int, error) 
 	sandboxExit = func(c int) { code = c }
 	defer func() { sandboxExit = old }()
 	root := newRoot()
-	var out bytes.Buffer
+	var out lockedBuffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetIn(strings.NewReader(stdin))

@@ -44,8 +44,6 @@ func imageConfig(t *testing.T) string {
 func TestRolloutOracleAgreesWithTasksCheckOnImages(t *testing.T) {
 	// Last in the package, when the Debian base it needs, built once per
 	// machine for this package and image's, has had longest to be made.
-	// It is the package's only parallel test: an in-process run elsewhere
-	// moves the working directory its relative task paths depend on.
 	t.Parallel()
 	cfg := imageConfig(t)
 	seen := 0
