@@ -9,6 +9,7 @@ import (
 )
 
 func TestOutcomeCode(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		res  Result
 		want int
@@ -29,6 +30,7 @@ func TestOutcomeCode(t *testing.T) {
 
 // A command runs once in a sandbox that is gone afterwards.
 func TestRunOnce(t *testing.T) {
+	t.Parallel()
 	be, err := ByName("process", true)
 	if err != nil {
 		t.Fatal(err)

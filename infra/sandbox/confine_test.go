@@ -36,6 +36,7 @@ func run(t *testing.T, sb sandbox.Sandbox, c sandbox.Cmd) sandbox.Result {
 // budget and the snapshot. Mounting in the sandbox's own namespace, or
 // in a new mount namespace, is refused too.
 func TestBwrapNoNestedNamespacesOrMounts(t *testing.T) {
+	t.Parallel()
 	sb := confined(t, sandbox.Limits{})
 	for _, a := range []struct{ name, user, script string }{
 		{"userns as a non-root user", "1000", `unshare -Urm sh -c 'mount -t tmpfs -o size=600m none /tmp && head -c 64M /dev/zero > /tmp/f && echo MOUNTED'`},
@@ -94,6 +95,7 @@ for name, (nr, *args) in probes.items():
 `
 
 func TestBwrapSyscallsRefused(t *testing.T) {
+	t.Parallel()
 	sb := confined(t, sandbox.Limits{})
 	r := run(t, sb, sandbox.Cmd{Args: []string{"python3", "-u", "-c", syscallProbe}})
 	got := map[string]string{}
@@ -162,6 +164,7 @@ print("host %d %d" % pt(ATTACH, int(sys.argv[1])))
 // namespace (whatever the number names there, the host process has no
 // tracer afterwards).
 func TestBwrapPtraceConfined(t *testing.T) {
+	t.Parallel()
 	host := exec.Command("sleep", "60")
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -202,6 +205,7 @@ func TestBwrapPtraceConfined(t *testing.T) {
 // IA-32 emulation faults on int 0x80 everywhere (SIGSEGV), and there the
 // filter has nothing to refuse.
 func TestBwrapForeignSyscallABIRefused(t *testing.T) {
+	t.Parallel()
 	hostfeature.Require(t, hostfeature.IA32Syscalls())
 	sb := confined(t, sandbox.Limits{})
 	r := run(t, sb, sandbox.Cmd{Args: []string{"python3", "-c", hostfeature.IA32Probe}})
@@ -213,6 +217,7 @@ func TestBwrapForeignSyscallABIRefused(t *testing.T) {
 // Three processes of 200 MiB each under a 384 MiB limit: each stays
 // under its address-space limit, together they are over the sandbox's.
 func TestBwrapTotalMemory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("holds memory for seconds to reach a limit: skipped with -short")
 	}
@@ -233,6 +238,7 @@ wait`})
 // SysV shared memory outlives the process that filled it and is mapped
 // only a segment at a time, so no address-space limit sees the total.
 func TestBwrapSysVSharedMemory(t *testing.T) {
+	t.Parallel()
 	sb := confined(t, sandbox.Limits{Memory: 192 << 20, Disk: 64 << 20})
 	const shm = `
 import ctypes
@@ -259,6 +265,7 @@ print("held", held >> 20, "MiB")
 // a tenth of a second of CPU time; unbounded they use up to four (0.67
 // on a machine with a load of four per core).
 func TestBwrapCPUBandwidth(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes two seconds")
 	}
@@ -286,6 +293,7 @@ print(t.children_user + t.children_system)
 
 // Close kills what is left in the cgroup and removes it.
 func TestBwrapCgroupRemovedAtClose(t *testing.T) {
+	t.Parallel()
 	sb := confined(t, sandbox.Limits{})
 	sh, err := sb.Shell(context.Background(), sandbox.ShellOptions{})
 	if err != nil {

@@ -48,6 +48,7 @@ func TestPlainConformance(t *testing.T) {
 // TestHarborSampleTasks builds the repository's sample Harbor tasks (both
 // environment kinds) in the isolated backend.
 func TestHarborSampleTasks(t *testing.T) {
+	t.Parallel()
 	bw := requireBwrap(t)
 	tasks, _ := filepath.Glob("../../harbor/testdata/tasks/*/environment")
 	if len(tasks) == 0 {

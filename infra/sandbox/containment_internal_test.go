@@ -19,6 +19,7 @@ import (
 // sandbox's uid. Planted by the sandbox's uid, or found already there,
 // the link must leave its target alone.
 func TestControlFilesNeverFollowLinks(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the sandbox then runs as a host uid of its own")
 	}
@@ -81,6 +82,7 @@ func TestControlFilesNeverFollowLinks(t *testing.T) {
 // any slip that lets a link in) does not change what commands see: bwrap
 // binds the directories by the descriptors opened when they were made.
 func TestBindSourcesBoundByDescriptor(t *testing.T) {
+	t.Parallel()
 	bw := &Bubblewrap{}
 	if err := errors.Join(bw.Available(), Cgroups()); err != nil {
 		t.Skipf("bubblewrap cannot confine a sandbox here: %v", err)

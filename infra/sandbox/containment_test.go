@@ -86,6 +86,7 @@ func probeHost(t *testing.T, sb sandbox.Sandbox, canary, tok string) {
 // asks whether links stay inside the task lets it through; from the
 // shallower fs/var it resolves to /.
 func TestBindSourceSwappedForLink(t *testing.T) {
+	t.Parallel()
 	bw := requireBwrap(t)
 	canary, tok := hostCanary(t)
 	// Enough ".." to reach / from <TempDir>/t1-sandbox-*/fs/var.
@@ -170,6 +171,7 @@ func TestBindSourceSwappedForLink(t *testing.T) {
 // sandbox. Start is the entry point `t1 sandbox run --task` and every
 // other caller goes through, so the check must be there.
 func TestCopyThroughLinkedDirectory(t *testing.T) {
+	t.Parallel()
 	bw := requireBwrap(t)
 	host := t.TempDir() // 0700, root's: only the host process can read it
 	tok := token(t)
@@ -251,6 +253,7 @@ func mustWrite(t *testing.T, p, s string) {
 // the sandbox now has a directory of that name: writing the download
 // must not follow the link onto the host.
 func TestDownloadNeverFollowsLinks(t *testing.T) {
+	t.Parallel()
 	bw := requireBwrap(t)
 	for _, be := range []sandbox.Backend{bw, &sandbox.Plain{}} {
 		t.Run(be.Name(), func(t *testing.T) {
@@ -277,6 +280,7 @@ func TestDownloadNeverFollowsLinks(t *testing.T) {
 // (chmod 777 /app) must not open them to other local users, whose
 // processes run outside every sandbox.
 func TestAttemptDirectoriesPrivate(t *testing.T) {
+	t.Parallel()
 	bw := requireBwrap(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to act as another local user")

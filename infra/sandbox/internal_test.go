@@ -18,6 +18,7 @@ import (
 )
 
 func TestHeadTail(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, max := range []int{2, 7, 64, 1000} {
 		for trial := 0; trial < 50; trial++ {
@@ -50,6 +51,7 @@ func TestHeadTail(t *testing.T) {
 }
 
 func TestHeadTailStreams(t *testing.T) {
+	t.Parallel()
 	var all bytes.Buffer
 	h := newHeadTail(4, &all)
 	h.Write([]byte("abcdefgh"))
@@ -62,6 +64,7 @@ func TestHeadTailStreams(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{"0": 0, "512": 512, "1KiB": 1024, "4GiB": 4 << 30, "10M": 10 << 20, "3 mb": 3 << 20, "2T": 2 << 40, "7B": 7} {
 		got, err := ParseSize(in)
 		if err != nil || got != want {
@@ -82,6 +85,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestLimitsDefaults(t *testing.T) {
+	t.Parallel()
 	l := Limits{Processes: 9}.withDefaults()
 	d := DefaultLimits()
 	if l.Processes != 9 || l.Memory != d.Memory || l.WallClock != d.WallClock || l.Disk != d.Disk {
@@ -94,6 +98,7 @@ func TestLimitsDefaults(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"app/x", "app/", "tmp/a/b", "var/tmp/x", "root/.wh.x", "logs/verifier/r.json"} {
 		if _, err := checkName(ok); err != nil {
 			t.Errorf("checkName(%q): %v", ok, err)
@@ -107,6 +112,7 @@ func TestCheckName(t *testing.T) {
 }
 
 func TestMergeEnv(t *testing.T) {
+	t.Parallel()
 	got := mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4"}, nil, []string{"A=5"})
 	if want := []string{"A=5", "B=3", "C=4"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("mergeEnv = %q, want %q", got, want)
@@ -114,6 +120,7 @@ func TestMergeEnv(t *testing.T) {
 }
 
 func TestParseDockerfile(t *testing.T) {
+	t.Parallel()
 	src := "# syntax=docker/dockerfile:1\n" +
 		"FROM python:3.11 AS base\n" +
 		"\n" +
@@ -163,6 +170,7 @@ func TestParseDockerfile(t *testing.T) {
 }
 
 func TestParseDockerfileErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ src, want string }{
 		{"FROM x\nFRUM y\n", `D:2: unknown instruction "FRUM"`},
 		{"FROM x\nRUN echo 'open\n", "D:2: RUN: unterminated ' quote"},
@@ -177,6 +185,7 @@ func TestParseDockerfileErrors(t *testing.T) {
 }
 
 func TestUnquote(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"A": "1", "EMPTY": ""}
 	for in, want := range map[string]string{
 		`plain`: "plain", `"a b"`: "a b", `'$A'`: "$A", `$A`: "1", `${A}x`: "1x", `"$A"`: "1",
@@ -303,6 +312,7 @@ func layer(t *testing.T, entries ...[3]string) *bytes.Reader {
 }
 
 func TestRestoreEdgeCases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
 	if err != nil {
@@ -402,6 +412,7 @@ type blockingReader struct{ ch chan struct{} }
 func (r blockingReader) Read([]byte) (int, error) { <-r.ch; return 0, io.EOF }
 
 func TestExecStdinThatNeverEnds(t *testing.T) {
+	t.Parallel()
 	b, err := newBox(&plainLauncher{}, Spec{}, -1, -1)
 	if err != nil {
 		t.Fatal(err)

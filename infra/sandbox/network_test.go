@@ -38,6 +38,7 @@ func registriesSandbox(t *testing.T, allow ...string) (sandbox.Sandbox, *egress.
 // name through DNS, not a host off the list through the proxy. Each
 // refusal is in the proxy's log.
 func TestRegistriesSandboxReachesOnlyTheAllowList(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: it is the client the sandbox uses here")
 	}
@@ -121,6 +122,7 @@ func TestRegistriesSandboxReachesOnlyTheAllowList(t *testing.T) {
 // Without a proxy (network none) nothing points at one and nothing
 // listens where it would.
 func TestNoneSandboxHasNoProxy(t *testing.T) {
+	t.Parallel()
 	sb := sandboxtest.Start(t, requireBwrap(t), sandbox.Spec{})
 	r := run(t, sb, sandbox.Cmd{Script: "env | grep -i _proxy; exec 3<>/dev/tcp/127.0.0.1/3128 && echo connected"})
 	if r.ExitCode == 0 || r.Stdout != "" {
@@ -148,6 +150,7 @@ func internet(t *testing.T, hosts ...string) {
 // through the proxy, with no setting of their own but the environment
 // the sandbox gives them.
 func TestRegistriesSandboxInstalls(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("downloads from PyPI and npm: skipped with -short")
 	}

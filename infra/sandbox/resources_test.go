@@ -160,6 +160,7 @@ time.sleep(2)
 // Writers in parallel fill faster than any measurement: only the kernel
 // stops them at the budget.
 func TestDiskAttackParallelWriters(t *testing.T) {
+	t.Parallel()
 	sb := bwrapSandbox(t)
 	if sb.Info().Disk != DiskTmpfs {
 		t.Skip("measured budgets are checked every 200 ms; parallel writers overshoot them (only a root caller's tmpfs stops them)")
@@ -179,6 +180,7 @@ func TestDiskAttackParallelWriters(t *testing.T) {
 // A 32 MiB file holding 1 MiB of data: its layer carries the data, not
 // the holes, and the restored file is as sparse.
 func TestSnapshotSparseFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := bwrapSandbox(t), bwrapSandbox(t)
 	mk := `truncate -s 32M /app/sparse && head -c 1048576 /dev/urandom | dd of=/app/sparse bs=1M seek=20 conv=notrunc status=none && printf tail | dd of=/app/sparse bs=1 seek=1000 conv=notrunc status=none && sha256sum /app/sparse`
@@ -239,6 +241,7 @@ func TestSnapshotSparseFile(t *testing.T) {
 // through) does not go into a layer, nor does a layer that has one come
 // out of one.
 func TestSnapshotLogicalBound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb := bwrapSandbox(t)
 	if r, err := sb.Exec(ctx, Cmd{Script: "truncate -s 400M /app/huge"}); err != nil || r.ExitCode != 0 {
@@ -253,6 +256,7 @@ func TestSnapshotLogicalBound(t *testing.T) {
 // A path past PATH_MAX cannot go into a layer: Snapshot says so rather
 // than failing on the name.
 func TestSnapshotDeepPath(t *testing.T) {
+	t.Parallel()
 	sb := bwrapSandbox(t)
 	if r := python(t, sb, "import os\nos.chdir('/app')\nfor _ in range(600):\n    os.mkdir('dddddddd'); os.chdir('dddddddd')\n"); r.ExitCode != 0 {
 		t.Fatalf("%+v", r)
@@ -265,6 +269,7 @@ func TestSnapshotDeepPath(t *testing.T) {
 // A background job that keeps replacing a file with a fifo: opening the
 // fifo for reading would wait for a writer forever.
 func TestSnapshotFifoSwap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb := bwrapSandbox(t)
 	sh, err := sb.Shell(ctx, ShellOptions{})

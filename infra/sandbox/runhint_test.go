@@ -5,6 +5,7 @@ import "testing"
 // The no-network hint of a failed RUN is for commands that install or
 // fetch, as a shell parser reads them.
 func TestInstallsHint(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]bool{
 		"apt-get update && apt-get install -y vim":                                      true,
 		"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc": true,

@@ -85,6 +85,7 @@ func blockOf(t *testing.T, sb sandbox.Sandbox, sh sandbox.Shell, seconds string)
 // first, uid 1000 the thousandth after it, and a second sandbox's block
 // shares none of them. Each process's ids are read from the host.
 func TestBwrapIDsAreTheSandboxesOwnBlock(t *testing.T) {
+	t.Parallel()
 	a, b := ranged(t), ranged(t)
 	ctx := context.Background()
 	shA, err := a.Shell(ctx, sandbox.ShellOptions{})
@@ -133,6 +134,7 @@ func TestBwrapIDsAreTheSandboxesOwnBlock(t *testing.T) {
 // Docker container; files keep their owners through a snapshot, which
 // records them as the sandbox sees them, into another sandbox's block.
 func TestBwrapUsersAndOwnersThroughASnapshot(t *testing.T) {
+	t.Parallel()
 	sb := ranged(t)
 	r := run(t, sb, sandbox.Cmd{Script: `set -e
 touch /app/x; chown 1000:1001 /app/x
@@ -178,6 +180,7 @@ su -s /bin/sh -c "id -u" nobody`})
 // do not raise a user either), and the user has no capability to
 // setuid with. Nor can root make a user namespace of its own.
 func TestBwrapUserCannotBecomeRoot(t *testing.T) {
+	t.Parallel()
 	sb := ranged(t)
 	r := run(t, sb, sandbox.Cmd{Script: `setpriv --reuid 1000 --regid 1000 --clear-groups sh -c '
 grep CapEff /proc/self/status
@@ -200,6 +203,7 @@ cat /proc/sys/user/max_user_namespaces`})
 // them would be) with a uid of the block and no marker in its
 // environment.
 func TestBwrapCloseKillsEveryUserOfTheBlock(t *testing.T) {
+	t.Parallel()
 	sb := ranged(t)
 	sh, err := sb.Shell(context.Background(), sandbox.ShellOptions{})
 	if err != nil {
@@ -242,6 +246,7 @@ func TestBwrapCloseKillsEveryUserOfTheBlock(t *testing.T) {
 // host process, its own or one of a uid of the sandbox's block, cannot be
 // seen or signalled.
 func TestBwrapRootCannotReachHostProcesses(t *testing.T) {
+	t.Parallel()
 	sb := ranged(t)
 	sh, err := sb.Shell(context.Background(), sandbox.ShellOptions{})
 	if err != nil {
