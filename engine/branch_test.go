@@ -8,6 +8,7 @@ import (
 )
 
 func TestBranchReplaysIntoANewRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	for _, k := range []string{"1", "2", "bad"} {
@@ -62,6 +63,7 @@ func TestBranchReplaysIntoANewRun(t *testing.T) {
 
 // A keep function picks the inputs handed over.
 func TestBranchKeepsWhatItIsTold(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	for _, k := range []string{"1", "2", "3"} {
@@ -93,6 +95,7 @@ func TestBranchKeepsWhatItIsTold(t *testing.T) {
 // Lineage follows run.started's parent field up to a run without one, and
 // refuses a loop; LastEvent is the run's latest event.
 func TestLineage(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()

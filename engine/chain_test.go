@@ -24,6 +24,7 @@ func sink() Stage {
 // they take up an effect of the chain that another process published
 // meanwhile.
 func TestChainOnlyHandlesTheRootsDescendants(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	publishRoot(t, l, "r", "demo.in", "before", item{1})

@@ -19,6 +19,7 @@ func TestMain(m *testing.M) { os.Exit(testinfra.Run(m)) }
 // catching up: a node restarted after missing events counts nothing
 // pending behind what it has copied so far.
 func TestReplayReadsPastALaggingReplica(t *testing.T) {
+	t.Parallel()
 	testinfra.Long(t)
 	c := testinfra.StartCluster(t, 3)
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 // Counts come from the streams' per-subject totals, by run and type, for
 // one run or every run; dead letters by the type of the event that died.
 func TestCountsRunsAndHasEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())

@@ -4,6 +4,7 @@ import "testing"
 
 // A decision reached while handling different events is one event.
 func TestAsDecisionIgnoresTheCause(t *testing.T) {
+	t.Parallel()
 	a := newEmitter(Event{ID: "cause-a", Run: "r"}, "cfg")
 	b := newEmitter(Event{ID: "cause-b", Run: "r"}, "cfg")
 	ea, err := a.Emit("pool.sealed", map[string]int{"v": 1}, AsDecision("pool-1"))

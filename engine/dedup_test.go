@@ -118,6 +118,7 @@ func BenchmarkStoredIDs(b *testing.B) {
 // Lookups of outputs stored before leave no consumer on the server: a
 // stream holds at most 1000, and handlers of old inputs each make one.
 func TestStoredIDsLeaveNoConsumer(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l, err := OpenLog(context.Background(), ts.connect(), LogConfig{DedupWindow: time.Minute})
 	if err != nil {

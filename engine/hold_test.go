@@ -14,6 +14,7 @@ import (
 )
 
 func TestDeadHere(t *testing.T) {
+	t.Parallel()
 	host, _ := os.Hostname()
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
@@ -40,6 +41,7 @@ func TestDeadHere(t *testing.T) {
 // holder for one of those runs, or one for every run, is refused naming
 // the holder.
 func TestStageLeasesArePerRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,6 +81,7 @@ func TestStageLeasesArePerRun(t *testing.T) {
 // A run's own consumers go, and no other's: neither the shared ones nor a
 // job's within the run, nor another run's.
 func TestDeleteRunConsumers(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()
@@ -101,6 +104,7 @@ func TestDeleteRunConsumers(t *testing.T) {
 }
 
 func TestFailedCountsByRunAndType(t *testing.T) {
+	t.Parallel()
 	counts := countRows(Counts{
 		"r1": {"rollout.requested": 4, "rollout.requested.failed": 2, "rollout.completed.failed": 1},
 		"r2": {"task.synthesized.failed": 3, "task.audited": 5},

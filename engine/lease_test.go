@@ -48,6 +48,7 @@ func TestLeaseIsExclusiveAndExpires(t *testing.T) {
 // that fails while the server is down is tried again, and the holder
 // keeps the name.
 func TestLeaseKeptThroughAnOutage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits through a 14 s outage: skipped with -short")
 	}
@@ -77,6 +78,7 @@ func TestLeaseKeptThroughAnOutage(t *testing.T) {
 // A holder its successor knows to be gone is taken over at once; one it
 // does not is left alone, and the old holder cannot renew what it lost.
 func TestStaleLeaseIsTakenOver(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()
@@ -104,6 +106,7 @@ func TestStaleLeaseIsTakenOver(t *testing.T) {
 // control over every run and control of one run never run at once, while
 // control of two runs does.
 func TestLeaseExcludesWholeAndPart(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // stream re-created) is re-created, and the stage goes on consuming
 // instead of returning as if it had been stopped.
 func TestRunnerRecreatesLostConsumer(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	r := NewRunner(l, relay(nil), fastConfig())
@@ -34,6 +35,7 @@ func TestRunnerRecreatesLostConsumer(t *testing.T) {
 // input fails at once with both sizes in the reason, instead of being
 // retried into the dead-letter stream.
 func TestOversizedOutputFails(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32
@@ -60,6 +62,7 @@ func TestOversizedOutputFails(t *testing.T) {
 }
 
 func TestServerAtLeast(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		v    string
 		want bool

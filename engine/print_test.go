@@ -10,6 +10,7 @@ import (
 )
 
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ run, typ, want string }{
 		{"", "", "t1.*.>"}, {"r1", "", "t1.r1.>"}, {"", "task.audited", "t1.*.task.audited"},
 	} {
@@ -20,6 +21,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestWriteEvent(t *testing.T) {
+	t.Parallel()
 	ev := Event{ID: "0123456789abcdef", Type: "run.started", Run: "r1", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Payload: []byte(`{"x":"` + strings.Repeat("y", 200) + `"}`), Seq: 7}
 	var text, js bytes.Buffer
 	if err := WriteEvent(&text, ev, false); err != nil {
@@ -37,6 +39,7 @@ func TestWriteEvent(t *testing.T) {
 }
 
 func TestStatusWriteText(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	Status{Events: []EventCount{{Run: "r1", Type: "run.started", Count: 1}}}.WriteText(&b, "nats://x")
 	s := b.String()
@@ -50,6 +53,7 @@ func TestStatusWriteText(t *testing.T) {
 // List stops at its limit; Tail from zero delivers only what is published
 // after it starts.
 func TestListAndTail(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	for i := range 3 {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestReplayFromSeqAndTime(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var mid Event
@@ -51,6 +52,7 @@ func TestReplayFromSeqAndTime(t *testing.T) {
 // ReplayRun reads the run's events of the given types and nothing else,
 // in log order; the read hook sees exactly what was read.
 func TestReplayRunReadsOnlyItsRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var want []string

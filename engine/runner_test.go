@@ -46,6 +46,7 @@ func fastConfig() RunnerConfig {
 }
 
 func TestPublishDeduplicates(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	ev, err := NewRootEvent("r1", "demo.in", "k", item{1})
@@ -70,6 +71,7 @@ func TestPublishDeduplicates(t *testing.T) {
 }
 
 func TestRunnerRelaysAndAcks(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	r := NewRunner(l, relay(nil), fastConfig())
@@ -120,6 +122,7 @@ func TestKilledMidHandlerExactlyOnce(t *testing.T) {
 // as permanent (a sandbox killed under it): the input goes back for the
 // next process instead of failing, and its output appears once.
 func TestShutdownMidHandlerIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	entered := make(chan struct{})
@@ -170,6 +173,7 @@ func TestKilledBeforeAckExactlyOnce(t *testing.T) {
 }
 
 func TestNakRetriesThenSucceeds(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32
@@ -227,6 +231,7 @@ func TestOutlivesAckWaitStillOnce(t *testing.T) {
 
 // With heartbeats a handler running 3x AckWait is delivered exactly once.
 func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out several ack deadlines: skipped with -short")
 	}
@@ -275,6 +280,7 @@ func deadLetters(t *testing.T, l *Log) []*jetstream.RawStreamMsg {
 }
 
 func TestDeadLetterAfterMaxDeliver(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32
@@ -353,6 +359,7 @@ func TestDeadLetterFromAdvisory(t *testing.T) {
 }
 
 func TestPermanentErrorPublishesFailed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var calls atomic.Int32
@@ -378,6 +385,7 @@ func TestPermanentErrorPublishesFailed(t *testing.T) {
 }
 
 func TestMalformedEnvelopeFails(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	nc := ts.connect()
 	l := ts.openLog(nc)
@@ -399,6 +407,7 @@ func TestMalformedEnvelopeFails(t *testing.T) {
 }
 
 func TestPanicIsPermanent(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	runStage(t, NewRunner(l, relay(func(context.Context, Event) error { panic("index out of range") }), fastConfig()))
@@ -407,6 +416,7 @@ func TestPanicIsPermanent(t *testing.T) {
 }
 
 func TestMiddlewareOrder(t *testing.T) {
+	t.Parallel()
 	var trail []string
 	mw := func(name string) Middleware {
 		return func(next HandlerFunc) HandlerFunc {
@@ -429,6 +439,7 @@ func TestMiddlewareOrder(t *testing.T) {
 }
 
 func TestDeriveIDIsStableAndDistinct(t *testing.T) {
+	t.Parallel()
 	a := DeriveID("r", "t", "cause", "cfg", "1")
 	if a != DeriveID("r", "t", "cause", "cfg", "1") {
 		t.Fatal("not deterministic")

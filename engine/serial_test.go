@@ -17,6 +17,7 @@ func (serialStage) Serial() bool { return true }
 // A Serial stage's handlers never overlap, whatever concurrency the runner
 // is configured with.
 func TestSerialStageRunsOneHandlerAtATime(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	var running, most atomic.Int32
@@ -49,6 +50,7 @@ func TestSerialStageRunsOneHandlerAtATime(t *testing.T) {
 // run's inputs through a consumer of its own and none of the other's, and
 // both handle one input at a time.
 func TestSerialStageScopedToARun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	const inputs = 10
 	var mu sync.Mutex

@@ -13,6 +13,7 @@ import (
 // is handled twice, although each handler outlives the ack wait and a
 // message pulled ahead waits behind it for longer than that.
 func TestWorkersShareOneConsumer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("long scenario: skipped with -short (make test runs it)")
 	}
@@ -59,6 +60,7 @@ func TestWorkersShareOneConsumer(t *testing.T) {
 // configuration asks, so even two processes that share it by mistake never
 // handle two of its inputs at once.
 func TestSerialStageCapsAckPending(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t)
 	l := ts.openLog(ts.connect())
 	cfg := fastConfig()

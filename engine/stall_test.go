@@ -19,6 +19,7 @@ import (
 // re-issued when the client's heartbeat check expires (2 × 15 s), which
 // stalls a stage with work waiting.
 func TestDrainsNeverStall(t *testing.T) {
+	t.Parallel()
 	const (
 		drains   = 10
 		events   = 1000

@@ -15,6 +15,7 @@ import (
 
 // One trace follows an event from its publisher through two stages.
 func TestTraceContextCrossesStages(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
@@ -70,6 +71,7 @@ func TestTraceContextCrossesStages(t *testing.T) {
 }
 
 func TestHeaderCarrierIgnoresCaseOnlyAsFallback(t *testing.T) {
+	t.Parallel()
 	c := HeaderCarrier(nats.Header{"Traceparent": {"canonical"}})
 	if got := c.Get("traceparent"); got != "canonical" {
 		t.Errorf("Get(traceparent) = %q, want the case-insensitive match", got)
