@@ -301,18 +301,19 @@ func lock(dataDir string) (*os.File, error) {
 	return f, nil
 }
 
-// holder names the process that holds the data directory's lock, as
-// it wrote itself there.
+// holder names the process that last took the data directory's lock, as
+// it wrote itself there: the holder, unless a process it started holds a
+// copy of its descriptor.
 func holder(dataDir string) string {
 	b, _ := os.ReadFile(filepath.Join(dataDir, "lock"))
 	pid := strings.TrimSpace(string(b))
 	if _, err := strconv.Atoi(pid); err != nil {
-		return "another t1 process"
+		return "another process"
 	}
 	if cmd, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline")); err == nil && len(cmd) > 0 {
-		return fmt.Sprintf("process %s (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(cmd), "\x00", " ")), " "))
+		return fmt.Sprintf("a lock last taken by process %s (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(cmd), "\x00", " ")), " "))
 	}
-	return "process " + pid
+	return "a lock last taken by process " + pid
 }
 
 // waitLock polls for the data directory's lock until d has passed.
@@ -359,7 +360,7 @@ func readEndpoints(dataDir string) (*Endpoints, error) {
 			return &e, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("data directory %s is locked by %s, which published no endpoints: %w", dataDir, holder(dataDir), err)
+			return nil, fmt.Errorf("data directory %s is held (%s) by a process that published no endpoints: %w", dataDir, holder(dataDir), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -83,7 +83,7 @@ func TestLockNamesItsHolder(t *testing.T) {
 		t.Fatalf("second lock: %v, %v", again, err)
 	}
 	got, pid := holder(dir), strconv.Itoa(os.Getpid())
-	if !strings.HasPrefix(got, "process "+pid+" (") || !strings.Contains(got, filepath.Base(os.Args[0])) {
+	if !strings.HasPrefix(got, "a lock last taken by process "+pid+" (") || !strings.Contains(got, filepath.Base(os.Args[0])) {
 		t.Fatalf("holder = %q, want process %s and its command line", got, pid)
 	}
 }
