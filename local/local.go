@@ -127,9 +127,11 @@ func Open(ctx context.Context, cfg config.Config, o Options) (_ *Infra, err erro
 			return nil, err
 		}
 		if owner == nil {
-			if peer, err = readEndpoints(dataDir); err != nil {
+			if owner, peer, err = attach(dataDir); err != nil {
 				return nil, err
 			}
+		}
+		if peer != nil {
 			// A transient owner serves only what it needed: wait for it
 			// rather than attach to servers that stop in a moment.
 			if peer.Transient && (o.Serve || (!o.NoStore && peer.S3 == "")) {
@@ -346,21 +348,30 @@ func writeEndpoints(dataDir string, e Endpoints) error {
 	return os.Rename(tmp, EndpointsPath(dataDir))
 }
 
-func readEndpoints(dataDir string) (*Endpoints, error) {
-	// The owner writes the file right after taking the lock; give it a
-	// moment when both start together.
+// attach waits for the data directory's owner to publish its endpoints,
+// or for its lock to come free: an owner that is starting publishes them
+// once its servers run, and one that is closing has removed them and lets
+// go of the lock once its servers have stopped (the object store's
+// process among them).
+func attach(dataDir string) (*os.File, *Endpoints, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		data, err := os.ReadFile(EndpointsPath(dataDir))
 		if err == nil {
 			var e Endpoints
 			if err := json.Unmarshal(data, &e); err != nil {
-				return nil, fmt.Errorf("endpoints file %s: %w", EndpointsPath(dataDir), err)
+				return nil, nil, fmt.Errorf("endpoints file %s: %w", EndpointsPath(dataDir), err)
 			}
-			return &e, nil
+			return nil, &e, nil
 		}
-		if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("data directory %s is held (%s) by a process that published no endpoints: %w", dataDir, holder(dataDir), err)
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("endpoints file: %w", err)
+		}
+		if f, err := lock(dataDir); err != nil || f != nil {
+			return f, nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("data directory %s is held (%s) by a process that published no endpoints: %w", dataDir, holder(dataDir), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

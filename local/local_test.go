@@ -27,8 +27,8 @@ func TestServeWaitsForTransientOwner(t *testing.T) {
 	if !first.Owner {
 		t.Fatal("first opener should own the data directory")
 	}
-	ep, err := readEndpoints(first.DataDir)
-	if err != nil || !ep.Transient {
+	_, ep, err := attach(first.DataDir)
+	if err != nil || ep == nil || !ep.Transient {
 		t.Fatalf("endpoints of a short-lived owner: %+v, %v", ep, err)
 	}
 
@@ -65,8 +65,8 @@ func TestServeWaitsForTransientOwner(t *testing.T) {
 	if !r.in.Owner {
 		t.Fatal("serving opener should own the directory once the transient owner exits")
 	}
-	ep, err = readEndpoints(r.in.DataDir)
-	if err != nil || ep.Transient {
+	_, ep, err = attach(r.in.DataDir)
+	if err != nil || ep == nil || ep.Transient {
 		t.Fatalf("endpoints of a serving owner: %+v, %v", ep, err)
 	}
 }
@@ -85,5 +85,27 @@ func TestLockNamesItsHolder(t *testing.T) {
 	got, pid := holder(dir), strconv.Itoa(os.Getpid())
 	if !strings.HasPrefix(got, "a lock last taken by process "+pid+" (") || !strings.Contains(got, filepath.Base(os.Args[0])) {
 		t.Fatalf("holder = %q, want process %s and its command line", got, pid)
+	}
+}
+
+// An owner that is closing has removed its endpoints and lets go of the
+// lock only once its servers have stopped: whoever arrives meanwhile
+// takes the lock when it comes free, rather than waiting for endpoints
+// that will not come.
+func TestAttachTakesALockLetGo(t *testing.T) {
+	dir := t.TempDir()
+	closing, err := lock(dir)
+	if err != nil || closing == nil {
+		t.Fatalf("lock: %v, %v", closing, err)
+	}
+	time.AfterFunc(300*time.Millisecond, func() { closing.Close() })
+	start := time.Now()
+	owner, peer, err := attach(dir)
+	if err != nil || owner == nil || peer != nil {
+		t.Fatalf("attach = %v, %+v, %v; want the lock", owner, peer, err)
+	}
+	owner.Close()
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %s", d)
 	}
 }
