@@ -26,29 +26,41 @@ func gatewayDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("t1-test-gateway-%d", os.Getuid()))
 }
 
+// startLock makes gatewayDir and takes its start lock, under which the
+// gateway's binaries are built and the shared gateway is found or
+// started; closing the file lets go of it.
+func startLock() (string, *os.File, error) {
+	dir := gatewayDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	// Another user's directory, or a link planted in its place, is not ours.
+	if fi, err := os.Lstat(dir); err != nil {
+		return "", nil, err
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || int(st.Uid) != os.Getuid() {
+		return "", nil, fmt.Errorf("%s is not a directory of this user", dir)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return "", nil, err
+	}
+	return dir, lock, nil
+}
+
 // useGateway finds the machine's shared test gateway, or builds and
 // starts one, and returns a configuration for a bucket of this test
 // binary's own. The gateway keeps running while release has not been
 // called (or the process lives); release removes the bucket.
 func useGateway() (s3.Config, func() error, error) {
-	dir := gatewayDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return s3.Config{}, nil, err
-	}
-	// Another user's directory, or a link planted in its place, is not ours.
-	if fi, err := os.Lstat(dir); err != nil {
-		return s3.Config{}, nil, err
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || int(st.Uid) != os.Getuid() {
-		return s3.Config{}, nil, fmt.Errorf("%s is not a directory of this user", dir)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	dir, lock, err := startLock()
 	if err != nil {
 		return s3.Config{}, nil, err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return s3.Config{}, nil, err
-	}
 	// Held until this process exits: the gateway stops only once no test
 	// binary holds it.
 	users, err := os.OpenFile(filepath.Join(dir, "users"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -99,18 +111,11 @@ func runningGateway(dir string) (s3.Config, error) {
 // testinfra's gatewayd, built once per test binary under the start lock,
 // to a name of its own: the shared gateway may be running its binary.
 var Gatewayd = sync.OnceValues(func() (string, error) {
-	dir := gatewayDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	dir, lock, err := startLock()
 	if err != nil {
 		return "", err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return "", err
-	}
 	return build(dir, "gatewayd-embedded", "./internal/testinfra/gatewayd")
 })
 
