@@ -81,8 +81,9 @@ func TestControlFilesNeverFollowLinks(t *testing.T) {
 // path after the sandbox was made (here the host itself, standing in for
 // any slip that lets a link in) does not change what commands see: bwrap
 // binds the directories by the descriptors opened when they were made.
+// It counts the process's descriptors, so it runs alone: serial tests
+// never overlap the parallel ones.
 func TestBindSourcesBoundByDescriptor(t *testing.T) {
-	t.Parallel()
 	bw := &Bubblewrap{}
 	if err := errors.Join(bw.Available(), Cgroups()); err != nil {
 		t.Skipf("bubblewrap cannot confine a sandbox here: %v", err)
