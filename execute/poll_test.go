@@ -14,6 +14,7 @@ import (
 // while a cluster elects a new stream leader) with the counts it last
 // read, and gives up only once the outage outlasts its grace.
 func TestCountPollerRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
 	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestCountPollerRidesOutAnOutage(t *testing.T) {
 	}
 	srv.Shutdown()
 
-	p.timeout = time.Second
+	p.timeout = 200 * time.Millisecond
 	counts, err = p.poll(ctx)
 	if err != nil || counts[schemas.RunStarted] != 1 {
 		t.Fatalf("within the grace: want the last counts and no error, got %v, %v", counts, err)

@@ -179,10 +179,11 @@ func checkNotFooled(t *testing.T, solved bool, passed, total int, source any, de
 func TestVerifierOutlivesNoAgentProcess(t *testing.T) {
 	t.Parallel()
 	be := backend(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	for mode, testSh := range verifierModes {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			dir, tk := writeTaskIn(t, testSh, hostileDockerfile)
 			opt := Options{Backend: be}
 			sb, err := opt.Start(ctx, dir)

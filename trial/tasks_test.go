@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/t1pipe/t1/harbor"
@@ -41,10 +42,15 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rs []CheckResult
-	for _, name := range []string{"word-freq", "disk-report"} {
-		rs = append(rs, Check(context.Background(), filepath.Join(testinfra.WorkDir(), tasksDir, name), opt, rf, true))
+	names := []string{"word-freq", "disk-report"}
+	rs := make([]CheckResult, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			rs[i] = Check(context.Background(), filepath.Join(testinfra.WorkDir(), tasksDir, name), opt, rf, true)
+		})
 	}
+	wg.Wait()
 	if !rs[0].Solved || rs[0].Total != 5 || rs[0].Reward != 5 || !rs[0].Offline || !rs[1].Solved || rs[1].Source != "reward.txt" || rs[0].NoOp == nil {
 		t.Fatalf("%+v", rs)
 	}

@@ -73,34 +73,36 @@ const networkTestSh = "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.7.13/insta
 func TestOracleNullAndWrongSolution(t *testing.T) {
 	t.Parallel()
 	be := backend(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	dir, tk := writeTask(t, localTestSh)
 	opt := Options{Backend: be}
-
-	out, err := Run(ctx, dir, tk, Oracle(dir), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.SolutionExit != 0 || !out.Report.Solved || out.Report.Total != 2 || out.Report.Passed != 2 {
-		t.Fatalf("oracle: exit %d, report %+v, output %q", out.SolutionExit, out.Report, out.SolutionOutput)
-	}
-
-	out, err = Run(ctx, dir, tk, nil, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.SolutionExit != NoSolution || out.Report.Solved || out.Report.Passed != 1 || out.Report.Failed != 1 {
-		t.Fatalf("null run: %+v", out.Report)
-	}
-
 	wrong := &Solution{Script: []byte("#!/bin/bash\nmkdir -p /app/out\necho 'hello, world' > /app/out/greeting.txt\nexit 3\n")}
-	out, err = Run(ctx, dir, tk, wrong, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.SolutionExit != 3 || out.Report.Solved || out.Report.Passed != 1 {
-		t.Fatalf("wrong solution: exit %d, %+v", out.SolutionExit, out.Report)
+	for _, c := range []struct {
+		name string
+		sol  *Solution
+		ok   func(*Outcome) bool
+	}{
+		{"oracle", Oracle(dir), func(out *Outcome) bool {
+			return out.SolutionExit == 0 && out.Report.Solved && out.Report.Total == 2 && out.Report.Passed == 2
+		}},
+		{"null", nil, func(out *Outcome) bool {
+			return out.SolutionExit == NoSolution && !out.Report.Solved && out.Report.Passed == 1 && out.Report.Failed == 1
+		}},
+		{"wrong", wrong, func(out *Outcome) bool {
+			return out.SolutionExit == 3 && !out.Report.Solved && out.Report.Passed == 1
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			out, err := Run(ctx, dir, tk, c.sol, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.ok(&out) {
+				t.Fatalf("exit %d, report %+v, output %q", out.SolutionExit, out.Report, out.SolutionOutput)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 // t1 chat render prints what the reference renders for a corpus case, byte
 // for byte, with tools, a generation prompt and enable_thinking.
 func TestChatRender(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../chattemplate/testdata/corpus.json")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // t1 config defaults prints the built-in configuration: its YAML reads
 // back as config.Default, and --json holds the same keys.
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	out, err := t1(t, "config", "defaults")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // starts, in one line naming the URL, rather than sampling from the
 // in-process model the configuration did not ask for.
 func TestRunRefusesAnUnreachableEngine(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

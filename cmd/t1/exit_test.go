@@ -14,6 +14,7 @@ import (
 
 // Every way a job can end maps to the exit code README's table gives it.
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	// A port nothing listens on: the bus is unreachable.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,6 +54,7 @@ func TestExitCodes(t *testing.T) {
 // A second process that wants a leased stage exits 4, naming the holder,
 // while any number of workers of an unleased stage may run.
 func TestLeasedStageIsBusy(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	cfg := writeConfig(t, "run:\n  id: lease\n")
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // run (wk: events only), a run of tables alone (q, as t1 tasks import
 // leaves one) and a started run with no policy of its own (pv).
 func TestWrongNamesExit2NamingWhatExists(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	cfg := writeConfig(t, "run:\n  id: wk\nstages:\n  demo:\n    count: 2\n    payload_bytes: 10\n")
 	if out, err := t1(t, "demo", "--data", data, "--config", cfg, "--log-level", "error"); err != nil {
@@ -76,6 +77,7 @@ func TestWrongNamesExit2NamingWhatExists(t *testing.T) {
 
 // Under --json an error is one JSON object with its exit code.
 func TestErrorsUnderJSON(t *testing.T) {
+	t.Parallel()
 	root := newRoot()
 	root.SetArgs([]string{"query", "rewards", "--run", "q", "--json", "--format", "yaml"})
 	root.SetOut(&strings.Builder{})
@@ -95,6 +97,7 @@ func TestErrorsUnderJSON(t *testing.T) {
 // Every command's help has an example, and t1 --help lists the commands
 // under what users do with them.
 func TestHelpHasExamplesAndGroups(t *testing.T) {
+	t.Parallel()
 	root := newRoot()
 	if missing := usage.Missing(root); len(missing) > 0 {
 		t.Fatalf("commands without an example: %v", missing)

@@ -50,6 +50,7 @@ func seedTables(t *testing.T, data string) []schemas.FileRef {
 }
 
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	refs := seedTables(t, data)
 	out, err := t1(t, "inspect", "--data", data, "--log-level", "warn", "--json", refs[2].Key)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRolloutOracleTranscript(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap unavailable (make setup installs it)")
 	}
@@ -27,6 +28,7 @@ func TestRolloutOracleTranscript(t *testing.T) {
 // Under --json the episode is one JSON object: its turns, how it ended and
 // the verifier's verdict, and nothing else on stdout.
 func TestRolloutJSON(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap unavailable (make setup installs it)")
 	}

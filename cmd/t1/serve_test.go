@@ -72,6 +72,7 @@ func servePolicy(t *testing.T, args ...string) string {
 }
 
 func TestServePolicy(t *testing.T) {
+	t.Parallel()
 	tok, err := moe.DefaultTokenizer()
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +133,7 @@ func TestServePolicy(t *testing.T) {
 }
 
 func TestMoEGap(t *testing.T) {
+	t.Parallel()
 	run := func(prec string) policy.Gap {
 		out, err := t1(t, "moe", "gap", "--json", "--prompts", "2", "--max-new-tokens", "48", "--precision", prec, "--sft-steps", "2")
 		if err != nil {
@@ -160,6 +162,7 @@ func TestMoEGap(t *testing.T) {
 // `t1 moe init` writes the configured fresh model as a checkpoint
 // directory t1 loads back as the same model, and never overwrites one.
 func TestMoEInit(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "start")
 	if _, err := t1(t, "moe", "init", "--out", dir); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // unknown name is a configuration error (exit 2) naming the configured
 // ones.
 func TestSetupFlag(t *testing.T) {
+	t.Parallel()
 	cfg := writeConfig(t, `run: {id: base}
 setups:
   - name: long

@@ -10,6 +10,7 @@ import (
 )
 
 func TestTasksImportExport(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	cfg := writeConfig(t, "run: {id: imp}\n")
 	out, err := t1(t, "tasks", "import", "--data", data, "--config", cfg, "../../harbor/testdata/tasks")

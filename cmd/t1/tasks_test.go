@@ -9,6 +9,7 @@ import (
 )
 
 func TestTasksValidate(t *testing.T) {
+	t.Parallel()
 	out, err := t1(t, "tasks", "validate", "../../harbor/testdata/tasks")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

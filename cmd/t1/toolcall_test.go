@@ -35,6 +35,7 @@ const greetTask = "testdata/tasks/greet"
 // test runs only when T1_TEST_TOOLCALL_SFT is set (BENCHMARKS.md, "Native
 // tool calls").
 func TestToolCallSFTEndToEnd(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("T1_TEST_TOOLCALL_SFT") == "" {
 		t.Skip("fine-tunes a Qwen3-vocabulary model for minutes: set T1_TEST_TOOLCALL_SFT=1")
 	}

@@ -114,7 +114,9 @@ type StoreFaults struct {
 }
 
 // Run runs the cases as subtests of t and returns the healthy run's
-// events.
+// events. The healthy run comes first; the faulty ones, each on a store and
+// stage of its own, run in parallel after the caller's test function
+// returns.
 func (c StoreFaults) Run(t *testing.T) []engine.Event {
 	t.Helper()
 	var calls []errorstore.Call
@@ -144,6 +146,7 @@ func (c StoreFaults) Run(t *testing.T) []engine.Event {
 				name += "-after"
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				es, s := c.start(t)
 				es.Inject(errorstore.Fault{Op: call.Op, N: call.N, After: after})
 				rec := &Recorder{Run: c.Event.Run}

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -20,8 +21,6 @@ func backend(t *testing.T) sandbox.Backend { return testinfra.Bubblewrap(t) }
 func TestExecuteKeepsGrownTasks(t *testing.T) {
 	t.Parallel()
 	opt := trial.Options{Backend: backend(t)}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	n := 4
 	if testing.Short() {
@@ -29,29 +28,35 @@ func TestExecuteKeepsGrownTasks(t *testing.T) {
 	}
 	for i := range n {
 		// Every library: the basic ones' steps that change a file must
-		// leave every earlier assertion true.
+		// leave every earlier assertion true. The tasks are drawn here, in
+		// order, so that each subtest's is the same however they run.
 		lib := taskgen.Libraries()[i%len(taskgen.Libraries())]
 		parentRefs := taskgen.Seed(lib, rng)
 		childRefs, err := taskgen.Extend(lib, parentRefs, 2, rng)
 		if err != nil {
 			t.Fatal(err)
 		}
-		parent, _ := taskgen.Build(parentRefs)
-		child, _ := taskgen.Build(childRefs)
-		tk, err := child.Task(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := Execute(ctx, child, parent, tk, filepath.Join(t.TempDir(), tk.Name), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !v.Keep {
-			t.Fatalf("task %d (%v) dropped: %s", i, childRefs, v.Reason)
-		}
-		if got := v.Parent.Report.Failed + v.Parent.Report.Errors; got != len(v.New) {
-			t.Fatalf("parent's solution fails %d assertions, want the %d new ones", got, len(v.New))
-		}
+		t.Run(fmt.Sprintf("%d", i), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			parent, _ := taskgen.Build(parentRefs)
+			child, _ := taskgen.Build(childRefs)
+			tk, err := child.Task(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := Execute(ctx, child, parent, tk, filepath.Join(t.TempDir(), tk.Name), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Keep {
+				t.Fatalf("task %d (%v) dropped: %s", i, childRefs, v.Reason)
+			}
+			if got := v.Parent.Report.Failed + v.Parent.Report.Errors; got != len(v.New) {
+				t.Fatalf("parent's solution fails %d assertions, want the %d new ones", got, len(v.New))
+			}
+		})
 	}
 }
 
