@@ -40,7 +40,10 @@ func TestArrowReadsEveryTable(t *testing.T) {
 		{"tasks/empty", func(t *testing.T) { arrowRoundTrip(t, []schemas.TaskRow{}) }},
 		{"tokens/empty", func(t *testing.T) { arrowRoundTrip(t, []schemas.TokenRow{}) }},
 	} {
-		t.Run(tc.name, tc.fn)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
 	}
 }
 

@@ -21,7 +21,7 @@ func TestCompactionCrashAtEveryCall(t *testing.T) {
 	ctx := context.Background()
 	base := openStore(t)
 	const files = 5
-	write := func(run string) ([]FileRef, []RewardRow) {
+	write := func(t *testing.T, run string) ([]FileRef, []RewardRow) {
 		rows := sampleRowsOf[RewardRow](3, files, []int{0, 2})
 		var refs []FileRef
 		for i := range rows {
@@ -65,7 +65,7 @@ func TestCompactionCrashAtEveryCall(t *testing.T) {
 	}
 
 	// The calls a whole compaction makes, each a crash point.
-	refs, rows := write("cc-clean")
+	refs, rows := write(t, "cc-clean")
 	counter := errorstore.New(base)
 	if n, err := Compact(ctx, counter, "cc-clean", RewardsTable, 2, WriterOptions{}); err != nil || n != files {
 		t.Fatalf("compact: %d, %v", n, err)
@@ -86,17 +86,21 @@ func TestCompactionCrashAtEveryCall(t *testing.T) {
 			if len(run) > 64 {
 				t.Fatal(run)
 			}
-			refs, rows := write(lowerRun(run))
-			faulty := errorstore.New(base, errorstore.Fault{Op: c.Op, N: c.N, After: after})
-			if _, err := Compact(ctx, faulty, lowerRun(run), RewardsTable, 2, WriterOptions{}); err == nil {
-				t.Fatalf("%s: no error", run)
-			}
-			check(t, base, lowerRun(run), refs, rows, 0)
-			if _, err := Compact(ctx, base, lowerRun(run), RewardsTable, 2, WriterOptions{}); err != nil {
-				t.Fatalf("%s: again: %v", run, err)
-			}
-			check(t, base, lowerRun(run), refs, rows, 1)
 			points++
+			// Each crash point has a run of its own: they run side by side.
+			t.Run(run, func(t *testing.T) {
+				t.Parallel()
+				refs, rows := write(t, lowerRun(run))
+				faulty := errorstore.New(base, errorstore.Fault{Op: c.Op, N: c.N, After: after})
+				if _, err := Compact(ctx, faulty, lowerRun(run), RewardsTable, 2, WriterOptions{}); err == nil {
+					t.Fatalf("%s: no error", run)
+				}
+				check(t, base, lowerRun(run), refs, rows, 0)
+				if _, err := Compact(ctx, base, lowerRun(run), RewardsTable, 2, WriterOptions{}); err != nil {
+					t.Fatalf("%s: again: %v", run, err)
+				}
+				check(t, base, lowerRun(run), refs, rows, 1)
+			})
 		}
 	}
 	t.Logf("%d store calls in a compaction of %d objects, %d crash points", len(calls), files, points)

@@ -167,7 +167,10 @@ func TestRoundTripEveryTable(t *testing.T) {
 		{"tasks/empty", func(t *testing.T) { roundTrip(t, []TaskRow{}) }},
 		{"tokens/empty", func(t *testing.T) { roundTrip(t, []TokenRow{}) }},
 	} {
-		t.Run(tc.name, tc.fn)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
 	}
 }
 
