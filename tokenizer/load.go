@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	json "github.com/goccy/go-json"
 )
@@ -98,7 +100,60 @@ type addedJSON struct {
 // ParseHF reads a Hugging Face tokenizer.json. It implements byte-level
 // BPE (GPT-2, Qwen2, Llama 3 and their kin) and refuses, naming it, any
 // feature it does not implement exactly.
+//
+// A large file parsed a moment ago is not parsed again: every checkpoint
+// of a run carries the same tokenizer.json (Qwen3's is 11 MB, a third of a
+// second to parse), and a process loads one per policy version. Callers
+// share the *HF, which nothing changes once it is made (its word cache has
+// locks of its own).
 func ParseHF(b []byte) (*HF, error) {
+	if len(b) < recentMin {
+		return parseHF(b)
+	}
+	sum := sha256.Sum256(b)
+	if h := recent.get(sum); h != nil {
+		return h, nil
+	}
+	h, err := parseHF(b)
+	if err == nil {
+		recent.put(sum, h)
+	}
+	return h, err
+}
+
+// recentMin is the size from which a tokenizer.json is worth remembering.
+const recentMin = 1 << 20
+
+// recent holds the last two large tokenizers parsed, by their file's
+// SHA-256.
+var recent recentHF
+
+type recentHF struct {
+	mu   sync.Mutex
+	sums [2][sha256.Size]byte
+	hfs  [2]*HF
+	next int
+}
+
+func (r *recentHF) get(sum [sha256.Size]byte) *HF {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, h := range r.hfs {
+		if h != nil && r.sums[i] == sum {
+			return h
+		}
+	}
+	return nil
+}
+
+func (r *recentHF) put(sum [sha256.Size]byte, h *HF) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sums[r.next], r.hfs[r.next] = sum, h
+	r.next = (r.next + 1) % len(r.hfs)
+}
+
+func parseHF(b []byte) (*HF, error) {
 	top, err := parseObject("tokenizer.json", b)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -127,4 +128,32 @@ func FuzzParseHF(f *testing.F) {
 			h.Decode(h.Encode("hello<|end|> wörld"))
 		}
 	})
+}
+
+// A large tokenizer.json parsed again is the tokenizer parsed before; one
+// that differs by a byte is parsed anew.
+func TestParseHFRemembersLargeFiles(t *testing.T) {
+	raw, err := fixture()
+	if err != nil {
+		t.Skipf("Qwen3's tokenizer.json: %v", err)
+	}
+	a, err := ParseHF(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseHF(bytes.Clone(raw))
+	if err != nil || b != a {
+		t.Fatalf("the same file parsed again: %p, %v; first %p", b, err, a)
+	}
+	edited := bytes.Replace(raw, []byte(`"<|im_start|>"`), []byte(`"<|im_begin|>"`), 1)
+	if bytes.Equal(edited, raw) {
+		t.Fatal("the edit changed nothing")
+	}
+	c, err := ParseHF(edited)
+	if err != nil || c == a {
+		t.Fatalf("an edited file: %p, %v; first %p", c, err, a)
+	}
+	if _, ok := c.SpecialID("<|im_begin|>"); !ok {
+		t.Fatal("the edited file's token is missing")
+	}
 }
