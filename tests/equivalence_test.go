@@ -143,30 +143,86 @@ func baselineDigest(t *testing.T) *digest.Digest {
 // uninterrupted runs the pipeline of text once in one process and returns
 // its digest.
 func uninterrupted(text string) (*digest.Digest, error) {
+	d, _, _, err := uninterruptedIn(text)
+	return d, err
+}
+
+// uninterruptedIn is uninterrupted, with the run's data directory and
+// configuration (kept until the test binary ends).
+func uninterruptedIn(text string) (d *digest.Digest, data, cfg string, err error) {
 	dir, err := os.MkdirTemp(filepath.Dir(t1Bin), "baseline-")
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
-	data, cfg := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	data, cfg = filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	run := exec.Command(t1Bin, "run", "--json", "--log-level", "warn", "--data", data, "--config", cfg)
 	run.Dir = dir
 	if out, err := run.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("uninterrupted run: %v\n%s", err, out)
+		return nil, "", "", fmt.Errorf("uninterrupted run: %v\n%s", err, out)
 	}
 	dg := exec.Command(t1Bin, "digest", "--run", "tiny", "--json", "--data", data, "--config", cfg)
 	dg.Dir = dir
 	out, err := dg.Output()
 	if err != nil {
-		return nil, fmt.Errorf("digest: %v\n%s", err, out)
+		return nil, "", "", fmt.Errorf("digest: %v\n%s", err, out)
 	}
-	var d digest.Digest
-	if err := json.Unmarshal(out, &d); err != nil {
-		return nil, err
+	d = new(digest.Digest)
+	if err := json.Unmarshal(out, d); err != nil {
+		return nil, "", "", err
 	}
-	return &d, nil
+	return d, data, cfg, nil
+}
+
+// rowsThatDiffer logs, for each table the two digests disagree on, the
+// rows (less the wall-clock columns) that one run has and the other has
+// not: a digest says that a table differs, these say how.
+func rowsThatDiffer(t *testing.T, want, got *digest.Digest, wantData, wantCfg, gotData, gotCfg string) {
+	t.Helper()
+	for _, line := range want.Diff(got) {
+		name, ok := strings.CutPrefix(line, "table ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, ":")
+		rows := func(data, cfg string) map[string]bool {
+			cmd := command(t, data, cfg, "query", name, "--run", "tiny", "--format", "ndjson")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Logf("query %s: %v", name, err)
+				return nil
+			}
+			set := map[string]bool{}
+			for _, r := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				var row map[string]any
+				if json.Unmarshal([]byte(r), &row) != nil {
+					continue
+				}
+				for _, c := range digest.WallClock() {
+					if col, ok := strings.CutPrefix(c, name+"."); ok {
+						delete(row, col)
+					}
+				}
+				b, _ := json.Marshal(row)
+				set[string(b)] = true
+			}
+			return set
+		}
+		w, g := rows(wantData, wantCfg), rows(gotData, gotCfg)
+		t.Logf("%s: %d distinct rows uninterrupted, %d resumed", name, len(w), len(g))
+		for r := range w {
+			if !g[r] {
+				t.Logf("%s: only the uninterrupted run has %s", name, r)
+			}
+		}
+		for r := range g {
+			if !w[r] {
+				t.Logf("%s: only the resumed run has %s", name, r)
+			}
+		}
+	}
 }
 
 // killable gives cmd a temporary directory of its own, removed when the
@@ -510,7 +566,7 @@ func TestAsyncCrashRestart(t *testing.T) {
 	testinfra.Bubblewrap(t)
 	text := strings.Replace(equalPipeline, "    iterations: 1\n", "    iterations: 3\n", 1)
 	text = strings.Replace(text, "training:\n", "training:\n  max_staleness: 1\n", 1)
-	want, err := uninterrupted(text)
+	want, wantData, wantCfg, err := uninterruptedIn(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,6 +577,9 @@ func TestAsyncCrashRestart(t *testing.T) {
 	got, at := crashAndResumeIn(t, data, cfg, "critic.updated", 1)
 	if at["iteration.started"] < 2 {
 		t.Fatalf("killed before iteration 1 started, nothing overlapped: %v", at)
+	}
+	if want.SHA256 != got.SHA256 {
+		rowsThatDiffer(t, want, got, wantData, wantCfg, data, cfg)
 	}
 	sameDigest(t, want, got)
 	t.Logf("killed with %d iterations started, %d batches, %d updates: digest %s", at["iteration.started"], at["batch.ready"], at["policy.updated"], got.SHA256)
