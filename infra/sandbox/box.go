@@ -627,8 +627,8 @@ func (b *box) findProcesses() []int {
 }
 
 // FindProcesses scans /proc for processes whose environment holds
-// T1_SANDBOX=id or, when uid > 0, whose real uid is uid. Zombies are
-// skipped: they hold no resources but a pid.
+// T1_SANDBOX=id (an empty id matches none) or, when uid > 0, whose real
+// uid is uid. Zombies are skipped: they hold no resources but a pid.
 func FindProcesses(id string, uid int) []int { return findProcesses(id, uid, 1) }
 
 // FindBlockProcesses is FindProcesses for a sandbox with a block of ids:
@@ -658,6 +658,9 @@ func findProcesses(id string, uid, n int) []int {
 		}
 		if u := procUID(status); uid > 0 && u >= uid && u < uid+n {
 			pids = append(pids, pid)
+			continue
+		}
+		if id == "" {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")

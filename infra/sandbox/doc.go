@@ -46,7 +46,9 @@
 //
 // When the caller is root, each sandbox has a block of IDBlock (65536)
 // host ids of its own (allocBlock: B … B+65535, B a multiple of 65536
-// from 2^30+2^24 to 2^31, held by an flock for the sandbox's life), and
+// from 2^30+2^24 to 2^31, held by an flock in /run/t1/sandbox-uids for
+// the sandbox's life, whatever the process's TMPDIR, and never one that
+// a process still runs as), and
 // ids 0 … 65535 inside are those: root is B, uid 1000 is B+1000, so
 // useradd, chown, su and runuser work as in Docker. The user namespace
 // (userns.go) is made once per sandbox (and per other Cmd.User) by a

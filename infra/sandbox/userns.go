@@ -34,19 +34,39 @@ const (
 	blockCount = (1<<31 - blockBase) / IDBlock
 )
 
+// blockLocks holds one lock file per block. It is the host's, not
+// $TMPDIR's: host ids are shared by every process on the host, and two
+// t1 processes with different temporary directories (a batch job's own
+// TMPDIR) would otherwise draw the same block, and one sandbox's Close,
+// which kills every process of its block, would kill the other's.
+var blockLocks = "/run/t1/sandbox-uids"
+
 // allocBlock picks a block of IDBlock host ids for one sandbox. Blocks
 // are drawn at random and held by an flock on a lock file named after
-// the block's first id, in the same private directory as before, for as
-// long as the sandbox lives; release frees it.
+// the block's first id, for as long as the sandbox lives; release frees
+// it.
 func allocBlock() (base int, release func(), err error) {
-	dir := filepath.Join(os.TempDir(), "t1-sandbox-uids")
+	return allocBlockIn(blockLocks, blockCount, blockHasProcesses)
+}
+
+// allocBlockIn draws from count blocks with locks in dir, skipping a
+// block whose lock is free but that busy says still has processes: those
+// of a sandbox whose t1 was killed (its lock went with it) live until
+// the next t1 reaps that sandbox's cgroup, and must not share ids with
+// a new sandbox.
+//
+// Lock files are never removed. Removing one on release would let a
+// process that opened it just before lock the unlinked file while a
+// third creates and locks a new one under the same name: two holders of
+// one block.
+func allocBlockIn(dir string, count int, busy func(base int) bool) (base int, release func(), err error) {
 	if err := privateDir(dir); err != nil {
 		return 0, nil, fmt.Errorf("sandbox: uid locks: %w", err)
 	}
 	for range 100 {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		base := blockBase + int(binary.LittleEndian.Uint32(b[:])%blockCount)*IDBlock
+		base := blockBase + int(binary.LittleEndian.Uint32(b[:])%uint32(count))*IDBlock
 		p := filepath.Join(dir, "block-"+strconv.Itoa(base))
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
@@ -56,12 +76,19 @@ func allocBlock() (base int, release func(), err error) {
 			f.Close()
 			continue
 		}
-		return base, func() {
-			os.Remove(p)
+		if busy(base) {
 			f.Close()
-		}, nil
+			continue
+		}
+		return base, func() { f.Close() }, nil
 	}
 	return 0, nil, errors.New("sandbox: no free block of sandbox uids after 100 draws")
+}
+
+// blockHasProcesses reports whether a live process runs as one of the
+// host ids of the block at base.
+func blockHasProcesses(base int) bool {
+	return len(FindBlockProcesses("", base)) > 0
 }
 
 // sandboxCaps are what root inside a sandbox keeps, in its own user
