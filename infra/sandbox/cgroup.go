@@ -378,21 +378,29 @@ type startReq struct {
 // joins the v1 cgroups once and stays there, since moving a thread in
 // and out for each fork takes the kernel's cgroup write lock twice per
 // hierarchy (an RCU grace period each: milliseconds). When remove closes
-// starts, the thread leaves the cgroups (they can then be removed) and
-// ends with the goroutine, still locked: Pdeathsig then kills whatever it
-// started that is still alive.
+// starts, the thread leaves the cgroups (they can then be removed), and
+// remove kills what is left in them.
+//
+// The thread goes back to the runtime rather than end: it may have
+// started processes of other sandboxes before this goroutine locked it,
+// and Pdeathsig kills a process when the thread that started it ends.
+// Only a thread that could not leave a cgroup ends, locked, with the
+// goroutine.
 func (cg *cgroup) serve(ready chan<- error) {
 	defer close(cg.served)
 	runtime.LockOSThread()
 	tid := []byte(strconv.Itoa(unix.Gettid()))
 	joined := 0
-	// Out again before ending: a goroutine that ends locked to the main
-	// thread leaves it parked, not ended, and still in the cgroups.
 	defer func() {
+		left := true
 		for _, d := range cg.v1[:joined] {
 			if err := os.WriteFile(filepath.Join(filepath.Dir(d), "tasks"), tid, 0); err != nil {
 				slog.Warn("sandbox: leaving cgroup", "dir", d, "err", err)
+				left = false
 			}
+		}
+		if left {
+			runtime.UnlockOSThread()
 		}
 	}()
 	for _, d := range cg.v1 {
