@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,32 +24,26 @@ import (
 // a task, advantages against the critic's values, and enough fine-tuning
 // and turns that the iterations' attempts earn rewards: with none, the
 // critic (started from the policy, score head 0) values everything 0,
-// every advantage is 0 and the actor takes no step.
+// every advantage is 0 and the actor takes no step. The trust region is
+// wide enough that neither update is skipped, so both are compared.
 var torchPipeline = strings.NewReplacer(
 	"    iterations: 1\n", "    iterations: 2\n",
 	"    attempts: 1\n    max_turns: 2\n", "    attempts: 2\n    max_turns: 4\n",
 	"    sft_steps: 2\n", "    sft_steps: 60\n",
 	"    max_new_tokens: 24\n", "    max_new_tokens: 40\n",
-	"training:\n", "inference:\n  precision: f32\ntraining:\n  baseline: critic\n  sft_lr: 3.0e-3\n",
+	"training:\n", "inference:\n  precision: f32\ntraining:\n  baseline: critic\n  sft_lr: 3.0e-3\n  max_live_kl: 0.1\n",
 ).Replace(tinyPipeline)
 
-// wholeRun is what a completed run of torchPipeline left: its summary,
-// its metrics rows, the trainer's reports and the policies' weights.
+// wholeRun is what a completed run of torchPipeline (or a branch of it)
+// left: its events, its metrics rows, the trainer's reports and the
+// policies' weights.
 type wholeRun struct {
-	Recipe []struct {
-		Suite         string  `json:"suite"`
-		PolicyVersion int64   `json:"policy_version"`
-		Attempts      int     `json:"attempts"`
-		ResolveRate   float64 `json:"resolve_rate"`
-		MeanReward    float64 `json:"mean_reward"`
-		MeanTurns     float64 `json:"mean_turns"`
-	} `json:"recipe"`
 	Events  map[string]uint64 `json:"events"`
 	Policy  int64             `json:"policy_version"`
-	Elapsed time.Duration     `json:"elapsed_ns"`
+	data    string
 	metrics []map[string]any
-	reports []trainer.ActorMetrics   // the trainer's reports of the actor updates
-	weights []map[string]*moe.Tensor // by policy version
+	reports []trainer.ActorMetrics           // the trainer's reports of the actor updates
+	weights map[int64]map[string]*moe.Tensor // by policy version
 }
 
 // runWhole runs torchPipeline, with extra appended to its training
@@ -80,7 +75,16 @@ func runWhole(t *testing.T, extra string, env ...string) *wholeRun {
 			t.Errorf("%d %s events", n, typ)
 		}
 	}
-	out, err = finish(t, command(t, data, cfg, "query", "metrics", "--run", "tiny", "--format", "ndjson"), 2*time.Minute)
+	r.data = data
+	readRun(t, &r, cfg, "tiny")
+	return &r
+}
+
+// readRun reads run's metrics rows, training reports and policies from
+// r.data into r.
+func readRun(t *testing.T, r *wholeRun, cfg, run string) {
+	t.Helper()
+	out, err := finish(t, command(t, r.data, cfg, "query", "metrics", "--run", run, "--format", "ndjson"), 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +97,12 @@ func runWhole(t *testing.T, extra string, env ...string) *wholeRun {
 		r.metrics = append(r.metrics, row)
 	}
 	slices.SortFunc(r.metrics, func(a, b map[string]any) int { return int(num(a["iteration"]) - num(b["iteration"])) })
-	bucket, _ := filepath.Glob(filepath.Join(data, "s3", "*", "runs"))
+	bucket, _ := filepath.Glob(filepath.Join(r.data, "s3", "*", "runs"))
 	if len(bucket) != 1 {
 		t.Fatalf("store layout: %v", bucket)
 	}
 	root := filepath.Dir(bucket[0])
-	files, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(keys.Run("tiny")), "training", "iter=*", "policy-v*.json"))
+	files, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(keys.Run(run)), "training", "iter=*", "policy-v*.json"))
 	slices.Sort(files)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -111,8 +115,15 @@ func runWhole(t *testing.T, extra string, env ...string) *wholeRun {
 		}
 		r.reports = append(r.reports, rep.Metrics)
 	}
-	for v := int64(0); v <= r.Policy; v++ {
-		raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(keys.Policy("tiny", v)), "model.safetensors"))
+	r.weights = map[int64]map[string]*moe.Tensor{}
+	// A branch holds the versions it made alone.
+	dirs, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(keys.Run(run)), keys.KindPolicy, "v*"))
+	for _, d := range dirs {
+		var v int64
+		if _, err := fmt.Sscanf(filepath.Base(d), "v%d", &v); err != nil {
+			t.Fatalf("policy directory %s: %v", d, err)
+		}
+		raw, err := os.ReadFile(filepath.Join(d, "model.safetensors"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,9 +131,8 @@ func runWhole(t *testing.T, extra string, env ...string) *wholeRun {
 		if err != nil {
 			t.Fatalf("policy v%d: %v", v, err)
 		}
-		r.weights = append(r.weights, tensors)
+		r.weights[v] = tensors
 	}
-	return &r
 }
 
 func num(v any) float64 {
@@ -172,10 +182,18 @@ func maxDiff(t *testing.T, a, b map[string]*moe.Tensor) float64 {
 
 // The whole tiny pipeline runs with every update (SFT, critic, actor) made
 // by t1train, t1's PyTorch trainer, through the exec backend: the run
-// completes, each update changes the policy, routing replay leaves no
-// mismatch, and against the same run on the reference trainer it samples
-// the same tokens, earns the same rewards and held-out figures, and its
-// training metrics and policies agree within float32's rounding.
+// completes, each update changes the policy and routing replay leaves no
+// mismatch. PPO replayed into a branch on the reference trainer, on the
+// same batches from the same policies, makes the same policies and
+// training metrics within float32's rounding.
+//
+// A second whole run on the reference trainer is no peer: 60 steps of
+// SFT route every sequence live, a routing tie falls one way in Go and
+// the other in PyTorch on some CPUs, and from there the two runs sample
+// different tokens (the policies after SFT 5.5% of the update apart on a
+// Xeon with AVX-512, 0.1–0.3% on another; within 1e-5 relative after 5
+// steps on both). trainer's TestTorchTrainerMatchesReference holds each
+// kind of update to the reference on one input.
 func TestRunWithTorchTrainer(t *testing.T) {
 	testinfra.Long(t)
 	testinfra.Bubblewrap(t)
@@ -192,15 +210,13 @@ func TestRunWithTorchTrainer(t *testing.T) {
 		}
 	}
 	torch := runWhole(t, execTrainer, "T1TRAIN_WORKDIR="+t.TempDir(), "TMPDIR="+tmp)
-	ref := runWhole(t, "")
-	t.Logf("elapsed: reference %s, t1train %s", ref.Elapsed.Round(time.Second), torch.Elapsed.Round(time.Second))
 
 	// SFT makes v1, the two PPO updates v2 and v3, and each moved the
 	// weights.
 	if torch.Policy != 3 || len(torch.weights) != 4 {
 		t.Fatalf("policy version %d, %d checkpoints", torch.Policy, len(torch.weights))
 	}
-	for v := 1; v < len(torch.weights); v++ {
+	for v := int64(1); v < int64(len(torch.weights)); v++ {
 		if d := maxDiff(t, torch.weights[v-1], torch.weights[v]); d == 0 {
 			t.Errorf("policy v%d has the weights of v%d", v, v-1)
 		}
@@ -221,15 +237,21 @@ func TestRunWithTorchTrainer(t *testing.T) {
 		}
 	}
 
-	// The reference trainer, on the same run: the same arithmetic on the
-	// same model. Served at f32, both runs sample the same tokens (at
-	// bf16 a weight 1e-5 away rounds differently now and then, a sampled
-	// token changes and the runs part), so every count and reward is
-	// equal and the rest agrees within float32's rounding, which Adam
-	// amplifies where a gradient is near 0: the two policies lie within
-	// 2% of an update's length of each other (0.1–0.3% measured).
-	for v := 1; v < len(ref.weights); v++ {
-		apart, step := dist(ref.weights[v], torch.weights[v]), dist(ref.weights[v-1], ref.weights[v])
+	// The reference trainer on the same batches, each from the policy the
+	// run trained it on: the same arithmetic on the same model, so every
+	// count is equal, the rest agrees within float32's rounding, and the
+	// policies lie within 2% of an update's length of each other.
+	ref := &wholeRun{data: torch.data}
+	refCfg := writeConfig(t, torchPipeline)
+	if out, err := finish(t, command(t, torch.data, refCfg, "replay", "--stage", "ppo", "--run", "tiny", "--into", "tiny-ref"), 5*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	readRun(t, ref, refCfg, "tiny-ref")
+	if len(ref.weights) != 2 || len(ref.metrics) != len(torch.metrics) {
+		t.Fatalf("the replay made policies %v and %d metrics rows, want v2, v3 and %d", slices.Sorted(maps.Keys(ref.weights)), len(ref.metrics), len(torch.metrics))
+	}
+	for v := int64(2); v <= torch.Policy; v++ {
+		apart, step := dist(ref.weights[v], torch.weights[v]), dist(torch.weights[v-1], torch.weights[v])
 		t.Logf("policy v%d: %.3g apart (largest weight %.3g), the update %.3g long", v, apart, maxDiff(t, ref.weights[v], torch.weights[v]), step)
 		if apart > 0.02*step {
 			t.Errorf("policy v%d: the two trainers' policies lie %.3g apart, more than 2%% of the update (%.3g)", v, apart, step)
@@ -253,14 +275,6 @@ func TestRunWithTorchTrainer(t *testing.T) {
 			if math.Abs(got-w) > tol {
 				t.Errorf("iteration %d %s: %v, the reference trainer's %v", i, col, got, w)
 			}
-		}
-	}
-	if len(ref.Recipe) == 0 || len(ref.Recipe) != len(torch.Recipe) {
-		t.Fatalf("recipe rows: reference %+v, t1train %+v", ref.Recipe, torch.Recipe)
-	}
-	for i := range ref.Recipe {
-		if ref.Recipe[i] != torch.Recipe[i] {
-			t.Errorf("held-out row %d: t1train %+v, the reference trainer's %+v", i, torch.Recipe[i], ref.Recipe[i])
 		}
 	}
 }
