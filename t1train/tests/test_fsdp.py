@@ -8,6 +8,7 @@ Adam's state agree within float32 summation-order noise."""
 import json
 import math
 import os
+import random
 import socket
 
 import numpy as np
@@ -25,9 +26,26 @@ RTOL = 1e-5
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port for a process group's store, drawn below the kernel's ephemeral range: the
+    port is closed again before rank 0 binds it, and one from that range (bind to port 0) could
+    meanwhile go to any listener the other tests on the machine start, which rank 1 would then
+    reach instead."""
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()  # unseeded: two test processes must not draw the same ports
+    for _ in range(100):
+        port = rng.randrange(max(1024, lo - 12000), lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range after 100 draws")
 
 
 @pytest.fixture(scope="module")
