@@ -191,8 +191,8 @@ func maxDiff(t *testing.T, a, b map[string]*moe.Tensor) float64 {
 // SFT route every sequence live, a routing tie falls one way in Go and
 // the other in PyTorch on some CPUs, and from there the two runs sample
 // different tokens (the policies after SFT 5.5% of the update apart on a
-// Xeon with AVX-512, 0.1–0.3% on another; within 1e-5 relative after 5
-// steps on both). trainer's TestTorchTrainerMatchesReference holds each
+// Xeon with AVX-512, 0.1–0.3% on another; on the Xeon within 1e-5
+// relative after 5 steps). trainer's TestTorchTrainerMatchesReference holds each
 // kind of update to the reference on one input.
 func TestRunWithTorchTrainer(t *testing.T) {
 	testinfra.Long(t)

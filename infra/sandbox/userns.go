@@ -39,7 +39,7 @@ const (
 // t1 processes with different temporary directories (a batch job's own
 // TMPDIR) would otherwise draw the same block, and one sandbox's Close,
 // which kills every process of its block, would kill the other's.
-var blockLocks = "/run/t1/sandbox-uids"
+const blockLocks = "/run/t1/sandbox-uids"
 
 // allocBlock picks a block of IDBlock host ids for one sandbox. Blocks
 // are drawn at random and held by an flock on a lock file named after
